@@ -1,0 +1,245 @@
+"""The reference run of docs/playbook: ResNet-18 on a fake CIFAR-10, with a flag per rung.
+
+Rung 0 (the baseline) is the defaults on a GPU: batch 32, no workers, fp32, PIL resize to
+224 + ToTensor + Normalize on the CPU. Each flag is one rung of the optimization ladder:
+
+    python demos/resnet.py                                         # rung 0
+    python demos/resnet.py --workers 8                             # rung 1
+    python demos/resnet.py --workers 8 --pin-memory                # rung 2
+    python demos/resnet.py --workers 8 --pin-memory --batch-size 512 --input uint8   # rung 4
+    python demos/resnet.py --workers 4 --pin-memory --batch-size 1024 --input gpu-resize \
+        --precision bf16 --channels-last --compile                 # rung 8
+
+Without CUDA it runs on the CPU with small defaults so that it still trains visibly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+import torchvision
+from PIL import Image
+from torch.utils.data import DataLoader, Dataset
+from torchvision import transforms
+
+DATASET_IMAGES = 10_000  # the article's fake CIFAR-10
+LOG_EVERY_S = 5.0
+
+
+@dataclass
+class Config:
+    device: str
+    workers: int
+    pin_memory: bool
+    batch_size: int
+    input: str  # "float" | "uint8" | "gpu-resize"
+    precision: str  # "fp32" | "fp16" | "bf16"
+    compile: bool
+    channels_last: bool
+    set_to_none: bool
+    sync_loss: bool
+    image_size: int
+
+
+class FakeCifar(Dataset):
+    """Random 32x32 RGB images with labels 0-9, prepared on the CPU as the config says."""
+
+    def __init__(self, images: int, input_mode: str, image_size: int, seed: int = 0) -> None:
+        rng = np.random.default_rng(seed)
+        self.images = rng.integers(0, 256, size=(images, 32, 32, 3), dtype=np.uint8)
+        self.labels = rng.integers(0, 10, size=images).tolist()
+        self.input_mode = input_mode
+        if input_mode == "float":
+            self.transform = transforms.Compose(
+                [
+                    transforms.Resize(image_size),
+                    transforms.ToTensor(),
+                    transforms.Normalize((0.5, 0.5, 0.5), (0.5, 0.5, 0.5)),
+                ]
+            )
+        elif input_mode == "uint8":
+            self.transform = transforms.Compose(
+                [transforms.Resize(image_size), transforms.PILToTensor()]
+            )
+        else:
+            self.transform = None
+
+    def __len__(self) -> int:
+        return len(self.images)
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        image = self.images[index]
+        if self.transform is None:  # gpu-resize: ship the 32x32 uint8 image as it is
+            return torch.from_numpy(image).permute(2, 0, 1).contiguous(), self.labels[index]
+        return self.transform(Image.fromarray(image)), self.labels[index]
+
+
+def make_loader(config: Config, dataset: FakeCifar) -> DataLoader:
+    return DataLoader(
+        dataset,
+        batch_size=config.batch_size,
+        shuffle=True,
+        num_workers=config.workers,
+        pin_memory=config.pin_memory and config.device.startswith("cuda"),
+        persistent_workers=config.workers > 0,
+        drop_last=True,  # a ragged last batch would recompile a compiled model
+    )
+
+
+def to_model_input(images: torch.Tensor, config: Config) -> torch.Tensor:
+    """Copy to the device and finish on the GPU what the CPU did not do."""
+    images = images.to(config.device, non_blocking=config.pin_memory)
+    if config.input == "gpu-resize":
+        images = F.interpolate(images.float(), size=config.image_size, mode="bilinear")
+        images = (images / 255.0 - 0.5) / 0.5
+    elif config.input == "uint8":
+        images = (images.float() / 255.0 - 0.5) / 0.5
+    if config.channels_last:
+        images = images.contiguous(memory_format=torch.channels_last)
+    return images
+
+
+def sync_heavy_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """The article's trap: ops whose output size depends on data make the CPU wait."""
+    classes_present = torch.unique(labels)  # sync: output size depends on the data
+    valid = labels >= 0
+    logits, labels = logits[valid], labels[valid]  # sync: boolean-mask indexing
+    keep = torch.nonzero(labels < 10).squeeze(1)  # sync: nonzero
+    loss = F.cross_entropy(logits[keep], labels[keep])
+    return loss + 0.0 * classes_present.numel()
+
+
+class Trainer:
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.dataset = FakeCifar(DATASET_IMAGES, config.input, config.image_size)
+        self.loader = make_loader(config, self.dataset)
+        self.model = torchvision.models.resnet18(num_classes=10).to(config.device)
+        if config.channels_last:
+            self.model = self.model.to(memory_format=torch.channels_last)
+        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.001, momentum=0.9)
+        self.scaler = torch.amp.GradScaler(enabled=config.precision == "fp16")
+        self.forward = torch.compile(self.model) if config.compile else self.model
+        self.steps = 0
+
+    def autocast(self) -> Any:
+        if self.config.precision == "fp32":
+            return contextlib.nullcontext()
+        dtype = torch.float16 if self.config.precision == "fp16" else torch.bfloat16
+        return torch.autocast(device_type=self.config.device.split(":")[0], dtype=dtype)
+
+    def train_step(self, images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        images = to_model_input(images, self.config)
+        labels = labels.to(self.config.device, non_blocking=self.config.pin_memory)
+        with self.autocast():
+            logits = self.forward(images)
+            if self.config.sync_loss:
+                loss = sync_heavy_loss(logits.float(), labels)
+            else:
+                loss = F.cross_entropy(logits, labels)
+        self.optimizer.zero_grad(set_to_none=self.config.set_to_none)
+        self.scaler.scale(loss).backward()
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.steps += 1
+        return loss
+
+    def run(self, max_steps: int, epochs: int) -> None:
+        last_log = time.monotonic()
+        for epoch in range(epochs):
+            for images, labels in self.loader:
+                loss = self.train_step(images, labels)
+                if time.monotonic() - last_log >= LOG_EVERY_S:
+                    last_log = time.monotonic()
+                    print(f"epoch {epoch} step {self.steps} loss {loss.item():.3f}", flush=True)
+                if max_steps and self.steps >= max_steps:
+                    return
+
+
+def parse_args(argv: list[str]) -> tuple[Config, int, int]:
+    cuda = torch.cuda.is_available()
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--device", default="cuda" if cuda else "cpu")
+    parser.add_argument("--workers", type=int, default=0, help="DataLoader workers (rung 1: 8)")
+    parser.add_argument(
+        "--pin-memory", action="store_true", help="pinned memory + non_blocking copies (rung 2)"
+    )
+    parser.add_argument("--batch-size", type=int, default=32 if cuda else 8, help="rung 3: 512")
+    parser.add_argument(
+        "--input",
+        choices=("float", "uint8", "gpu-resize"),
+        default="float",
+        help="what crosses PCIe: float32 224px (rung 0), uint8 224px (rung 4), "
+        "uint8 32px resized on the GPU (rung 8)",
+    )
+    parser.add_argument(
+        "--precision",
+        choices=("fp32", "fp16", "bf16"),
+        default="fp32",
+        help="autocast dtype; fp16 uses a GradScaler (rung 6)",
+    )
+    parser.add_argument("--compile", action="store_true", help="torch.compile the model (rung 7)")
+    parser.add_argument("--channels-last", action="store_true", help="NHWC memory format")
+    parser.add_argument(
+        "--no-set-to-none",
+        dest="set_to_none",
+        action="store_false",
+        help="zero gradients with memset kernels instead of freeing them",
+    )
+    parser.add_argument(
+        "--sync-loss",
+        action="store_true",
+        help="a loss with nonzero/unique/boolean-mask ops that force host-device syncs",
+    )
+    parser.add_argument(
+        "--image-size",
+        type=int,
+        default=224 if cuda else 64,
+        help="side of the resized image (224, as in the article; 64 on the CPU)",
+    )
+    parser.add_argument(
+        "--steps", type=int, default=0, help="stop after N optimizer steps (0: run the epochs)"
+    )
+    parser.add_argument("--epochs", type=int, default=50)
+    args = parser.parse_args(argv)
+    config = Config(
+        device=args.device,
+        workers=args.workers,
+        pin_memory=args.pin_memory,
+        batch_size=args.batch_size,
+        input=args.input,
+        precision=args.precision,
+        compile=args.compile,
+        channels_last=args.channels_last,
+        set_to_none=args.set_to_none,
+        sync_loss=args.sync_loss,
+        image_size=args.image_size,
+    )
+    return config, args.steps, args.epochs
+
+
+def main(argv: list[str] | None = None) -> int:
+    config, steps, epochs = parse_args(sys.argv[1:] if argv is None else argv)
+    print(f"resnet demo: {config}", flush=True)
+    trainer = Trainer(config)
+    try:
+        trainer.run(steps, epochs)
+    except KeyboardInterrupt:
+        print(f"interrupted after {trainer.steps} steps", flush=True)
+        return 130
+    print(f"done: {trainer.steps} steps", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,93 @@
+"""Command line: ``gputop-train [OPTIONS] SCRIPT [ARGS...]`` or ``[OPTIONS] -- COMMAND``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from . import __version__
+from .launch import LaunchError, build_command, start_job
+from .monitor import Monitor
+from .session.model import DEFAULT_WINDOW_S, Session
+
+EPILOG = """examples:
+  gputop-train demos/resnet.py --workers 8          monitor a Python script (TUI)
+  gputop-train --headless demos/resnet.py           one status line per second
+  gputop-train --headless --format json train.py    one JSON object per interval
+  gputop-train -- torchrun --nproc-per-node 2 train.py   any command, after --
+"""
+
+
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="gputop-train",
+        description="See, live, why a PyTorch training run is not using its GPU fully.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"gputop-train {__version__}")
+    parser.add_argument(
+        "--headless", action="store_true", help="no TUI: print a status line per interval"
+    )
+    parser.add_argument(
+        "--format", choices=("text", "json"), default="text", help="headless output format"
+    )
+    parser.add_argument(
+        "--interval", type=_positive, default=1.0, help="seconds between headless lines (1)"
+    )
+    parser.add_argument(
+        "--window",
+        type=_positive,
+        default=DEFAULT_WINDOW_S,
+        help=f"seconds of history behind each live figure ({DEFAULT_WINDOW_S:g})",
+    )
+    parser.add_argument("target", nargs=argparse.REMAINDER, help="SCRIPT [ARGS...] or -- COMMAND")
+    args = parser.parse_args(argv)
+    args.raw_command = bool(args.target) and args.target[0] == "--"
+    if args.raw_command:
+        args.target = args.target[1:]
+    if not args.target:
+        parser.error("give a script to run (gputop-train train.py) or -- COMMAND")
+    return args
+
+
+def _positive(text: str) -> float:
+    value = float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError("must be greater than 0")
+    return value
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        command = build_command(args.target, args.raw_command)
+    except LaunchError as error:
+        print(f"gputop-train: {error}", file=sys.stderr)
+        return 2
+    if not args.headless:
+        print("gputop-train: the TUI is not built yet; use --headless for now", file=sys.stderr)
+        return 2
+    return _run_headless(args, command)
+
+
+def _run_headless(args: argparse.Namespace, command: list[str]) -> int:
+    from .headless import run_headless
+
+    session = Session(command=tuple(command))
+    try:
+        job = start_job(command, stdout=sys.stderr, stderr=sys.stderr)
+    except LaunchError as error:
+        print(f"gputop-train: {error}", file=sys.stderr)
+        return 2
+    monitor = Monitor(session, job.pid)
+    monitor.start()
+    snap = session.snapshot()
+    if snap.nvml_error:
+        print(f"gputop-train: GPU figures are N/A: {snap.nvml_error}", file=sys.stderr)
+    return run_headless(job, monitor, args.interval, args.window, args.format == "json")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

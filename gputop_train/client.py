@@ -1,0 +1,116 @@
+"""The monitor's side of the wire: finds hook sockets, reads their frames, feeds the session."""
+
+from __future__ import annotations
+
+import contextlib
+import selectors
+import socket
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from . import wire
+from .session.model import Session
+
+# How often to look for sockets of new processes (ranks start late, workers never listen).
+DISCOVERY_PERIOD_S = 0.5
+
+
+class _Connection:
+    def __init__(self, pid: int, sock: socket.socket) -> None:
+        self.pid = pid
+        self.sock = sock
+        self.decoder = wire.FrameDecoder()
+        self.said_bye = False
+
+
+class HookClient:
+    """Connects to every watched PID that has a hook socket; one thread calls ``poll``."""
+
+    def __init__(
+        self,
+        session: Session,
+        candidate_pids: Callable[[], set[int]],
+        directory: Path | None = None,
+    ) -> None:
+        self._session = session
+        self._candidate_pids = candidate_pids
+        self._directory = directory
+        self._selector = selectors.DefaultSelector()
+        self._connections: dict[int, _Connection] = {}
+        self._finished: set[int] = set()
+        self._next_discovery = 0.0
+
+    @property
+    def connected_pids(self) -> set[int]:
+        return set(self._connections)
+
+    def poll(self, timeout_s: float = 0.1) -> None:
+        if time.monotonic() >= self._next_discovery:
+            self._discover()
+            self._next_discovery = time.monotonic() + DISCOVERY_PERIOD_S
+        if not self._connections:
+            time.sleep(timeout_s)
+            return
+        for key, _ in self._selector.select(timeout=timeout_s):
+            self._read(key.data)
+
+    def close(self) -> None:
+        for connection in list(self._connections.values()):
+            self._disconnect(connection)
+
+    def _discover(self) -> None:
+        directory = self._directory or wire.runtime_dir(create=False)
+        for pid in self._candidate_pids() - set(self._connections) - self._finished:
+            path = wire.socket_path(pid, directory)
+            if not path.exists():
+                continue
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                sock.connect(str(path))
+            except OSError:
+                sock.close()  # stale socket, or the process is just starting: retry later
+                continue
+            sock.setblocking(False)
+            connection = _Connection(pid, sock)
+            self._connections[pid] = connection
+            self._selector.register(sock, selectors.EVENT_READ, connection)
+
+    def _read(self, connection: _Connection) -> None:
+        try:
+            data = connection.sock.recv(1 << 20)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self._disconnect(connection)
+            return
+        for frame in connection.decoder.feed(data):
+            self._dispatch(connection, frame)
+        malformed = connection.decoder.malformed + connection.decoder.unsupported_version
+        if malformed:
+            self._session.count_dropped(malformed)
+            connection.decoder.malformed = connection.decoder.unsupported_version = 0
+
+    def _dispatch(self, connection: _Connection, frame: dict) -> None:
+        kind, pid = frame["type"], connection.pid  # trust the socket's PID, not the frame's
+        if kind == wire.HELLO:
+            self._session.process_hello(pid, frame)
+        elif kind == wire.STEPS and isinstance(frame.get("rows"), list):
+            self._session.add_step_rows(pid, frame["rows"])
+        elif kind == wire.NOTICE and isinstance(frame.get("text"), str):
+            self._session.add_notice(f"[pid {pid}] {frame['text']}")
+        elif kind == wire.BYE:
+            connection.said_bye = True
+        else:
+            self._session.count_dropped(1)
+
+    def _disconnect(self, connection: _Connection) -> None:
+        self._connections.pop(connection.pid, None)
+        if connection.said_bye:
+            self._finished.add(connection.pid)
+        with contextlib.suppress(Exception):
+            self._selector.unregister(connection.sock)
+        connection.sock.close()
+        self._session.process_disconnected(connection.pid)

@@ -1,0 +1,1 @@
+"""Samplers that feed the session model; no UI code lives here."""

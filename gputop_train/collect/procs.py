@@ -1,0 +1,152 @@
+"""Process sampler: the job's process tree with CPU, memory and IO per process.
+
+``psutil.Process`` objects are kept per PID so that CPU% and IO rates are deltas since the
+previous sample rather than since process start; processes that vanish between two calls
+are dropped quietly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+# PyTorch names its DataLoader worker processes so (torch/utils/data/_utils/worker.py).
+WORKER_NAME = "pt_data_worker"
+
+
+@dataclass(frozen=True)
+class ProcSample:
+    """One process of the job at one instant; None means N/A."""
+
+    pid: int
+    ppid: int | None
+    name: str
+    role: str  # "main" (a hooked training process), "worker", "launcher" or "child"
+    cpu_pct: float | None
+    rss_bytes: int | None
+    io_read_bps: float | None
+    io_write_bps: float | None
+    status: str | None
+    threads: int | None
+
+
+class _Tracked:
+    def __init__(self, process: Any) -> None:
+        self.process = process
+        self.io_bytes: tuple[int, int] | None = None
+        self.io_t = 0.0
+
+
+class ProcessSampler:
+    """Samples ``root_pid`` and its descendants; construct with a fake psutil in tests."""
+
+    def __init__(
+        self,
+        root_pid: int,
+        hooked_pids: Callable[[], set[int]] = set,
+        psutil_module: Any = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if psutil_module is None:
+            import psutil as psutil_module
+        self._psutil = psutil_module
+        self.root_pid = root_pid
+        self._hooked_pids = hooked_pids
+        self._clock = clock
+        self._tracked: dict[int, _Tracked] = {}
+        self._last_pids: frozenset[int] = frozenset()
+
+    def pids(self) -> set[int]:
+        """The PIDs seen in the last sample (the monitor looks for hook sockets among them)."""
+        return set(self._last_pids)
+
+    def sample(self) -> tuple[ProcSample, ...]:
+        processes = self._tree()
+        alive = {p.pid for p in processes}
+        for pid in list(self._tracked):
+            if pid not in alive:
+                del self._tracked[pid]
+        hooked = self._hooked_pids()
+        samples = []
+        for process in processes:
+            tracked = self._tracked.get(process.pid)
+            if tracked is None:
+                tracked = self._tracked[process.pid] = _Tracked(process)
+                self._prime(tracked)
+            sample = self._sample_one(tracked, hooked)
+            if sample is not None:
+                samples.append(sample)
+        self._last_pids = frozenset(s.pid for s in samples)
+        return tuple(samples)
+
+    def _tree(self) -> list[Any]:
+        errors = (self._psutil.NoSuchProcess, self._psutil.AccessDenied)
+        root = self._tracked[self.root_pid].process if self.root_pid in self._tracked else None
+        try:
+            if root is None:
+                root = self._psutil.Process(self.root_pid)
+            return [root, *root.children(recursive=True)]
+        except errors:
+            return []
+
+    def _prime(self, tracked: _Tracked) -> None:
+        with contextlib.suppress(Exception):
+            tracked.process.cpu_percent(None)  # the first call only starts the CPU delta
+
+    def _sample_one(self, tracked: _Tracked, hooked: set[int]) -> ProcSample | None:
+        process = tracked.process
+        try:
+            with process.oneshot():
+                name = process.name()
+                cpu = process.cpu_percent(None)
+                rss = process.memory_info().rss
+                status = process.status()
+                threads = process.num_threads()
+                ppid = process.ppid()
+                read_bps, write_bps = self._io_rates(tracked)
+        except (self._psutil.NoSuchProcess, self._psutil.ZombieProcess):
+            self._tracked.pop(process.pid, None)
+            return None
+        except self._psutil.AccessDenied:
+            return ProcSample(process.pid, None, "?", "child", None, None, None, None, None, None)
+        return ProcSample(
+            pid=process.pid,
+            ppid=ppid,
+            name=name,
+            role=self._role(process.pid, name, hooked),
+            cpu_pct=cpu,
+            rss_bytes=rss,
+            io_read_bps=read_bps,
+            io_write_bps=write_bps,
+            status=status,
+            threads=threads,
+        )
+
+    def _role(self, pid: int, name: str, hooked: set[int]) -> str:
+        if pid in hooked:
+            return "main"
+        if name.startswith(WORKER_NAME):
+            return "worker"
+        if pid == self.root_pid:
+            return "launcher" if hooked else "main"
+        return "child"
+
+    def _io_rates(self, tracked: _Tracked) -> tuple[float | None, float | None]:
+        try:
+            counters = tracked.process.io_counters()
+        except (AttributeError, self._psutil.AccessDenied):  # macOS has none; others need root
+            return (None, None)
+        now = self._clock()
+        current = (counters.read_bytes, counters.write_bytes)
+        previous, previous_t = tracked.io_bytes, tracked.io_t
+        tracked.io_bytes, tracked.io_t = current, now
+        if previous is None or now <= previous_t:
+            return (None, None)
+        elapsed = now - previous_t
+        return (
+            max(0, current[0] - previous[0]) / elapsed,
+            max(0, current[1] - previous[1]) / elapsed,
+        )

@@ -1,0 +1,49 @@
+"""Text for figures: units attached, N/A for what was not measured (never a silent 0)."""
+
+from __future__ import annotations
+
+NA = "N/A"
+
+
+def pct(value: float | None) -> str:
+    return NA if value is None else f"{value:.0f}%"
+
+
+def ms(value: float | None) -> str:
+    if value is None:
+        return NA
+    return f"{value / 1000:.2f} s" if value >= 10_000 else f"{value:.1f} ms"
+
+
+def rate(value: float | None, unit: str) -> str:
+    if value is None:
+        return NA
+    if value >= 10_000:
+        return f"{value / 1000:.1f}k {unit}"
+    return f"{value:.1f} {unit}" if value < 100 else f"{value:.0f} {unit}"
+
+
+def gib(value: float | None) -> str:
+    return NA if value is None else f"{value / 2**30:.1f}"
+
+
+def mem_pair(used: float | None, total: float | None) -> str:
+    if used is None:
+        return NA
+    return f"{gib(used)}/{gib(total)} GiB" if total else f"{gib(used)} GiB"
+
+
+def bytes_rate(value: float | None) -> str:
+    if value is None:
+        return NA
+    for unit, scale in (("GB/s", 1e9), ("MB/s", 1e6), ("kB/s", 1e3)):
+        if value >= scale:
+            return f"{value / scale:.1f} {unit}"
+    return f"{value:.0f} B/s"
+
+
+def duration(seconds: float) -> str:
+    seconds = int(seconds)
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"

@@ -1,0 +1,162 @@
+"""Headless front end: one status line (or JSON object) per interval, and a closing summary."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import threading
+from typing import Any, TextIO
+
+from . import format as fmt
+from .launch import exit_status, signal_job
+from .monitor import Monitor
+from .session.model import Snapshot
+
+# After the job exits, how long to wait for its hook's last frames.
+DRAIN_S = 3.0
+
+
+def status_fields(snap: Snapshot) -> dict[str, Any]:
+    """The JSON object of one interval (documented in docs/headless.md); None is N/A."""
+    steps, gpu, procs = snap.steps, snap.gpu, snap.procs
+    return {
+        "type": "status",
+        "t": round(snap.t, 3),
+        "elapsed_s": round(snap.elapsed_s, 3),
+        "job_running": snap.job.running,
+        "total_steps": snap.total_steps,
+        "total_samples": snap.total_samples,
+        "window_s": snap.window_s,
+        "steps_per_s": _round(steps.steps_per_s, 3),
+        "samples_per_s": _round(steps.samples_per_s, 1),
+        "step_ms_p50": _round(steps.step_ms_p50, 2),
+        "step_ms_p95": _round(steps.step_ms_p95, 2),
+        "data_wait_pct": _round(steps.data_wait_pct, 1),
+        "gpu_time_pct": _round(steps.gpu_time_pct, 1),
+        "gpu_util_pct": _round(gpu.util_pct, 1),
+        "sm_active_pct": _round(gpu.sm_active_pct, 1),
+        "tensor_active_pct": _round(gpu.tensor_active_pct, 1),
+        "gpu_mem_used_bytes": gpu.mem_used_bytes,
+        "gpu_mem_total_bytes": gpu.mem_total_bytes,
+        "gpu_power_w": _round(gpu.power_w, 1),
+        "workers": procs.workers,
+        "workers_cpu_pct": _round(procs.workers_cpu_pct, 1),
+        "main_cpu_pct": _round(procs.main_cpu_pct, 1),
+    }
+
+
+def status_line(snap: Snapshot) -> str:
+    steps, gpu, procs = snap.steps, snap.gpu, snap.procs
+    workers = (
+        f"{procs.workers} workers {fmt.pct(procs.workers_cpu_pct)} CPU"
+        if procs.workers
+        else "no workers"
+    )
+    gpm = ""
+    if gpu.sm_active_pct is not None or gpu.tensor_active_pct is not None:
+        gpm = f" SM {fmt.pct(gpu.sm_active_pct)} tensor {fmt.pct(gpu.tensor_active_pct)}"
+    return (
+        f"[{fmt.duration(snap.elapsed_s):>7}] step {snap.total_steps}"
+        f" | {fmt.rate(steps.steps_per_s, 'steps/s')} {fmt.rate(steps.samples_per_s, 'samples/s')}"
+        f" | step {fmt.ms(steps.step_ms_p50)} (p95 {fmt.ms(steps.step_ms_p95)})"
+        f" | data-wait {fmt.pct(steps.data_wait_pct)} | GPU time {fmt.pct(steps.gpu_time_pct)}"
+        f" | GPU util {fmt.pct(gpu.util_pct)}{gpm}"
+        f" | mem {fmt.mem_pair(gpu.mem_used_bytes, gpu.mem_total_bytes)}"
+        f" | {workers} | main {fmt.pct(procs.main_cpu_pct)} CPU"
+    )
+
+
+def summary_text(snap: Snapshot) -> str:
+    """The closing summary over the whole run."""
+    steps, gpu = snap.steps, snap.gpu
+    lines = [
+        f"gputop-train: {' '.join(snap.command)}",
+        f"  duration {fmt.duration(snap.elapsed_s)}, {snap.total_steps} steps, "
+        f"{snap.total_samples if snap.total_samples is not None else fmt.NA} samples",
+        f"  throughput {fmt.rate(steps.samples_per_s, 'samples/s')}, "
+        f"{fmt.rate(steps.steps_per_s, 'steps/s')}; step p50 {fmt.ms(steps.step_ms_p50)}, "
+        f"p95 {fmt.ms(steps.step_ms_p95)}",
+        f"  data-wait {fmt.pct(steps.data_wait_pct)} of step time; GPU time "
+        f"{fmt.pct(steps.gpu_time_pct)}; GPU util {fmt.pct(gpu.util_pct)} (NVML mean)",
+    ]
+    if snap.nvml_error:
+        lines.append(f"  GPU figures N/A: {snap.nvml_error}")
+    if snap.total_steps == 0:
+        lines.append(
+            "  no training steps seen: the hook reports a step at each optimizer.step(); "
+            "was torch imported and an optimizer stepped?"
+        )
+    if snap.dropped_frames:
+        lines.append(f"  {snap.dropped_frames} malformed frames from the hook were dropped")
+    for notice in snap.notices[-5:]:
+        lines.append(f"  note: {notice}")
+    code = snap.job.exit_code
+    lines.append(f"  job exit code {code if code is not None else 'N/A (still running)'}")
+    return "\n".join(lines)
+
+
+def write_status(snap: Snapshot, out: TextIO, as_json: bool) -> None:
+    if as_json:
+        out.write(json.dumps(status_fields(snap)) + "\n")
+    else:
+        out.write(status_line(snap) + "\n")
+    out.flush()
+
+
+def _round(value: float | None, digits: int) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def run_headless(
+    job: subprocess.Popen[bytes],
+    monitor: Monitor,
+    interval_s: float,
+    window_s: float,
+    as_json: bool,
+    out: TextIO = sys.stdout,
+) -> int:
+    """Print a status per interval until the job ends; Ctrl+C is passed on to the job.
+
+    SIGTERM or SIGHUP (an SSH drop) stop the monitor only: the job runs in its own
+    session and carries on, ready for a later attach.
+    """
+    session = monitor.session
+    detached = threading.Event()
+    stop_waiting = threading.Event()
+
+    def forward_interrupt(signum: int, frame: Any) -> None:
+        signal_job(job, signal.SIGINT)
+
+    def detach(signum: int, frame: Any) -> None:
+        detached.set()
+        stop_waiting.set()
+
+    signal.signal(signal.SIGINT, forward_interrupt)
+    signal.signal(signal.SIGTERM, detach)
+    signal.signal(signal.SIGHUP, detach)
+    waiter = threading.Thread(target=lambda: (job.wait(), stop_waiting.set()), daemon=True)
+    waiter.start()
+    snapshot_window = window_s
+    while not stop_waiting.wait(interval_s):
+        write_status(session.snapshot(snapshot_window), out, as_json)
+    if job.poll() is not None:
+        monitor.drain(DRAIN_S)
+        session.job_ended(exit_status(job.returncode))
+    monitor.stop()
+    final = session.snapshot(window_s=session.clock() - session.started_at + 1.0)
+    if as_json:
+        out.write(
+            json.dumps(
+                {**status_fields(final), "type": "summary", "exit_code": final.job.exit_code}
+            )
+            + "\n"
+        )
+    else:
+        out.write(summary_text(final) + "\n")
+    out.flush()
+    if detached.is_set():
+        print(f"gputop-train: monitor stopped; job PID {job.pid} keeps running", file=sys.stderr)
+        return 0
+    return exit_status(job.returncode)

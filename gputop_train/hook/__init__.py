@@ -1,0 +1,73 @@
+"""The in-process hook: standard library and torch only.
+
+The launcher arms it through ``hook/boot/sitecustomize.py``; a script can also opt in::
+
+    import gputop_train.hook
+    gputop_train.hook.install()          # then `gputop-train attach PID` finds it
+
+Nothing is measured or opened until the process iterates a DataLoader or steps an
+optimizer, so processes that merely import torch stay silent.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import sys
+from typing import Any
+
+from .patches import current_agent
+
+
+def install() -> None:
+    """Hook this process now (imports torch). Safe to call more than once."""
+    import torch
+
+    from .patches import install as install_patches
+
+    install_patches(torch)
+
+
+def count_samples(samples: int) -> None:
+    """Report the samples of the current step, for loops without a DataLoader."""
+    agent = current_agent()
+    if agent is not None and agent.enabled:
+        agent.count_samples(samples)
+
+
+def arm() -> None:
+    """Install the hook as soon as torch is imported, or right away if it already is."""
+    if "torch" in sys.modules:
+        install()
+    elif not any(isinstance(f, _TorchImportWatcher) for f in sys.meta_path):
+        sys.meta_path.insert(0, _TorchImportWatcher())
+
+
+class _TorchImportWatcher(importlib.abc.MetaPathFinder):
+    """Finds torch like the other finders would, and installs the hook once it has loaded."""
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
+        if fullname != "torch":
+            return None
+        sys.meta_path.remove(self)
+        spec = None
+        for finder in sys.meta_path:
+            find_spec = getattr(finder, "find_spec", None)
+            spec = find_spec(fullname, path, target) if find_spec else None
+            if spec is not None:
+                break
+        if spec is None or spec.loader is None:
+            return spec
+        loader = spec.loader
+        original_exec = loader.exec_module
+
+        def exec_module(module: Any) -> None:
+            original_exec(module)
+            try:
+                from .patches import install as install_patches
+
+                install_patches(module)
+            except Exception as error:  # never break the user's `import torch`
+                print(f"gputop-train hook not installed: {error!r}", file=sys.stderr)
+
+        loader.exec_module = exec_module  # type: ignore[method-assign]
+        return spec

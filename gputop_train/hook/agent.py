@@ -1,0 +1,255 @@
+"""The per-process agent: turns DataLoader and optimizer events into step rows.
+
+Everything here runs on the training thread, so it does the least it can: a few clock
+reads, one CUDA event record, an append to a bounded ring. Anything that goes wrong
+disables the agent (said once on stderr) and training carries on untouched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import sys
+import threading
+import time
+import weakref
+from collections import deque
+from typing import Any
+
+from .. import wire
+from .batch_size import infer_batch_size
+from .cuda_timer import CudaStepTimer
+
+# Enough history for a monitor that attaches minutes late, at a few KB per 100 steps.
+RING_STEPS = 8192
+# Memory stats build a dict of ~100 entries (tens of µs): sample them, not every step.
+MEMORY_PERIOD_S = 0.1
+# Steps whose GPU time is still outstanding; past this the GPU is hopelessly behind.
+MAX_STEPS_AWAITING_GPU = 256
+
+MONITOR_PID_ENV = "GPUTOP_TRAIN_MONITOR_PID"
+# How long an exiting job waits for the monitor that launched it to connect.
+WAIT_FOR_MONITOR_S = 3.0
+
+
+class Agent:
+    """Step detection and bookkeeping for one training process."""
+
+    def __init__(self, torch_module: Any, ring_steps: int = RING_STEPS) -> None:
+        self._torch = torch_module
+        self.pid = os.getpid()
+        self.enabled = True
+        self.active = False
+        self.listener: Any = None
+        self._ring: deque[list[Any]] = deque(maxlen=ring_steps)
+        self._notices: deque[str] = deque(maxlen=64)
+        self._lock = threading.Lock()
+        self._step = 0
+        self._last_end: float | None = None
+        self._data_s = 0.0
+        self._samples = 0
+        self._samples_known = False
+        self._batches = 0
+        self._dataloader_seen = False
+        self._primary_optimizer: weakref.ref[Any] | None = None
+        self._timer: CudaStepTimer | None = None
+        self._awaiting_gpu: deque[list[Any]] = deque()
+        self._next_memory_sample = 0.0
+        self._started_at = time.time()
+
+    # -- events from the patched torch entry points (training thread) ---------------------
+
+    def on_iterator_created(self, seconds: float) -> None:
+        """Starting an epoch's iterator (forking workers) is time spent waiting for data."""
+        self._open_first_step(seconds)
+        self._dataloader_seen = True
+        self._data_s += seconds
+
+    def on_batch(self, seconds: float, batch: Any) -> None:
+        self._open_first_step(seconds)
+        self._dataloader_seen = True
+        self._data_s += seconds
+        self._batches += 1
+        size = infer_batch_size(batch)
+        if size is not None:
+            self._samples += size
+            self._samples_known = True
+        if self._timer is not None and self._batches == 1:
+            self._timer.mark_start()
+
+    def count_samples(self, samples: int) -> None:
+        """Samples a step consumed, for loops that do not use a DataLoader."""
+        self._samples += int(samples)
+        self._samples_known = True
+
+    def on_optimizer_step(self, optimizer: Any) -> None:
+        if not self._is_primary(optimizer):
+            return
+        self._activate()
+        now = time.perf_counter()
+        self._step += 1
+        row = [
+            self._step,
+            time.time(),
+            # The first step's start is unknown unless a batch or iterator opened it.
+            None if self._last_end is None else (now - self._last_end) * 1000.0,
+            self._data_s * 1000.0 if self._dataloader_seen else None,
+            self._samples if self._samples_known else None,
+            self._batches,
+            None,
+            *self._memory(now),
+        ]
+        self._last_end = now
+        self._data_s = 0.0
+        self._samples = 0
+        self._samples_known = False
+        self._batches = 0
+        self._finish_row(row)
+
+    # -- internals ----------------------------------------------------------------------
+
+    def _open_first_step(self, seconds: float) -> None:
+        """Data activity before any step starts the first step: it began when the wait did."""
+        if self._last_end is None:
+            self._activate()
+            self._last_end = time.perf_counter() - seconds
+
+    def _is_primary(self, optimizer: Any) -> bool:
+        """With several optimizers (GANs), the first one to step marks the step boundary."""
+        primary = self._primary_optimizer() if self._primary_optimizer else None
+        if primary is None:
+            self._primary_optimizer = weakref.ref(optimizer)
+            return True
+        return primary is optimizer
+
+    def _finish_row(self, row: list[Any]) -> None:
+        if self._timer is None and self._cuda_in_use():
+            self._timer = CudaStepTimer(self._torch)
+        if self._timer is None:
+            self._ring.append(row)
+            return
+        self._timer.mark_end()
+        self._awaiting_gpu.append(row)
+        self._collect_gpu_times()
+        while len(self._awaiting_gpu) > MAX_STEPS_AWAITING_GPU:
+            self._timer.drop_oldest()
+            self._ring.append(self._awaiting_gpu.popleft())
+
+    def _collect_gpu_times(self) -> None:
+        if self._timer is None:
+            return
+        for gpu_ms in self._timer.poll():
+            row = self._awaiting_gpu.popleft()
+            row[6] = gpu_ms
+            self._ring.append(row)
+
+    def _cuda_in_use(self) -> bool:
+        # Never initialise CUDA ourselves: a CPU job must not grow a 500 MB context.
+        cuda = getattr(self._torch, "cuda", None)
+        return bool(cuda is not None and cuda.is_initialized())
+
+    def _memory(self, now: float) -> tuple[int | None, int | None, int | None]:
+        if now < self._next_memory_sample or not self._cuda_in_use():
+            return (None, None, None)
+        self._next_memory_sample = now + MEMORY_PERIOD_S
+        stats = self._torch.cuda.memory_stats()
+        return (
+            stats.get("allocated_bytes.all.current"),
+            stats.get("reserved_bytes.all.current"),
+            stats.get("allocated_bytes.all.peak"),
+        )
+
+    def _activate(self) -> None:
+        """Open the socket on the first sign of training (workers and launchers never get here)."""
+        if self.active:
+            return
+        self.active = True
+        from .listener import Listener
+
+        path = wire.socket_path(self.pid, wire.runtime_dir(create=True))
+        self.listener = Listener(
+            path,
+            hello=self.hello,
+            rows_after=self.rows_after,
+            take_notices=self.take_notices,
+            on_frame=self.on_frame,
+        )
+        self.listener.start()
+
+    # -- called from the listener thread --------------------------------------------------
+
+    def rows_after(self, step: int) -> list[list[Any]]:
+        """Finished rows with a step number above ``step``, oldest first."""
+        for _ in range(3):
+            try:
+                snapshot = list(self._ring)
+                break
+            except RuntimeError:  # the ring moved under us; try again
+                continue
+        else:
+            return []
+        return [row for row in snapshot if row[0] > step]
+
+    def take_notices(self) -> list[str]:
+        notices = []
+        while self._notices:
+            notices.append(self._notices.popleft())
+        return notices
+
+    def on_frame(self, frame: dict[str, Any]) -> None:
+        """Commands from a monitor; none are defined yet in protocol v1 beyond the stream."""
+
+    def hello(self) -> dict[str, Any]:
+        return {
+            "pid": self.pid,
+            "ppid": os.getppid(),
+            "host": socket.gethostname(),
+            "argv": list(sys.argv),
+            "python": sys.version.split()[0],
+            "torch": getattr(self._torch, "__version__", None),
+            "rank": _env_int("RANK"),
+            "local_rank": _env_int("LOCAL_RANK"),
+            "world_size": _env_int("WORLD_SIZE"),
+            "started_at": self._started_at,
+            "step_fields": list(wire.STEP_FIELDS),
+        }
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def fail(self, error: BaseException) -> None:
+        """Disable on any internal error: say so once, keep training."""
+        if not self.enabled:
+            return
+        self.enabled = False
+        message = f"gputop-train hook disabled after an internal error: {error!r}; training goes on"
+        self._notices.append(message)
+        with contextlib.suppress(Exception):
+            print(message, file=sys.stderr, flush=True)
+
+    def shutdown(self) -> None:
+        """At interpreter exit: hand every finished step to the monitor, then close."""
+        if self.listener is None or os.getpid() != self.pid:
+            return
+        if self._timer is not None:
+            self._collect_gpu_times()
+            while self._awaiting_gpu:
+                self._ring.append(self._awaiting_gpu.popleft())
+        self.listener.finish(wait_for_monitor_s=WAIT_FOR_MONITOR_S if _monitor_alive() else 0.0)
+
+
+def _env_int(name: str) -> int | None:
+    try:
+        return int(os.environ[name])
+    except (KeyError, ValueError):
+        return None
+
+
+def _monitor_alive() -> bool:
+    try:
+        os.kill(int(os.environ[MONITOR_PID_ENV]), 0)
+    except (KeyError, ValueError, ProcessLookupError):
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -1,0 +1,90 @@
+"""Wraps the two torch entry points that reveal a training step, without editing the script.
+
+``_BaseDataLoaderIter.__next__`` (time blocked on data, and the batch) and a global
+optimizer step post-hook (the step boundary). User exceptions pass through untouched; our
+own errors disable the agent and the original call's result is returned as if we were not
+there.
+"""
+
+from __future__ import annotations
+
+import atexit
+import importlib
+import os
+import time
+from typing import Any
+
+from .agent import Agent
+
+_state: dict[str, Any] = {"agent": None, "installed": False}
+
+
+def current_agent() -> Agent | None:
+    return _state["agent"]
+
+
+def install(torch_module: Any) -> Agent:
+    """Patch torch once per process; later calls return the existing agent."""
+    if _state["installed"]:
+        return _state["agent"]
+    _patch_dataloader()
+    _register_optimizer_hook()
+    _state["agent"] = Agent(torch_module)
+    _state["installed"] = True
+    # A forked child (a DataLoader worker, a fork-started rank) gets a fresh, dormant agent:
+    # it opens its own socket only if it trains.
+    os.register_at_fork(after_in_child=lambda: _state.update(agent=Agent(torch_module)))
+    atexit.register(_shutdown)
+    return _state["agent"]
+
+
+def _guarded(method_name: str, *args: Any) -> None:
+    agent = _state["agent"]
+    if agent is None or not agent.enabled:
+        return
+    try:
+        getattr(agent, method_name)(*args)
+    except Exception as error:
+        agent.fail(error)
+
+
+def _patch_dataloader() -> None:
+    dataloader = importlib.import_module("torch.utils.data.dataloader")
+    iterator_cls = dataloader._BaseDataLoaderIter
+    original_next = iterator_cls.__next__
+    original_iter = dataloader.DataLoader.__iter__
+
+    def __next__(self: Any) -> Any:
+        started = time.perf_counter()
+        batch = original_next(self)
+        _guarded("on_batch", time.perf_counter() - started, batch)
+        return batch
+
+    def __iter__(self: Any) -> Any:
+        started = time.perf_counter()
+        iterator = original_iter(self)
+        _guarded("on_iterator_created", time.perf_counter() - started)
+        return iterator
+
+    __next__.__wrapped__ = original_next  # type: ignore[attr-defined]
+    __iter__.__wrapped__ = original_iter  # type: ignore[attr-defined]
+    iterator_cls.__next__ = __next__
+    dataloader.DataLoader.__iter__ = __iter__
+
+
+def _register_optimizer_hook() -> None:
+    def after_step(optimizer: Any, args: Any, kwargs: Any) -> None:
+        _guarded("on_optimizer_step", optimizer)
+
+    optimizer_module = importlib.import_module("torch.optim.optimizer")
+    optimizer_module.register_optimizer_step_post_hook(after_step)
+
+
+def _shutdown() -> None:
+    agent = _state["agent"]
+    if agent is None:
+        return
+    try:
+        agent.shutdown()
+    except Exception as error:
+        agent.fail(error)

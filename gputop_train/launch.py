@@ -1,0 +1,79 @@
+"""Starts the user's command under the hook, in its own session so it outlives the monitor."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+from . import wire
+from .hook.agent import MONITOR_PID_ENV
+
+BOOT_DIR = Path(__file__).resolve().parent / "hook" / "boot"
+PACKAGE_ROOT = Path(__file__).resolve().parent.parent
+
+
+class LaunchError(RuntimeError):
+    """The command could not be started; the message says what to do."""
+
+
+def build_command(target: Sequence[str], raw_command: bool) -> list[str]:
+    """``SCRIPT ARGS`` runs with this interpreter; after ``--`` the command runs as given."""
+    if not target:
+        raise LaunchError("nothing to run: give a script (gputop-train train.py) or -- COMMAND")
+    if raw_command:
+        return list(target)
+    script = Path(target[0])
+    if not script.is_file():
+        raise LaunchError(
+            f"no such script: {target[0]}. To run a program rather than a Python script, "
+            f"put it after --, e.g. gputop-train -- torchrun --nproc-per-node 2 train.py"
+        )
+    return [sys.executable, str(script), *target[1:]]
+
+
+def hook_environment(base: Mapping[str, str]) -> dict[str, str]:
+    """The job's environment: the boot dir first on PYTHONPATH, and where to find us."""
+    env = dict(base)
+    existing = env.get("PYTHONPATH")
+    env["PYTHONPATH"] = str(BOOT_DIR) + (os.pathsep + existing if existing else "")
+    env["GPUTOP_TRAIN_HOOK"] = "1"
+    env["GPUTOP_TRAIN_PKG_ROOT"] = str(PACKAGE_ROOT)
+    env[MONITOR_PID_ENV] = str(os.getpid())
+    env[wire.RUNTIME_DIR_ENV] = str(wire.runtime_dir(create=True))
+    env.setdefault("PYTHONUNBUFFERED", "1")  # the job's output should reach the log live
+    return env
+
+
+def start_job(
+    command: Sequence[str], stdout: IO[Any] | int | None, stderr: IO[Any] | int | None
+) -> subprocess.Popen[bytes]:
+    """Start the job in a new session: a hang-up of our terminal does not reach it."""
+    try:
+        return subprocess.Popen(
+            list(command),
+            env=hook_environment(os.environ),
+            stdin=subprocess.DEVNULL,
+            stdout=stdout,
+            stderr=stderr,
+            start_new_session=True,
+        )
+    except FileNotFoundError as error:
+        raise LaunchError(f"command not found: {command[0]}") from error
+    except PermissionError as error:
+        raise LaunchError(f"not executable: {command[0]} ({error.strerror})") from error
+
+
+def signal_job(job: subprocess.Popen[bytes], signum: int) -> None:
+    """Deliver a signal to the job's whole process group (ranks and workers too)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(job.pid, signum)
+
+
+def exit_status(returncode: int) -> int:
+    """A shell-style exit status: 128 + N for a job killed by signal N."""
+    return 128 - returncode if returncode < 0 else returncode

@@ -1,0 +1,95 @@
+"""Runs the samplers and the hook client off the UI thread, feeding one session."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from .client import HookClient
+from .collect.nvml import NvmlSampler, NvmlUnavailable
+from .collect.procs import ProcessSampler
+from .session.model import Session
+
+# NVML utilization at 10 Hz, as in the reference measurements (optimizations.md).
+GPU_PERIOD_S = 0.1
+PROCESS_PERIOD_S = 1.0
+
+
+class Monitor:
+    """Owns the sampler threads for one job; ``stop()`` joins them."""
+
+    def __init__(
+        self,
+        session: Session,
+        root_pid: int,
+        nvml: Any = None,
+        psutil_module: Any = None,
+        gpu_period_s: float = GPU_PERIOD_S,
+        process_period_s: float = PROCESS_PERIOD_S,
+    ) -> None:
+        self.session = session
+        self._stop = threading.Event()
+        self._gpu_period_s = gpu_period_s
+        self._process_period_s = process_period_s
+        self.nvml = NvmlSampler(nvml)
+        self.procs = ProcessSampler(root_pid, session.hooked_pids, psutil_module)
+        self.client = HookClient(session, lambda: self.procs.pids() | {root_pid})
+        self._threads: list[threading.Thread] = []
+
+    def start(self) -> None:
+        try:
+            self.session.set_gpus(self.nvml.open())
+            self._spawn("gpu", self._gpu_loop)
+        except NvmlUnavailable as error:
+            self.session.set_gpus([], error=str(error))
+        self.session.set_processes(self.procs.sample())
+        self._spawn("procs", lambda: self._every(self._process_period_s, self._sample_procs))
+        self._spawn("hook-client", self._client_loop)
+
+    def stop(self) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout=2.0)
+        self.client.close()
+
+    def drain(self, seconds: float) -> None:
+        """Keep reading hook frames for a moment after the job ended (its last steps)."""
+        deadline = threading.Event()
+        timer = threading.Timer(seconds, deadline.set)
+        timer.start()
+        while not deadline.is_set() and self.client.connected_pids:
+            deadline.wait(0.05)
+        timer.cancel()
+
+    def _spawn(self, name: str, target: Callable[[], None]) -> None:
+        thread = threading.Thread(target=target, name=f"gputop-train-{name}", daemon=True)
+        self._threads.append(thread)
+        thread.start()
+
+    def _every(self, period_s: float, action: Callable[[], None]) -> None:
+        while not self._stop.wait(period_s):
+            try:
+                action()
+            except Exception as error:  # a sampler bug must not end the session
+                self.session.add_notice(f"sampler error: {error!r}")
+
+    def _gpu_loop(self) -> None:
+        try:
+            self._every(self._gpu_period_s, self._sample_gpus)
+        finally:
+            self.nvml.close()
+
+    def _sample_gpus(self) -> None:
+        self.session.add_gpu_samples(self.nvml.sample())
+
+    def _sample_procs(self) -> None:
+        self.session.set_processes(self.procs.sample())
+
+    def _client_loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.client.poll(0.1)
+            except Exception as error:
+                self.session.add_notice(f"hook client error: {error!r}")
+                self._stop.wait(0.5)

@@ -1,0 +1,1 @@
+"""The single model of a run, read by every front end."""

@@ -1,0 +1,231 @@
+"""The session: every series of one run in bounded buffers, and immutable snapshots of it.
+
+Samplers and the hook client write from their own threads; front ends (headless printer,
+TUI, recorder) call ``snapshot()`` and get one frozen view with the derived figures
+computed once, so no front end computes statistics of its own.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..collect.nvml import GpuSample
+from ..collect.procs import ProcSample
+from . import stats
+from .steps import Step
+
+# 100k steps is hours of a fast loop at ~100 bytes each; GPU samples at 10 Hz: 1 h.
+MAX_STEPS = 100_000
+MAX_GPU_TICKS = 36_000
+MAX_NOTICES = 200
+# The default window for the live figures: long enough to hold several slow steps.
+DEFAULT_WINDOW_S = 10.0
+
+
+@dataclass(frozen=True)
+class HookedProcess:
+    """A training process that the monitor is connected to (from its hello frame)."""
+
+    pid: int
+    argv: tuple[str, ...]
+    rank: int | None
+    torch_version: str | None
+    host: str | None
+    connected: bool
+
+
+@dataclass(frozen=True)
+class JobState:
+    running: bool = True
+    exit_code: int | None = None
+    stderr_tail: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Everything a front end draws, at one instant. Immutable: safe to hand across threads."""
+
+    t: float
+    started_at: float
+    command: tuple[str, ...]
+    job: JobState
+    gpu_names: tuple[str | None, ...]
+    nvml_error: str | None
+    hooked: tuple[HookedProcess, ...]
+    total_steps: int
+    total_samples: int | None
+    window_s: float
+    steps: stats.StepStats
+    gpu: stats.GpuStats
+    procs: stats.ProcStats
+    latest_gpus: tuple[GpuSample, ...]
+    processes: tuple[ProcSample, ...]
+    notices: tuple[str, ...]
+    dropped_frames: int
+
+    @property
+    def elapsed_s(self) -> float:
+        return self.t - self.started_at
+
+
+@dataclass
+class Session:
+    command: tuple[str, ...] = ()
+    clock: Callable[[], float] = time.time
+    started_at: float = field(default=0.0)
+
+    def __post_init__(self) -> None:
+        self._lock = threading.Lock()
+        self.started_at = self.started_at or self.clock()
+        self._steps: deque[Step] = deque(maxlen=MAX_STEPS)
+        self._gpu: deque[tuple[GpuSample, ...]] = deque(maxlen=MAX_GPU_TICKS)
+        self._processes: tuple[ProcSample, ...] = ()
+        self._hooked: dict[int, HookedProcess] = {}
+        self._notices: deque[str] = deque(maxlen=MAX_NOTICES)
+        self._job = JobState()
+        self._gpu_names: tuple[str | None, ...] = ()
+        self._nvml_error: str | None = None
+        self._total_steps = 0
+        self._total_samples: int | None = None
+        self._dropped_frames = 0
+        self._last_step: dict[int, int] = {}
+
+    # -- writers (any thread) -----------------------------------------------------------
+
+    def set_gpus(self, names: list[str | None], error: str | None = None) -> None:
+        with self._lock:
+            self._gpu_names = tuple(names)
+            self._nvml_error = error
+
+    def process_hello(self, pid: int, hello: dict[str, Any]) -> None:
+        argv = hello.get("argv")
+        process = HookedProcess(
+            pid=pid,
+            argv=tuple(str(a) for a in argv) if isinstance(argv, list) else (),
+            rank=hello.get("rank") if isinstance(hello.get("rank"), int) else None,
+            torch_version=hello.get("torch") if isinstance(hello.get("torch"), str) else None,
+            host=hello.get("host") if isinstance(hello.get("host"), str) else None,
+            connected=True,
+        )
+        with self._lock:
+            self._hooked[pid] = process
+
+    def process_disconnected(self, pid: int) -> None:
+        with self._lock:
+            if pid in self._hooked:
+                old = self._hooked[pid]
+                self._hooked[pid] = HookedProcess(
+                    old.pid, old.argv, old.rank, old.torch_version, old.host, connected=False
+                )
+
+    def add_step_rows(self, pid: int, rows: list[Any]) -> int:
+        """Append steps from a wire frame; returns how many rows were malformed."""
+        parsed = [Step.from_row(pid, row) if isinstance(row, list) else None for row in rows]
+        good = [s for s in parsed if s is not None]
+        with self._lock:
+            for step in good:
+                if step.step <= self._last_step.get(pid, 0):
+                    continue  # a re-attach resends the ring's backlog
+                self._last_step[pid] = step.step
+                self._steps.append(step)
+                self._total_steps += 1
+                if step.samples is not None:
+                    self._total_samples = (self._total_samples or 0) + step.samples
+            self._dropped_frames += len(parsed) - len(good)
+        return len(parsed) - len(good)
+
+    def add_gpu_samples(self, samples: tuple[GpuSample, ...]) -> None:
+        with self._lock:
+            self._gpu.append(samples)
+
+    def set_processes(self, processes: tuple[ProcSample, ...]) -> None:
+        with self._lock:
+            self._processes = processes
+
+    def add_notice(self, text: str) -> None:
+        with self._lock:
+            self._notices.append(text)
+
+    def count_dropped(self, frames: int) -> None:
+        with self._lock:
+            self._dropped_frames += frames
+
+    def job_ended(self, exit_code: int, stderr_tail: tuple[str, ...] = ()) -> None:
+        with self._lock:
+            self._job = JobState(running=False, exit_code=exit_code, stderr_tail=stderr_tail)
+
+    # -- readers ------------------------------------------------------------------------
+
+    def hooked_pids(self) -> set[int]:
+        with self._lock:
+            return set(self._hooked)
+
+    def primary_pid(self) -> int | None:
+        with self._lock:
+            return self._primary_pid_locked()
+
+    def _primary_pid_locked(self) -> int | None:
+        if not self._hooked:
+            return None
+        return min(self._hooked.values(), key=lambda p: (p.rank is None, p.rank or 0, p.pid)).pid
+
+    def steps(self, since: float | None = None) -> list[Step]:
+        with self._lock:
+            if since is None:
+                return list(self._steps)
+            return [s for s in self._steps if s.t > since]
+
+    def snapshot(self, window_s: float = DEFAULT_WINDOW_S) -> Snapshot:
+        now = self.clock()
+        since = now - window_s
+        with self._lock:
+            recent_steps = _tail_since(self._steps, since)
+            recent_gpu = _tail_since_ticks(self._gpu, since)
+            primary = self._primary_pid_locked()
+            processes = self._processes
+            snapshot = Snapshot(
+                t=now,
+                started_at=self.started_at,
+                command=self.command,
+                job=self._job,
+                gpu_names=self._gpu_names,
+                nvml_error=self._nvml_error,
+                hooked=tuple(self._hooked.values()),
+                total_steps=self._total_steps,
+                total_samples=self._total_samples,
+                window_s=window_s,
+                steps=stats.step_stats(recent_steps, primary),
+                gpu=stats.gpu_stats(recent_gpu),
+                procs=stats.proc_stats(processes),
+                latest_gpus=self._gpu[-1] if self._gpu else (),
+                processes=processes,
+                notices=tuple(self._notices),
+                dropped_frames=self._dropped_frames,
+            )
+        return snapshot
+
+
+def _tail_since(steps: deque[Step], since: float) -> list[Step]:
+    """The steps after ``since``, walking back from the newest (windows are short)."""
+    out = []
+    for step in reversed(steps):
+        if step.t <= since:
+            break
+        out.append(step)
+    out.reverse()
+    return out
+
+
+def _tail_since_ticks(ticks: deque[tuple[GpuSample, ...]], since: float) -> list[Any]:
+    out = []
+    for tick in reversed(ticks):
+        if tick and tick[0].t <= since:
+            break
+        out.append(tick)
+    out.reverse()
+    return out

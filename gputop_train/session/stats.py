@@ -1,0 +1,140 @@
+"""Derived figures, computed once per snapshot from the raw series; pure functions."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from ..collect.nvml import GpuSample
+from ..collect.procs import ProcSample
+from .steps import Step
+
+
+@dataclass(frozen=True)
+class StepStats:
+    """Training progress over a window. None means N/A (nothing measured), never zero."""
+
+    steps: int
+    steps_per_s: float | None
+    samples_per_s: float | None
+    step_ms_p50: float | None
+    step_ms_p95: float | None
+    data_wait_pct: float | None
+    gpu_time_pct: float | None
+    gpu_ms_p50: float | None
+
+
+@dataclass(frozen=True)
+class GpuStats:
+    """NVML figures over a window, averaged across samples and summed or averaged over GPUs."""
+
+    util_pct: float | None
+    sm_active_pct: float | None
+    tensor_active_pct: float | None
+    mem_used_bytes: int | None
+    mem_total_bytes: int | None
+    power_w: float | None
+
+
+@dataclass(frozen=True)
+class ProcStats:
+    workers: int
+    workers_cpu_pct: float | None
+    main_cpu_pct: float | None
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """Nearest-rank percentile; None for no values."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q / 100.0 * len(ordered)))
+    return ordered[rank - 1]
+
+
+def step_stats(steps: Sequence[Step], primary_pid: int | None) -> StepStats:
+    """Rates are summed work over summed step time, so they hold for any window alignment.
+
+    Samples/s adds every rank's throughput; steps/s and the step times come from the
+    primary process (rank 0, or the first hooked process).
+    """
+    if not steps:
+        return StepStats(0, None, None, None, None, None, None, None)
+    by_pid: dict[int, list[Step]] = {}
+    for step in steps:
+        if step.step_ms is not None:
+            by_pid.setdefault(step.pid, []).append(step)
+    if not by_pid:
+        return StepStats(0, None, None, None, None, None, None, None)
+    primary = by_pid.get(primary_pid) if primary_pid in by_pid else next(iter(by_pid.values()))
+    step_ms: list[float] = [s.step_ms for s in primary]  # type: ignore[misc]
+    total_s = sum(step_ms) / 1000.0
+    samples_per_s = _sum_rates(by_pid.values())
+    timed_data = [s for s in primary if s.data_ms is not None]
+    timed_gpu = [s for s in primary if s.gpu_ms is not None]
+    return StepStats(
+        steps=len(primary),
+        steps_per_s=len(primary) / total_s if total_s > 0 else None,
+        samples_per_s=samples_per_s,
+        step_ms_p50=percentile(step_ms, 50),
+        step_ms_p95=percentile(step_ms, 95),
+        data_wait_pct=_share(timed_data, "data_ms"),
+        gpu_time_pct=_share(timed_gpu, "gpu_ms"),
+        gpu_ms_p50=percentile([s.gpu_ms for s in timed_gpu], 50),  # type: ignore[misc]
+    )
+
+
+def _sum_rates(groups: Iterable[list[Step]]) -> float | None:
+    rate, known = 0.0, False
+    for group in groups:
+        counted = [s for s in group if s.samples is not None]
+        seconds = sum(s.step_ms for s in counted) / 1000.0  # type: ignore[misc]
+        if counted and seconds > 0:
+            rate += sum(s.samples for s in counted) / seconds  # type: ignore[misc]
+            known = True
+    return rate if known else None
+
+
+def _share(steps: list[Step], field_name: str) -> float | None:
+    total = sum(s.step_ms for s in steps)  # type: ignore[misc]
+    if not steps or total <= 0:
+        return None
+    part = sum(getattr(s, field_name) for s in steps)
+    return min(100.0, 100.0 * part / total)
+
+
+def _mean(values: Iterable[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return sum(known) / len(known) if known else None
+
+
+def gpu_stats(samples: Sequence[tuple[GpuSample, ...]]) -> GpuStats:
+    """Utilization and activity: mean over time and GPUs; memory and power: latest, summed."""
+    if not samples:
+        return GpuStats(None, None, None, None, None, None)
+    flat = [gpu for tick in samples for gpu in tick]
+    latest = samples[-1]
+    return GpuStats(
+        util_pct=_mean(g.util_pct for g in flat),
+        sm_active_pct=_mean(g.sm_active_pct for g in flat),
+        tensor_active_pct=_mean(g.tensor_active_pct for g in flat),
+        mem_used_bytes=_sum_known(g.mem_used_bytes for g in latest),
+        mem_total_bytes=_sum_known(g.mem_total_bytes for g in latest),
+        power_w=_sum_known(g.power_w for g in latest),
+    )
+
+
+def _sum_known(values: Iterable[float | int | None]) -> float | int | None:
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
+
+
+def proc_stats(processes: Sequence[ProcSample]) -> ProcStats:
+    workers = [p for p in processes if p.role == "worker"]
+    mains = [p for p in processes if p.role == "main"]
+    return ProcStats(
+        workers=len(workers),
+        workers_cpu_pct=_sum_known(p.cpu_pct for p in workers) if workers else None,
+        main_cpu_pct=_sum_known(p.cpu_pct for p in mains) if mains else None,
+    )

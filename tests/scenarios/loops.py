@@ -1,0 +1,166 @@
+"""Training loops with known timings, run under the hook by the tests (CPU torch).
+
+Usage: python loops.py SCENARIO [key=value ...]; the hook is armed by the launcher's
+environment (sitecustomize), exactly as for a user's script.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+if os.environ.get("BLOCK_MONITOR_DEPS"):
+    # A training environment with torch but none of the monitor's dependencies.
+    import importlib.abc
+
+    class _Blocker(importlib.abc.MetaPathFinder):
+        blocked = ("textual", "rich", "psutil", "pynvml", "platformdirs")
+
+        def find_spec(self, name, path, target=None):  # type: ignore[no-untyped-def]
+            if name.split(".")[0] in self.blocked:
+                raise ModuleNotFoundError(f"No module named {name!r} (blocked by the test)")
+            return None
+
+    sys.meta_path.insert(0, _Blocker())
+
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+
+class SleepyDataset(Dataset):
+    """Each item costs ``item_ms`` of wall time, like a slow decode."""
+
+    def __init__(self, items: int, item_ms: float) -> None:
+        self.items = items
+        self.item_s = item_ms / 1000.0
+
+    def __len__(self) -> int:
+        return self.items
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        time.sleep(self.item_s)
+        return torch.zeros(4), index % 2
+
+
+class SleepyBatches(Dataset):
+    """Whole batches that each cost ``batch_ms``: one sleep, so the truth is exact."""
+
+    def __init__(self, batches: int, batch: int, batch_ms: float) -> None:
+        self.batches, self.batch, self.batch_s = batches, batch, batch_ms / 1000.0
+
+    def __len__(self) -> int:
+        return self.batches
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+        time.sleep(self.batch_s)
+        return torch.zeros(self.batch, 4), torch.zeros(self.batch, dtype=torch.long)
+
+
+def _params(argv: list[str]) -> dict[str, float]:
+    return {k: float(v) for k, v in (arg.split("=") for arg in argv)}
+
+
+def _model() -> tuple[torch.nn.Module, torch.optim.Optimizer]:
+    model = torch.nn.Linear(4, 2)
+    return model, torch.optim.SGD(model.parameters(), lr=0.01)
+
+
+def sleepy(p: dict[str, float]) -> None:
+    """DataLoader with known data time per batch; a step with known compute time."""
+    model, optimizer = _model()
+    batch, steps = int(p.get("batch", 4)), int(p.get("steps", 20))
+    dataset = SleepyBatches(steps, batch, p.get("batch_ms", 0))
+    loader = iter(DataLoader(dataset, batch_size=None, num_workers=int(p.get("workers", 0))))
+    # The loop's own clock, independent of the hook: the truth the tests compare against.
+    truth = []
+    previous_end = time.perf_counter()
+    for _ in range(steps):
+        fetch_start = time.perf_counter()
+        x, y = next(loader)
+        fetch_ms = (time.perf_counter() - fetch_start) * 1000.0
+        time.sleep(p.get("step_ms", 40) / 1000.0)
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        optimizer.step()
+        end = time.perf_counter()
+        truth.append({"step_ms": (end - previous_end) * 1000.0, "data_ms": fetch_ms})
+        previous_end = end
+        optimizer.zero_grad()
+    print("TRUTH " + json.dumps(truth), flush=True)
+
+
+def accumulate(p: dict[str, float]) -> None:
+    """Gradient accumulation: several batches per optimizer step."""
+    model, optimizer = _model()
+    batch, accum, steps = int(p.get("batch", 3)), int(p.get("accum", 4)), int(p.get("steps", 5))
+    loader = DataLoader(SleepyDataset(batch * accum * steps, 0), batch_size=batch)
+    for i, (x, y) in enumerate(loader):
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        if (i + 1) % accum == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+
+
+def no_dataloader(p: dict[str, float]) -> None:
+    """Tensors already in place, optimizer steps only; samples declared through the API."""
+    import gputop_train.hook
+
+    model, optimizer = _model()
+    x, y = torch.randn(16, 4), torch.randint(0, 2, (16,))
+    for _ in range(int(p.get("steps", 10))):
+        time.sleep(p.get("step_ms", 20) / 1000.0)
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        gputop_train.hook.count_samples(16)
+
+
+def late_monitor(p: dict[str, float]) -> None:
+    """Train, then idle so that a monitor can connect after the steps happened."""
+    sleepy({"batch_ms": 0, "step_ms": 1, "steps": p.get("steps", 20)})
+    time.sleep(p.get("idle_s", 3))
+
+
+def broken_hook(p: dict[str, float]) -> None:
+    """The hook's own code raises on every step: training must finish regardless."""
+    from gputop_train.hook.patches import current_agent
+
+    agent = current_agent()
+
+    def explode(row: object) -> None:
+        raise RuntimeError("injected hook fault")
+
+    agent._finish_row = explode  # type: ignore[method-assign]
+    sleepy({"batch_ms": 0, "step_ms": 1, "steps": p.get("steps", 20)})
+    print(f"trained {int(p.get('steps', 20))} steps")
+
+
+def exit_code(p: dict[str, float]) -> None:
+    sleepy({"batch_ms": 0, "step_ms": 1, "steps": 3})
+    sys.exit(int(p.get("code", 3)))
+
+
+def forever(p: dict[str, float]) -> None:
+    """Trains until interrupted; says so on the way out."""
+    try:
+        while True:
+            sleepy({"batch_ms": 0, "step_ms": 5, "steps": 10})
+    except KeyboardInterrupt:
+        print("job got KeyboardInterrupt", flush=True)
+        sys.exit(130)
+
+
+def hook_state(p: dict[str, float]) -> None:
+    """Train a few steps, then say whether the hook is active."""
+    sleepy({"batch_ms": 0, "step_ms": 1, "steps": 3})
+    from gputop_train.hook.patches import current_agent
+
+    agent = current_agent()
+    print("hooked:", agent is not None and agent.active and agent.enabled)
+
+
+if __name__ == "__main__":
+    torch.set_num_threads(1)  # steadier timings on small CI machines
+    print(f"scenario {sys.argv[1]} pid {os.getpid()}", flush=True)
+    globals()[sys.argv[1]](_params(sys.argv[2:]))

@@ -1,0 +1,137 @@
+"""gputop-train as a user runs it: headless, on CPU torch, through the real launcher."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO, SCENARIOS
+
+pytest.importorskip("torch")
+
+
+def gputop(*args: str, **kwargs: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "gputop_train", *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=180,
+        **kwargs,  # type: ignore[arg-type]
+    )
+
+
+def test_json_mode_prints_one_object_per_interval_and_a_summary() -> None:
+    result = gputop(
+        "--headless",
+        "--format",
+        "json",
+        "--interval",
+        "0.5",
+        str(SCENARIOS),
+        "sleepy",
+        "batch_ms=20",
+        "step_ms=20",
+        "steps=60",
+    )
+    assert result.returncode == 0, result.stderr
+    objects = [json.loads(line) for line in result.stdout.splitlines()]
+    assert objects[-1]["type"] == "summary" and objects[-1]["total_steps"] == 60
+    assert objects[-1]["exit_code"] == 0
+    live = [o for o in objects if o["type"] == "status" and o["samples_per_s"]]
+    assert live, "no interval showed throughput"
+    assert all(o["data_wait_pct"] > 0 for o in live)
+    assert "scenario sleepy" in result.stderr  # the job's own output goes to stderr
+
+
+def test_text_mode_shows_the_status_fields_and_no_gpu_is_na() -> None:
+    result = gputop("--headless", str(SCENARIOS), "sleepy", "batch_ms=5", "step_ms=5", "steps=200")
+    assert result.returncode == 0, result.stderr
+    line = next(line for line in result.stdout.splitlines() if "samples/s" in line)
+    for field in ("steps/s", "step ", "data-wait", "GPU util", "mem", "CPU"):
+        assert field in line
+    if "GPU figures are N/A" in result.stderr:  # this machine has no GPU
+        assert "GPU util N/A" in line and "GPU util 0%" not in line
+
+
+def test_the_jobs_exit_code_is_passed_on() -> None:
+    result = gputop("--headless", str(SCENARIOS), "exit_code", "code=3")
+    assert result.returncode == 3
+    assert "job exit code 3" in result.stdout
+
+
+def test_any_command_runs_after_double_dash() -> None:
+    result = gputop(
+        "--headless",
+        "--",
+        "bash",
+        "-c",
+        f"{sys.executable} {SCENARIOS} sleepy steps=5 batch_ms=0 step_ms=1",
+    )
+    assert result.returncode == 0, result.stderr
+    assert "5 steps" in result.stdout  # the hook reached python below bash
+
+
+def test_a_missing_script_or_command_says_what_to_do() -> None:
+    missing = gputop("--headless", "no_such_train.py")
+    assert missing.returncode == 2 and "no such script" in missing.stderr
+    assert "--" in missing.stderr  # how to run a program instead
+    not_found = gputop("--headless", "--", "no-such-program-xyz")
+    assert not_found.returncode == 2 and "command not found" in not_found.stderr
+
+
+def test_ctrl_c_is_forwarded_to_the_job_which_ends_cleanly() -> None:
+    monitor = subprocess.Popen(
+        [sys.executable, "-m", "gputop_train", "--headless", str(SCENARIOS), "forever"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+    )
+    time.sleep(6)  # torch import + a few steps
+    monitor.send_signal(signal.SIGINT)
+    out, err = monitor.communicate(timeout=60)
+    assert "job got KeyboardInterrupt" in err
+    assert monitor.returncode == 130
+    assert "job exit code 130" in out
+
+
+def test_the_job_has_its_own_session_so_a_hangup_cannot_reach_it() -> None:
+    code = "import os,sys; print(os.getsid(0) == os.getpid(), flush=True)"
+    result = gputop("--headless", "--", sys.executable, "-c", code)
+    assert "True" in result.stderr
+
+
+def test_a_shadowed_sitecustomize_still_runs(tmp_path: Path) -> None:
+    (tmp_path / "sitecustomize.py").write_text("import os\nos.environ['SHADOWED_RAN'] = '1'\n")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    code = "import os; print('shadowed ran:', os.environ.get('SHADOWED_RAN'))"
+    result = gputop("--headless", "--", sys.executable, "-c", code, env=env)
+    assert "shadowed ran: 1" in result.stderr
+
+
+def test_the_demo_trains_on_the_cpu_with_throughput_and_data_wait() -> None:
+    result = gputop(
+        "--headless",
+        "--format",
+        "json",
+        "demos/resnet.py",
+        "--steps",
+        "6",
+        "--image-size",
+        "32",
+        "--batch-size",
+        "4",
+    )
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout.splitlines()[-1])
+    assert summary["total_steps"] == 6 and summary["total_samples"] == 24
+    assert summary["samples_per_s"] > 0
+    assert summary["data_wait_pct"] > 0

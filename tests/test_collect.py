@@ -1,0 +1,124 @@
+"""Samplers on scripted backends: every field may be N/A, nothing kills a sampler."""
+
+from __future__ import annotations
+
+import pytest
+
+from gputop_train.collect.fake import FakeGpu, FakeNvml, FakeProcess, FakePsutil
+from gputop_train.collect.nvml import NvmlSampler, NvmlUnavailable
+from gputop_train.collect.procs import ProcessSampler
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_nvml_sampler_reads_every_field_in_its_unit() -> None:
+    gpu = FakeGpu(
+        util=87,
+        mem_used=3 * 2**30,
+        power_mw=350_000,
+        energy_mj=5_000_000,
+        throttle_bits=0x4,
+        processes=[(42, 2**30, 75)],
+    )
+    sampler = NvmlSampler(FakeNvml([gpu]), clock=Clock())
+    assert sampler.open() == ["NVIDIA H100 80GB HBM3"]
+    (sample,) = sampler.sample()
+    assert sample.util_pct == 87
+    assert sample.mem_used_bytes == 3 * 2**30
+    assert sample.power_w == 350.0 and sample.power_limit_w == 700.0
+    assert sample.energy_j == 5000.0
+    assert sample.throttle == ("sw_power_cap",)
+    assert sample.processes[0].pid == 42 and sample.processes[0].sm_pct == 75
+
+
+def test_unsupported_calls_read_as_na_and_sampling_goes_on() -> None:
+    gpu = FakeGpu(util=50, unsupported={"power", "temperature", "processes", "utilization"})
+    sampler = NvmlSampler(FakeNvml([gpu]), clock=Clock())
+    sampler.open()
+    (sample,) = sampler.sample()
+    assert sample.util_pct is None and sample.power_w is None and sample.temp_c is None
+    assert sample.mem_total_bytes == gpu.mem_total  # what works still works
+
+
+def test_gpm_metrics_come_from_two_samples_at_least_100ms_apart() -> None:
+    clock = Clock()
+    gpu = FakeGpu(gpm={2: 60.0, 3: 30.0, 5: 12.5, 10: 40.0, 20: 1.0, 21: float("nan")})
+    sampler = NvmlSampler(FakeNvml([gpu]), clock=clock)
+    sampler.open()
+    (first,) = sampler.sample()
+    assert first.tensor_active_pct is None  # one GPM sample is not a measurement yet
+    clock.now += 1.0
+    (second,) = sampler.sample()
+    assert second.sm_active_pct == 60.0 and second.tensor_active_pct == 12.5
+    assert second.pcie_rx_mibps is None  # NaN from NVML is N/A
+
+
+def test_a_gpu_without_gpm_reads_pcie_through_the_slow_call_and_gpm_as_na() -> None:
+    nvml = FakeNvml([FakeGpu(pcie_rx_kbps=2048)])
+    sampler = NvmlSampler(nvml, clock=Clock())
+    sampler.open()
+    (sample,) = sampler.sample()
+    assert sample.pcie_rx_mibps == 2.0
+    assert sample.tensor_active_pct is None
+
+
+def test_slow_fields_are_sampled_less_often_than_fast_ones() -> None:
+    clock = Clock()
+    nvml = FakeNvml([FakeGpu()])
+    sampler = NvmlSampler(nvml, clock=clock)
+    sampler.open()
+    for _ in range(10):
+        sampler.sample()
+        clock.now += 0.1
+    assert nvml.calls["utilization"] == 10
+    assert nvml.calls["power"] == 1
+    assert nvml.calls["pcie"] == 2  # RX and TX, once
+
+
+def test_no_driver_is_reported_with_its_reason() -> None:
+    sampler = NvmlSampler(FakeNvml(init_error="NVML Shared Library Not Found"))
+    with pytest.raises(NvmlUnavailable, match="no NVIDIA driver"):
+        sampler.open()
+
+
+def _tree() -> FakePsutil:
+    return FakePsutil(
+        [
+            FakeProcess(100, 1, "python", cpu=98.0),
+            FakeProcess(101, 100, "pt_data_worker", cpu=95.0, read_bytes=0),
+            FakeProcess(102, 100, "pt_data_worker", cpu=90.0),
+            FakeProcess(103, 100, "sh", cpu=0.0),
+        ]
+    )
+
+
+def test_process_tree_roles_cpu_and_io_rates() -> None:
+    psutil, clock = _tree(), Clock()
+    sampler = ProcessSampler(100, hooked_pids=lambda: {100}, psutil_module=psutil, clock=clock)
+    first = {p.pid: p for p in sampler.sample()}
+    assert first[100].role == "main" and first[101].role == "worker" and first[103].role == "child"
+    assert first[101].io_read_bps is None  # a rate needs two readings
+    psutil.processes[101].read_bytes = 4_000_000
+    clock.now += 2.0
+    second = {p.pid: p for p in sampler.sample()}
+    assert second[101].io_read_bps == pytest.approx(2_000_000)
+    assert second[102].cpu_pct == 90.0
+
+
+def test_vanished_and_forbidden_processes_do_not_stop_sampling() -> None:
+    psutil = _tree()
+    sampler = ProcessSampler(100, psutil_module=psutil, clock=Clock())
+    sampler.sample()
+    del psutil.processes[102]
+    psutil.processes[103].denied = True
+    pids = {p.pid: p for p in sampler.sample()}
+    assert 102 not in pids
+    assert pids[103].cpu_pct is None  # N/A, not 0
+    del psutil.processes[100]
+    assert sampler.sample() == ()  # the whole job is gone

@@ -1,0 +1,55 @@
+"""The hook's measurements against known truths, in real processes armed like a user's job."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_hooked
+
+pytest.importorskip("torch")
+
+
+def test_data_wait_and_step_time_are_within_ten_percent_of_the_truth(tmp_path: Path) -> None:
+    # 40 ms to produce each batch, then 40 ms of "compute": 40 ms waiting, 80 ms a step.
+    run = run_hooked("sleepy", "batch_ms=40", "step_ms=40", "steps=20", tmp_path=tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert len(run.steps) == 20
+    truth = json.loads(run.stdout.split("TRUTH ", 1)[1])[2:]
+    steady = run.steps[2:]  # the first steps also pay for start-up
+    # Data wait: the dataset's sleep is the truth, known in advance.
+    assert statistics.median(s.data_ms for s in steady) == pytest.approx(40.0, rel=0.10)
+    # Step time: the loop's own clock (a tiny backward still costs a few ms on CI machines).
+    for key in ("step_ms", "data_ms"):
+        measured = statistics.median(getattr(s, key) for s in steady)
+        assert measured == pytest.approx(statistics.median(t[key] for t in truth), rel=0.10)
+    assert statistics.median(s.step_ms for s in steady) >= 80.0
+
+
+def test_samples_are_inferred_from_the_batch(tmp_path: Path) -> None:
+    run = run_hooked("sleepy", "batch=5", "batch_ms=0", "step_ms=1", "steps=6", tmp_path=tmp_path)
+    assert [s.samples for s in run.steps] == [5] * 6
+    assert [s.batches for s in run.steps] == [1] * 6
+
+
+def test_gradient_accumulation_counts_every_batch_of_a_step(tmp_path: Path) -> None:
+    run = run_hooked("accumulate", "batch=3", "accum=4", "steps=5", tmp_path=tmp_path)
+    assert [s.step for s in run.steps] == [1, 2, 3, 4, 5]
+    assert all(s.batches == 4 and s.samples == 12 for s in run.steps)
+
+
+def test_a_loop_without_dataloader_is_still_seen_step_by_step(tmp_path: Path) -> None:
+    run = run_hooked("no_dataloader", "steps=10", "step_ms=20", tmp_path=tmp_path)
+    assert [s.step for s in run.steps] == list(range(1, 11))
+    assert run.steps[0].step_ms is None  # nothing showed when the first step began
+    assert all(s.data_ms is None for s in run.steps)  # no DataLoader: N/A, not 0
+    assert all(s.samples == 16 for s in run.steps[1:])  # declared via count_samples()
+    assert all(s.step_ms >= 20.0 for s in run.steps[1:])  # never shorter than its sleep
+
+
+def test_a_cpu_job_reports_no_gpu_time_or_memory(tmp_path: Path) -> None:
+    run = run_hooked("sleepy", "batch_ms=0", "step_ms=1", "steps=3", tmp_path=tmp_path)
+    assert all(s.gpu_ms is None and s.mem_alloc is None for s in run.steps)
