@@ -16,7 +16,7 @@ from typing import Any
 
 from .agent import Agent
 
-_state: dict[str, Any] = {"agent": None, "installed": False}
+_state: dict[str, Any] = {"agent": None, "installed": False, "undo": []}
 
 
 def current_agent() -> Agent | None:
@@ -29,13 +29,22 @@ def install(torch_module: Any) -> Agent:
         return _state["agent"]
     _patch_dataloader()
     _register_optimizer_hook()
-    _state["agent"] = Agent(torch_module)
     _state["installed"] = True
-    # A forked child (a DataLoader worker, a fork-started rank) gets a fresh, dormant agent:
-    # it opens its own socket only if it trains.
-    os.register_at_fork(after_in_child=lambda: _state.update(agent=Agent(torch_module)))
-    atexit.register(_shutdown)
+    if _state["agent"] is None:
+        _state["agent"] = Agent(torch_module)
+        # A forked child (a DataLoader worker, a fork-started rank) gets a fresh, dormant
+        # agent: it opens its own socket only if it trains.
+        os.register_at_fork(after_in_child=lambda: _state.update(agent=Agent(torch_module)))
+        atexit.register(_shutdown)
     return _state["agent"]
+
+
+def uninstall() -> None:
+    """Restore torch's own entry points (the agent and its socket stay, idle)."""
+    for undo in reversed(_state["undo"]):
+        undo()
+    _state["undo"].clear()
+    _state["installed"] = False
 
 
 def _guarded(method_name: str, *args: Any) -> None:
@@ -71,13 +80,20 @@ def _patch_dataloader() -> None:
     iterator_cls.__next__ = __next__
     dataloader.DataLoader.__iter__ = __iter__
 
+    def undo() -> None:
+        iterator_cls.__next__ = original_next
+        dataloader.DataLoader.__iter__ = original_iter
+
+    _state["undo"].append(undo)
+
 
 def _register_optimizer_hook() -> None:
     def after_step(optimizer: Any, args: Any, kwargs: Any) -> None:
         _guarded("on_optimizer_step", optimizer)
 
     optimizer_module = importlib.import_module("torch.optim.optimizer")
-    optimizer_module.register_optimizer_step_post_hook(after_step)
+    handle = optimizer_module.register_optimizer_step_post_hook(after_step)
+    _state["undo"].append(handle.remove)
 
 
 def _shutdown() -> None:

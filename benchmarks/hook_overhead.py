@@ -1,0 +1,178 @@
+"""Hook overhead: step time with and without the hook, interleaved in one process.
+
+Blocks of steps alternate (ABBA) between "hook installed" and "hook removed" (``uninstall``)
+so both sides see the same machine state, clocks and thermals; a monitor process reads the
+hook's socket throughout, as in real use. Each block's median step time comes from the
+loop's own clock, never from the hook. The ratio of medians over all blocks is reported.
+
+    python benchmarks/hook_overhead.py tiny            # ~2 ms/step MLP loop (GPU, or CPU)
+    python benchmarks/hook_overhead.py resnet-rung8    # the demo at rung 8 (GPU)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from gputop_train.hook import patches  # noqa: E402
+
+READER = """
+import sys, time
+from gputop_train.client import HookClient
+from gputop_train.session.model import Session
+session = Session()
+client = HookClient(session, lambda: {int(sys.argv[1])})
+deadline = time.monotonic() + float(sys.argv[2])
+while time.monotonic() < deadline:
+    client.poll(0.1)
+print(session.snapshot().total_steps)
+"""
+
+
+def tiny_workload(device: str) -> Callable[[], None]:
+    """An MLP step sized to ~2 ms on an H100, fed by a DataLoader over in-memory tensors."""
+    width = 2048 if device == "cuda" else 256
+    model = torch.nn.Sequential(
+        torch.nn.Linear(width, width), torch.nn.ReLU(), torch.nn.Linear(width, 10)
+    ).to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    data = torch.utils.data.TensorDataset(torch.randn(4096, width), torch.randint(0, 10, (4096,)))
+    loader = torch.utils.data.DataLoader(data, batch_size=512, shuffle=True, drop_last=True)
+    iterator = iter(loader)
+
+    def step() -> None:
+        nonlocal iterator
+        try:
+            x, y = next(iterator)
+        except StopIteration:
+            iterator = iter(loader)
+            x, y = next(iterator)
+        x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+
+    return step
+
+
+def resnet_rung8_workload(device: str) -> Callable[[], None]:
+    sys.path.insert(0, str(REPO / "demos"))
+    import resnet
+
+    config, _, _ = resnet.parse_args(
+        [
+            "--workers",
+            "4",
+            "--pin-memory",
+            "--batch-size",
+            "1024",
+            "--input",
+            "gpu-resize",
+            "--precision",
+            "bf16",
+            "--channels-last",
+            "--compile",
+            "--device",
+            device,
+        ]
+    )
+    trainer = resnet.Trainer(config)
+    iterator = iter(trainer.loader)
+
+    def step() -> None:
+        nonlocal iterator
+        try:
+            images, labels = next(iterator)
+        except StopIteration:
+            iterator = iter(trainer.loader)
+            images, labels = next(iterator)
+        trainer.train_step(images, labels)
+
+    return step
+
+
+def block_median_ms(step: Callable[[], None], steps: int, sync: Callable[[], None]) -> float:
+    times = []
+    sync()
+    previous = time.perf_counter()
+    for _ in range(steps):
+        step()
+        now = time.perf_counter()
+        times.append((now - previous) * 1000.0)
+        previous = now
+    sync()
+    return statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("workload", choices=("tiny", "resnet-rung8"))
+    parser.add_argument("--blocks", type=int, default=10, help="blocks per side")
+    parser.add_argument("--steps", type=int, default=200, help="steps per block")
+    parser.add_argument("--warmup", type=int, default=30)
+    parser.add_argument("--json", type=Path, help="also write the results here")
+    args = parser.parse_args()
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    make = tiny_workload if args.workload == "tiny" else resnet_rung8_workload
+
+    patches.install(torch)
+    step = make(device)
+    for _ in range(args.warmup):
+        step()  # also opens the hook's socket
+    duration = 600.0
+    reader = subprocess.Popen(
+        [sys.executable, "-c", READER, str(os.getpid()), str(duration)],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": f"{REPO}:{os.environ.get('PYTHONPATH', '')}"},
+    )
+    time.sleep(1.0)
+    hooked, bare = [], []
+    for block in range(2 * args.blocks):
+        with_hook = block % 4 in (0, 3)  # ABBA: a linear drift cancels out
+        if with_hook:
+            patches.install(torch)
+        else:
+            patches.uninstall()
+        (hooked if with_hook else bare).append(block_median_ms(step, args.steps, sync))
+    patches.install(torch)
+    reader.terminate()
+    ratio = statistics.median(hooked) / statistics.median(bare)
+    result = {
+        "workload": args.workload,
+        "device": torch.cuda.get_device_name() if device == "cuda" else "cpu",
+        "torch": torch.__version__,
+        "steps_per_block": args.steps,
+        "blocks_per_side": args.blocks,
+        "bare_ms_median": statistics.median(bare),
+        "hooked_ms_median": statistics.median(hooked),
+        "bare_blocks_ms": bare,
+        "hooked_blocks_ms": hooked,
+        "slowdown_pct": (ratio - 1.0) * 100.0,
+    }
+    print(json.dumps(result, indent=2))
+    print(
+        f"{args.workload}: bare {result['bare_ms_median']:.3f} ms, hooked "
+        f"{result['hooked_ms_median']:.3f} ms, slowdown {result['slowdown_pct']:+.2f}%"
+    )
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
