@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from collections.abc import Sequence
 
 from . import __version__
-from .launch import LaunchError, build_command, start_job
+from .joblog import LogTail, default_log_path
+from .launch import LaunchError, build_command, exit_status, start_job, stop_job, watch_job_end
 from .monitor import Monitor
 from .session.model import DEFAULT_WINDOW_S, Session
 
@@ -42,6 +44,12 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         default=DEFAULT_WINDOW_S,
         help=f"seconds of history behind each live figure ({DEFAULT_WINDOW_S:g})",
     )
+    parser.add_argument(
+        "--refresh",
+        type=_positive,
+        default=0.5,
+        help="seconds between TUI redraws (0.5 = 2 Hz; at least 0.1, the GPU sample rate)",
+    )
     parser.add_argument("target", nargs=argparse.REMAINDER, help="SCRIPT [ARGS...] or -- COMMAND")
     args = parser.parse_args(argv)
     args.raw_command = bool(args.target) and args.target[0] == "--"
@@ -66,10 +74,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except LaunchError as error:
         print(f"gputop-train: {error}", file=sys.stderr)
         return 2
-    if not args.headless:
-        print("gputop-train: the TUI is not built yet; use --headless for now", file=sys.stderr)
-        return 2
-    return _run_headless(args, command)
+    if args.headless or not sys.stdout.isatty():
+        if not args.headless:
+            print("gputop-train: stdout is not a terminal: running headless", file=sys.stderr)
+        return _run_headless(args, command)
+    return _run_tui(args, command)
 
 
 def _run_headless(args: argparse.Namespace, command: list[str]) -> int:
@@ -91,3 +100,37 @@ def _run_headless(args: argparse.Namespace, command: list[str]) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def _run_tui(args: argparse.Namespace, command: list[str]) -> int:
+    from .tui.app import GputopApp
+
+    session = Session(command=tuple(command))
+    log_path = default_log_path(command)
+    with log_path.open("ab") as log_file:  # the job writes here: no pipe to break on quit
+        try:
+            job = start_job(command, stdout=log_file, stderr=log_file)
+        except LaunchError as error:
+            print(f"gputop-train: {error}", file=sys.stderr)
+            return 2
+    monitor = Monitor(session, job.pid)
+    monitor.start()
+    watch_job_end(job, monitor, LogTail(log_path))
+    app = GputopApp(
+        session.snapshot,
+        job_pid=job.pid,
+        log=LogTail(log_path),
+        refresh_s=max(0.1, args.refresh),
+        window_s=args.window,
+    )
+    # An SSH drop (SIGHUP) ends the monitor, never the job: it runs in its own session.
+    signal.signal(signal.SIGHUP, lambda signum, frame: app.exit("leave"))
+    choice = app.run()
+    monitor.stop()
+    print(f"gputop-train: the job's output is in {log_path}", file=sys.stderr)
+    if choice == "leave" and job.poll() is None:
+        print(f"gputop-train: job PID {job.pid} keeps running", file=sys.stderr)
+        return 0
+    if job.poll() is None:  # "stop", or the app ended some other way (Ctrl+C, a crash)
+        stop_job(job)
+    return exit_status(job.wait())

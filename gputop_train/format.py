@@ -12,7 +12,7 @@ def pct(value: float | None) -> str:
 def ms(value: float | None) -> str:
     if value is None:
         return NA
-    return f"{value / 1000:.2f} s" if value >= 10_000 else f"{value:.1f} ms"
+    return f"{value / 1000:.2f} s" if value >= 1000 else f"{value:.1f} ms"
 
 
 def rate(value: float | None, unit: str) -> str:

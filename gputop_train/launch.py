@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
@@ -77,3 +79,34 @@ def signal_job(job: subprocess.Popen[bytes], signum: int) -> None:
 def exit_status(returncode: int) -> int:
     """A shell-style exit status: 128 + N for a job killed by signal N."""
     return 128 - returncode if returncode < 0 else returncode
+
+
+# How long a job gets to finish after Ctrl+C, then after SIGTERM, before SIGKILL.
+STOP_GRACE_S = (10.0, 5.0)
+
+
+def stop_job(job: subprocess.Popen[bytes]) -> None:
+    """Ask nicely (SIGINT, as Ctrl+C would), then firmly (SIGTERM), then SIGKILL."""
+    for signum, grace_s in zip((signal.SIGINT, signal.SIGTERM), STOP_GRACE_S, strict=True):
+        signal_job(job, signum)
+        try:
+            job.wait(timeout=grace_s)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+    signal_job(job, signal.SIGKILL)
+    job.wait()
+
+
+def watch_job_end(job: subprocess.Popen[bytes], monitor: Any, log: Any) -> threading.Thread:
+    """In a thread: when the job exits, collect its last frames and mark the session."""
+
+    def wait() -> None:
+        returncode = job.wait()
+        monitor.drain(3.0)
+        log.read_new()
+        monitor.session.job_ended(exit_status(returncode), log.last(20))
+
+    thread = threading.Thread(target=wait, name="gputop-train-job", daemon=True)
+    thread.start()
+    return thread

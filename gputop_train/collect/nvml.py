@@ -94,9 +94,12 @@ class _Device:
 class NvmlSampler:
     """Samples every visible GPU; construct with a fake module in tests (collect/fake.py)."""
 
-    def __init__(self, nvml: Any = None, clock: Any = time.monotonic) -> None:
+    def __init__(
+        self, nvml: Any = None, clock: Any = time.monotonic, wall_clock: Any = time.time
+    ) -> None:
         self._nvml = nvml
         self._clock = clock
+        self._wall_clock = wall_clock
         self._devices: list[_Device] = []
         self._next_medium = 0.0
         self._next_slow = 0.0
@@ -134,7 +137,7 @@ class NvmlSampler:
             self._next_medium = now + MEDIUM_PERIOD_S
         if slow:
             self._next_slow = now + SLOW_PERIOD_S
-        wall = time.time()
+        wall = self._wall_clock()
         return tuple(self._sample_device(d, wall, now, medium, slow) for d in self._devices)
 
     def _sample_device(

@@ -17,6 +17,7 @@ from typing import Any
 from ..collect.nvml import GpuSample
 from ..collect.procs import ProcSample
 from . import stats
+from .series import ChartSeries, chart_series
 from .steps import Step
 
 # 100k steps is hours of a fast loop at ~100 bytes each; GPU samples at 10 Hz: 1 h.
@@ -67,6 +68,7 @@ class Snapshot:
     processes: tuple[ProcSample, ...]
     notices: tuple[str, ...]
     dropped_frames: int
+    charts: ChartSeries | None = None
 
     @property
     def elapsed_s(self) -> float:
@@ -180,10 +182,23 @@ class Session:
                 return list(self._steps)
             return [s for s in self._steps if s.t > since]
 
-    def snapshot(self, window_s: float = DEFAULT_WINDOW_S) -> Snapshot:
+    def snapshot(
+        self, window_s: float = DEFAULT_WINDOW_S, chart_window_s: float = 0.0, chart_points: int = 0
+    ) -> Snapshot:
+        """Figures over the last ``window_s``; with ``chart_points``, binned chart series too."""
         now = self.clock()
         since = now - window_s
         with self._lock:
+            charts = None
+            if chart_points:
+                charts = chart_series(
+                    _tail_since(self._steps, now - chart_window_s),
+                    _tail_since_ticks(self._gpu, now - chart_window_s),
+                    now,
+                    chart_window_s,
+                    chart_points,
+                    self._primary_pid_locked(),
+                )
             recent_steps = _tail_since(self._steps, since)
             recent_gpu = _tail_since_ticks(self._gpu, since)
             primary = self._primary_pid_locked()
@@ -206,6 +221,7 @@ class Session:
                 processes=processes,
                 notices=tuple(self._notices),
                 dropped_frames=self._dropped_frames,
+                charts=charts,
             )
         return snapshot
 

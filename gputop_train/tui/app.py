@@ -1,0 +1,205 @@
+"""The dashboard app. It takes its data sources in the constructor, so tests hand it fakes.
+
+Every refresh tick asks the session for one immutable snapshot and applies it in one batched
+update; no sampling, NVML, psutil or socket code runs here.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import Grid, Horizontal
+from textual.widgets import DataTable, Footer, RichLog, Static, TabbedContent, TabPane
+
+from ..joblog import LogTail
+from ..session.model import Snapshot
+from .screens import HelpScreen, QuitScreen
+from .widgets import panels
+from .widgets.chart import BrailleChart
+
+CHART_WINDOWS_S = (60.0, 300.0, 1800.0)
+CHART_POINTS = 120
+# 2 Hz is the issue's default: fresh enough to watch a step-time change, cheap over SSH.
+DEFAULT_REFRESH_S = 0.5
+
+
+class SnapshotSource(Protocol):
+    def __call__(self, window_s: float, chart_window_s: float, chart_points: int) -> Snapshot: ...
+
+
+class GputopApp(App[str]):
+    """``run()`` returns what the user chose for the job: "stop", "leave" or "ended"."""
+
+    CSS_PATH = "app.tcss"
+    TITLE = "gputop-train"
+    BINDINGS = [
+        Binding("question_mark", "help", "help", id="app.help"),
+        Binding("q", "quit_app", "quit", id="app.quit"),
+        Binding("p", "toggle_pause", "pause", id="app.pause"),
+        Binding("w", "cycle_window", "chart window", id="app.window"),
+        Binding("1", "tab('overview')", "overview", id="app.tab.overview"),
+        Binding("2", "tab('processes')", "processes", id="app.tab.processes"),
+        Binding("3", "tab('log')", "log", id="app.tab.log"),
+        Binding("4", "tab('knobs')", "knobs", id="app.tab.knobs"),
+    ]
+
+    def __init__(
+        self,
+        source: SnapshotSource,
+        job_pid: int | None = None,
+        log: LogTail | None = None,
+        refresh_s: float = DEFAULT_REFRESH_S,
+        window_s: float = 10.0,
+        auto_refresh: bool = True,
+    ) -> None:
+        super().__init__()
+        self._source = source
+        self._job_pid = job_pid
+        self._shown_notices: tuple[str, ...] = ()
+        self._log = log
+        self._refresh_s = refresh_s
+        self._window_s = window_s
+        self._auto_refresh = auto_refresh
+        self._chart_window_index = 0
+        self.paused = False
+        self._reported_end = False
+        self.last_snapshot: Snapshot | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="header")
+        with TabbedContent(initial="overview"):
+            with TabPane("1 Overview", id="overview"):
+                with Horizontal(id="top"):
+                    yield Static(id="steps")
+                    yield Static(id="gpus")
+                yield Static(id="findings")
+                with Grid(id="charts"):
+                    yield BrailleChart("samples/s", "cyan", id="chart-throughput")
+                    yield BrailleChart("step ms", "blue", under_style="red", id="chart-step")
+                    yield BrailleChart("GPU %", "green", under_style="magenta", id="chart-util")
+                    yield BrailleChart("GPU mem", "yellow", id="chart-mem")
+                yield DataTable(id="overview-procs", cursor_type="row", zebra_stripes=True)
+            with TabPane("2 Processes", id="processes"):
+                yield DataTable(id="procs", cursor_type="row", zebra_stripes=True)
+            with TabPane("3 Log", id="log"):
+                yield RichLog(id="joblog", max_lines=2000, wrap=False, markup=False)
+            with TabPane("4 Knobs", id="knobs"):
+                yield Static(id="knobs-text")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        for table in self.query(DataTable):
+            table.add_columns(*panels.PROCESS_COLUMNS)
+        self.refresh_data()
+        if self._auto_refresh:
+            self.set_interval(self._refresh_s, self.refresh_data)
+
+    @property
+    def chart_window_s(self) -> float:
+        return CHART_WINDOWS_S[self._chart_window_index]
+
+    def refresh_data(self) -> None:
+        """One tick: a snapshot from the session, applied in one batched update."""
+        if self.paused:
+            return
+        snap = self._source(self._window_s, self.chart_window_s, CHART_POINTS)
+        self.last_snapshot = snap
+        with self.batch_update():
+            self._apply(snap)
+
+    def _apply(self, snap: Snapshot) -> None:
+        pid = self._job_pid
+        window = f"{self.chart_window_s / 60:g} min"
+        self.query_one("#header", Static).update(panels.header(snap, pid, self.paused, window))
+        self.query_one("#steps", Static).update(panels.steps_panel(snap))
+        self.query_one("#gpus", Static).update(panels.gpu_panel(snap))
+        self.query_one("#findings", Static).update(panels.findings_panel(snap))
+        self.query_one("#knobs-text", Static).update(panels.knobs_panel(snap))
+        self._apply_charts(snap)
+        rows = panels.process_rows(snap)
+        for table in self.query(DataTable):
+            if table.display:
+                table.clear()
+                table.add_rows(rows)
+        self._apply_log(snap)
+
+    def _apply_charts(self, snap: Snapshot) -> None:
+        charts = snap.charts
+        if charts is None or self.query_one(TabbedContent).active != "overview":
+            return  # hidden charts are not redrawn
+        throughput = [v for v in charts.samples_per_s if v is not None]
+        steps = [v for v in charts.step_ms if v is not None]
+        total_mem = sum(g.mem_total_bytes or 0 for g in snap.latest_gpus) or None
+        self.query_one("#chart-throughput", BrailleChart).update_series(
+            charts.samples_per_s, max(throughput, default=1.0) * 1.2, "hook"
+        )
+        self.query_one("#chart-step", BrailleChart).update_series(
+            charts.step_ms,
+            max(steps, default=1.0) * 1.2,
+            "hook, red=data-wait",
+            under=charts.data_wait_ms,
+        )
+        self.query_one("#chart-util", BrailleChart).update_series(
+            charts.gpu_util_pct,
+            100.0,
+            "NVML, magenta=tensor",
+            under=charts.tensor_active_pct,
+        )
+        self.query_one("#chart-mem", BrailleChart).update_series(
+            charts.gpu_mem_used_bytes,
+            float(total_mem or max((v or 0 for v in charts.gpu_mem_used_bytes), default=1) or 1),
+            "NVML" if total_mem else "NVML: N/A",
+        )
+
+    def _apply_log(self, snap: Snapshot) -> None:
+        log = self.query_one("#joblog", RichLog)
+        if self._log is not None:
+            for line in self._log.read_new():
+                log.write(line)
+        for notice in snap.notices[len(self._shown_notices) :]:
+            log.write(f"[gputop-train] {notice}")
+        self._shown_notices = snap.notices
+        if not snap.job.running and not self._reported_end:
+            self._reported_end = True
+            code = snap.job.exit_code
+            if code == 0:
+                self.notify("The job finished (exit 0). Press q to leave.", timeout=10)
+            else:
+                tail = "\n".join(snap.job.stderr_tail[-5:])
+                self.notify(f"The job failed: exit {code}\n{tail}", severity="error", timeout=30)
+                log.write(f"[gputop-train] the job failed with exit code {code}")
+
+    # -- actions --------------------------------------------------------------------------
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen())
+
+    def action_toggle_pause(self) -> None:
+        self.paused = not self.paused
+        if self.last_snapshot is not None:
+            window = f"{self.chart_window_s / 60:g} min"
+            pid = self._job_pid
+            header = panels.header(self.last_snapshot, pid, self.paused, window)
+            self.query_one("#header", Static).update(header)
+
+    def action_cycle_window(self) -> None:
+        self._chart_window_index = (self._chart_window_index + 1) % len(CHART_WINDOWS_S)
+        self.refresh_data()
+
+    def action_tab(self, tab: str) -> None:
+        self.query_one(TabbedContent).active = tab
+        self.refresh_data()
+
+    def action_quit_app(self) -> None:
+        running = self.last_snapshot is None or self.last_snapshot.job.running
+        if self._job_pid is None or not running:
+            self.exit("ended")
+            return
+
+        def decided(choice: str | None) -> None:
+            if choice in ("stop", "leave"):
+                self.exit(choice)
+
+        self.push_screen(QuitScreen(self._job_pid), decided)

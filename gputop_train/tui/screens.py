@@ -1,0 +1,64 @@
+"""Modal screens: help and the quit question."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Static
+
+HELP = """\
+[b]gputop-train keys[/b]
+
+  [b]?[/b]        this help             [b]q[/b]   quit (asks about the job)
+  [b]p[/b]        pause / resume display [b]w[/b]   chart window 1 / 5 / 30 min
+  [b]1[/b]-[b]4[/b]      Overview, Processes, Log, Knobs
+  [b]tab[/b]      move focus             [b]↑ ↓[/b] scroll tables and the log
+
+Figures carry their source: [b]hook[/b] (in-process step timer), [b]NVML[/b], [b]GPM[/b]
+(Hopper SM/tensor activity), [b]psutil[/b]. N/A means not measured, never zero.
+
+Press escape or ? to close."""
+
+
+class HelpScreen(ModalScreen[None]):
+    BINDINGS = [
+        Binding("escape", "dismiss", "close", id="help.close"),
+        Binding("question_mark", "dismiss", "close", show=False, id="help.toggle"),
+    ]
+
+    def compose(self) -> ComposeResult:
+        yield Static(HELP, id="help-text")
+
+
+class QuitScreen(ModalScreen[str]):
+    """Asks what to do with a job that is still running: stop it, or leave it for later."""
+
+    BINDINGS = [
+        Binding("s", "choose('stop')", "stop job", id="quit.stop"),
+        Binding("l", "choose('leave')", "leave running", id="quit.leave"),
+        Binding("escape", "choose('cancel')", "cancel", id="quit.cancel"),
+    ]
+
+    def __init__(self, pid: int | None) -> None:
+        super().__init__()
+        self.pid = pid
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="quit-dialog"):
+            yield Static(
+                f"The job (PID {self.pid}) is still running.\n"
+                "[b]s[/b] stop it (Ctrl+C, then SIGTERM)   "
+                "[b]l[/b] leave it running   [b]esc[/b] cancel"
+            )
+            with Horizontal():
+                yield Button("Stop job", id="stop", variant="error")
+                yield Button("Leave running", id="leave", variant="primary")
+                yield Button("Cancel", id="cancel")
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id or "cancel")
+
+    def action_choose(self, choice: str) -> None:
+        self.dismiss(choice)

@@ -1,0 +1,164 @@
+"""Text of the dashboard's panels, from one snapshot: pure functions, easy to snapshot-test."""
+
+from __future__ import annotations
+
+from rich.text import Text
+
+from ... import format as fmt
+from ...collect.nvml import GpuSample
+from ...session.model import Snapshot
+
+BAR_WIDTH = 10
+
+
+def bar(fraction: float | None, width: int = BAR_WIDTH) -> Text:
+    if fraction is None:
+        return Text("·" * width, style="dim")
+    filled = round(max(0.0, min(1.0, fraction)) * width)
+    style = "red" if fraction >= 0.9 else "yellow" if fraction >= 0.6 else "green"
+    return Text("█" * filled, style=style) + Text("░" * (width - filled), style="dim")
+
+
+def header(snap: Snapshot, job_pid: int | None, paused: bool, chart_window: str) -> Text:
+    gpus = ", ".join(sorted({n for n in snap.gpu_names if n})) or "no GPU (N/A)"
+    if snap.job.running:
+        state = Text("running", style="green")
+    elif snap.job.exit_code == 0:
+        state = Text("exited 0", style="bold")
+    else:
+        state = Text(f"failed: exit {snap.job.exit_code}", style="bold red")
+    text = Text.assemble(
+        ("gputop-train │ ", "bold"),
+        state,
+        (f" {fmt.duration(snap.elapsed_s)} │ PID {job_pid if job_pid is not None else fmt.NA}", ""),
+    )
+    if paused:
+        text.append(" │ PAUSED", style="bold reverse")
+    text.append(f" │ {gpus} │ {' '.join(_short_command(snap.command))}")
+    text.append(f" │ charts {chart_window}", style="dim")
+    text.no_wrap, text.overflow = True, "ellipsis"
+    return text
+
+
+def _short_command(command: tuple[str, ...]) -> tuple[str, ...]:
+    if command and command[0].rsplit("/", 1)[-1].startswith("python"):
+        return ("python", *command[1:])
+    return command
+
+
+def steps_panel(snap: Snapshot) -> Text:
+    s = snap.steps
+    text = Text()
+    text.append(f"Steps (hook, last {snap.window_s:g} s)\n", style="bold")
+    rows = (
+        ("samples/s", fmt.rate(s.samples_per_s, ""), "steps/s", fmt.rate(s.steps_per_s, "")),
+        ("step p50", fmt.ms(s.step_ms_p50), "p95", fmt.ms(s.step_ms_p95)),
+        ("data-wait", fmt.pct(s.data_wait_pct), "GPU time", fmt.pct(s.gpu_time_pct)),
+        ("syncs", fmt.NA, "steps", str(snap.total_steps)),
+    )
+    for label, value, label2, value2 in rows:
+        text.append(f" {label:<10}", style="dim")
+        text.append(f"{value.strip():<9}")
+        text.append(f" {label2:<8} ", style="dim")
+        text.append(f"{value2.strip()}\n")
+    if not snap.hooked:
+        text.append(" waiting for the first training step…", style="italic dim")
+    return text
+
+
+def gpu_panel(snap: Snapshot) -> Text:
+    text = Text()
+    if snap.nvml_error:
+        text.append("GPU (NVML)\n", style="bold")
+        text.append(f" N/A: {snap.nvml_error}", style="yellow")
+        return text
+    if not snap.latest_gpus:
+        return Text("GPU (NVML)\n waiting for the first sample…", style="dim")
+    for gpu in snap.latest_gpus:
+        text.append_text(_one_gpu(gpu))
+    return text
+
+
+def _one_gpu(gpu: GpuSample) -> Text:
+    text = Text()
+    text.append(f"GPU{gpu.index} {gpu.name or ''}\n", style="bold")
+    util = None if gpu.util_pct is None else gpu.util_pct / 100
+    text.append(" util ", style="dim")
+    text.append_text(bar(util))
+    text.append(f" {fmt.pct(gpu.util_pct):>4}\n")
+    text.append(" GPM  SM ", style="dim")
+    text.append(fmt.pct(gpu.sm_active_pct))
+    text.append("  tensor ", style="dim")
+    text.append(fmt.pct(gpu.tensor_active_pct) + "\n")
+    used, total = gpu.mem_used_bytes, gpu.mem_total_bytes
+    text.append(" mem  ", style="dim")
+    text.append_text(bar(used / total if used is not None and total else None))
+    text.append(f" {fmt.mem_pair(used, total)}\n")
+    power = fmt.NA if gpu.power_w is None else f"{gpu.power_w:.0f}"
+    limit = fmt.NA if gpu.power_limit_w is None else f"{gpu.power_limit_w:.0f}"
+    temp = fmt.NA if gpu.temp_c is None else f"{gpu.temp_c:.0f}°C"
+    clock = fmt.NA if gpu.sm_clock_mhz is None else f"{gpu.sm_clock_mhz:.0f} MHz"
+    text.append(" pwr  ", style="dim")
+    text.append(f"{power}/{limit} W  {temp}  SM {clock}")
+    if gpu.throttle:
+        text.append(f"  throttled: {','.join(gpu.throttle)}", style="yellow")
+    text.append("\n")
+    return text
+
+
+def process_rows(snap: Snapshot) -> list[tuple[str, ...]]:
+    """Rows of the process table; GPU memory and SM% matched to psutil PIDs through NVML."""
+    gpu_mem: dict[int, int] = {}
+    gpu_sm: dict[int, float] = {}
+    for gpu in snap.latest_gpus:
+        for proc in gpu.processes:
+            if proc.mem_bytes is not None:
+                gpu_mem[proc.pid] = gpu_mem.get(proc.pid, 0) + proc.mem_bytes
+            if proc.sm_pct is not None:
+                gpu_sm[proc.pid] = gpu_sm.get(proc.pid, 0.0) + proc.sm_pct
+    order = {"main": 0, "launcher": 1, "worker": 2, "child": 3}
+    rows = []
+    for p in sorted(snap.processes, key=lambda p: (order.get(p.role, 9), p.pid)):
+        rows.append(
+            (
+                str(p.pid),
+                p.role,
+                p.name[:16],
+                fmt.pct(p.cpu_pct),
+                fmt.gib(p.rss_bytes) + " GiB" if p.rss_bytes is not None else fmt.NA,
+                fmt.bytes_rate(p.io_read_bps),
+                fmt.bytes_rate(p.io_write_bps),
+                p.status or fmt.NA,
+                fmt.gib(gpu_mem[p.pid]) + " GiB" if p.pid in gpu_mem else fmt.NA,
+                fmt.pct(gpu_sm.get(p.pid)),
+            )
+        )
+    return rows
+
+
+PROCESS_COLUMNS = (
+    "PID",
+    "role",
+    "name",
+    "CPU",
+    "RSS",
+    "read/s",
+    "write/s",
+    "state",
+    "GPU mem",
+    "SM",
+)
+
+
+def findings_panel(snap: Snapshot) -> Text:
+    text = Text("Findings ", style="bold")
+    text.append("no findings yet: the bottleneck advisor is not part of this version", style="dim")
+    return text
+
+
+def knobs_panel(snap: Snapshot) -> Text:
+    text = Text("Knobs\n", style="bold")
+    text.append(
+        " none declared: live optimization toggles are not part of this version", style="dim"
+    )
+    return text

@@ -1,0 +1,116 @@
+"""The dashboard on scripted data: key flows through Pilot, screens through SVG snapshots."""
+
+from __future__ import annotations
+
+import pytest
+from textual.widgets import RichLog, Static, TabbedContent
+
+from gputop_train.tui.app import GputopApp
+from gputop_train.tui.screens import HelpScreen, QuitScreen
+from tests.tui_data import JOB_PID, scripted_session
+
+
+def make_app(with_gpu: bool = True) -> GputopApp:
+    session = scripted_session(with_gpu)
+    return GputopApp(session.snapshot, job_pid=JOB_PID, auto_refresh=False)
+
+
+def text_of(app: GputopApp, selector: str) -> str:
+    return str(app.query_one(selector, Static).render())
+
+
+async def test_number_keys_switch_tabs() -> None:
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        for key, tab in (("2", "processes"), ("3", "log"), ("4", "knobs"), ("1", "overview")):
+            await pilot.press(key)
+            assert app.query_one(TabbedContent).active == tab
+
+
+async def test_pause_freezes_the_display_and_says_so() -> None:
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("p")
+        assert app.paused and "PAUSED" in text_of(app, "#header")
+        before = app.last_snapshot
+        app.refresh_data()
+        assert app.last_snapshot is before  # nothing new is drawn while paused
+        await pilot.press("p")
+        assert not app.paused and "PAUSED" not in text_of(app, "#header")
+
+
+async def test_w_cycles_the_chart_window() -> None:
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        seen = [app.chart_window_s]
+        for _ in range(3):
+            await pilot.press("w")
+            seen.append(app.chart_window_s)
+        assert seen == [60.0, 300.0, 1800.0, 60.0]
+        assert app.last_snapshot.charts.window_s == 60.0
+
+
+async def test_help_opens_and_closes() -> None:
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+        assert not isinstance(app.screen, HelpScreen)
+
+
+@pytest.mark.parametrize(("key", "outcome"), [("s", "stop"), ("l", "leave")])
+async def test_quit_asks_what_to_do_with_a_running_job(key: str, outcome: str) -> None:
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("q")
+        assert isinstance(app.screen, QuitScreen)
+        await pilot.press(key)
+    assert app.return_value == outcome
+
+
+async def test_quit_can_be_cancelled() -> None:
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("q")
+        await pilot.press("escape")
+        assert not isinstance(app.screen, QuitScreen) and app.is_running
+
+
+async def test_a_failed_job_keeps_the_app_open_with_its_exit_code_and_stderr() -> None:
+    session = scripted_session()
+    app = GputopApp(session.snapshot, job_pid=JOB_PID, auto_refresh=False)
+    async with app.run_test(size=(80, 24)) as pilot:
+        session.job_ended(1, ("Traceback (most recent call last):", "ValueError: boom"))
+        app.refresh_data()
+        await pilot.pause()
+        assert "failed: exit 1" in text_of(app, "#header")
+        await pilot.press("3")  # the log tab
+        log_lines = [str(line.text) for line in app.query_one(RichLog).lines]
+        assert any("exit code 1" in line for line in log_lines)
+        await pilot.press("q")  # the job is over: no question to ask
+    assert app.return_value == "ended"
+
+
+async def test_no_nvml_shows_na_and_the_reason_not_zero() -> None:
+    app = make_app(with_gpu=False)
+    async with app.run_test(size=(80, 24)):
+        gpu = text_of(app, "#gpus")
+        assert "N/A" in gpu and "no NVIDIA driver" in gpu
+        assert "0%" not in gpu
+
+
+def test_main_screen_80x24(snap_compare) -> None:  # type: ignore[no-untyped-def]
+    assert snap_compare(make_app(), terminal_size=(80, 24))
+
+
+def test_main_screen_160x48(snap_compare) -> None:  # type: ignore[no-untyped-def]
+    assert snap_compare(make_app(), terminal_size=(160, 48))
+
+
+def test_processes_tab_80x24(snap_compare) -> None:  # type: ignore[no-untyped-def]
+    assert snap_compare(make_app(), terminal_size=(80, 24), press=["2"])
+
+
+def test_no_gpu_80x24(snap_compare) -> None:  # type: ignore[no-untyped-def]
+    assert snap_compare(make_app(with_gpu=False), terminal_size=(80, 24))

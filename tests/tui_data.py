@@ -1,0 +1,71 @@
+"""A scripted session for TUI tests: fixed clock, fake GPU and process samples, real model."""
+
+from __future__ import annotations
+
+from gputop_train.collect.fake import FakeGpu, FakeNvml, FakeProcess, FakePsutil
+from gputop_train.collect.nvml import NvmlSampler
+from gputop_train.collect.procs import ProcessSampler
+from gputop_train.session.model import Session
+
+NOW = 1_800_000_000.0
+JOB_PID = 4242
+
+
+class FixedClock:
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def scripted_session(with_gpu: bool = True) -> Session:
+    """Two minutes of a run at the playbook's rung 4: workers busy, GPU partly idle."""
+    clock = FixedClock(NOW - 120.0)
+    session = Session(
+        command=("python", "demos/resnet.py", "--workers", "8"), clock=clock, started_at=NOW - 125.0
+    )
+    session.process_hello(JOB_PID, {"rank": None, "argv": ["demos/resnet.py"], "torch": "2.11"})
+    rows = []
+    t = NOW - 120.0
+    for step in range(1, 900):
+        step_ms = 137.0 + (step % 7) * 3.0
+        data_ms = 40.0 + (step % 5) * 4.0
+        t += step_ms / 1000.0
+        if t > NOW:
+            break
+        rows.append([step, t, step_ms, data_ms, 512, 1, step_ms * 0.7, None, None, None])
+    session.add_step_rows(JOB_PID, rows)
+    if with_gpu:
+        gpu = FakeGpu(
+            util=77,
+            mem_used=11 * 2**30,
+            power_mw=420_000,
+            temp=51,
+            gpm={2: 61.0, 3: 35.0, 5: 0.4, 10: 30.0, 20: 1.0, 21: 1900.0},
+            processes=[(JOB_PID, 11 * 2**30, 74)],
+        )
+        sampler = NvmlSampler(FakeNvml([gpu]), clock=clock, wall_clock=clock)
+        session.set_gpus(sampler.open())
+        for i in range(1200):
+            clock.now = NOW - 120.0 + i * 0.1
+            gpu.util = 60 + (i * 7) % 35
+            gpu.gpm[5] = float(i % 3)  # type: ignore[index]
+            session.add_gpu_samples(sampler.sample())
+    else:
+        session.set_gpus([], error="no NVIDIA driver here (NVML Shared Library Not Found)")
+    processes = [FakeProcess(JOB_PID, 1, "python3", cpu=71.0, rss=3 * 2**30)]
+    processes += [
+        FakeProcess(
+            JOB_PID + i, JOB_PID, "pt_data_worker", cpu=97.0 + i % 3, rss=700 * 2**20, read_bytes=0
+        )
+        for i in range(1, 9)
+    ]
+    sampler_procs = ProcessSampler(JOB_PID, session.hooked_pids, FakePsutil(processes), clock=clock)
+    sampler_procs.sample()
+    clock.now += 1.0
+    for process in processes[1:]:
+        process.read_bytes += 3_000_000  # each worker read 3 MB in that second
+    session.set_processes(sampler_procs.sample())
+    clock.now = NOW
+    return session
