@@ -122,6 +122,7 @@ def _run_tui(args: argparse.Namespace, command: list[str]) -> int:
         log=LogTail(log_path),
         refresh_s=max(0.1, args.refresh),
         window_s=args.window,
+        screenshot_dir=str(log_path.parent),
     )
     # An SSH drop (SIGHUP) ends the monitor, never the job: it runs in its own session.
     signal.signal(signal.SIGHUP, lambda signum, frame: app.exit("leave"))

@@ -20,13 +20,13 @@ def test_data_wait_and_step_time_are_within_ten_percent_of_the_truth(tmp_path: P
     assert len(run.steps) == 20
     truth = json.loads(run.stdout.split("TRUTH ", 1)[1])[2:]
     steady = run.steps[2:]  # the first steps also pay for start-up
-    # Data wait: the dataset's sleep is the truth, known in advance.
-    assert statistics.median(s.data_ms for s in steady) == pytest.approx(40.0, rel=0.10)
-    # Step time: the loop's own clock (a tiny backward still costs a few ms on CI machines).
+    # The truth is the loop's own clock around next() and around the whole iteration: a
+    # sleep overshoots and a tiny backward costs ms on a loaded CI machine, so the planned
+    # 40/80 ms are only lower bounds.
+    assert all(s.data_ms >= 40.0 and s.step_ms >= 80.0 for s in steady)
     for key in ("step_ms", "data_ms"):
         measured = statistics.median(getattr(s, key) for s in steady)
         assert measured == pytest.approx(statistics.median(t[key] for t in truth), rel=0.10)
-    assert statistics.median(s.step_ms for s in steady) >= 80.0
 
 
 def test_samples_are_inferred_from_the_batch(tmp_path: Path) -> None:

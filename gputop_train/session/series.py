@@ -39,7 +39,10 @@ def chart_series(
     buckets: int,
     primary_pid: int | None,
 ) -> ChartSeries:
-    start, width = now - window_s, window_s / buckets
+    # Buckets sit on multiples of their width and the open one is left out, so a chart
+    # changes only when a bucket completes (a redraw, and terminal bytes, per bucket).
+    width = window_s / buckets
+    start = (now // width) * width - window_s
     work = [0.0] * buckets
     step_time = [0.0] * buckets
     data_time = [0.0] * buckets

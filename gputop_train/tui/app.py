@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.binding import Binding
-from textual.containers import Grid, Horizontal
-from textual.widgets import DataTable, Footer, RichLog, Static, TabbedContent, TabPane
+from textual.containers import Grid, Horizontal, VerticalScroll
+from textual.widgets import Footer, RichLog, Static, TabbedContent, TabPane
 
 from ..joblog import LogTail
 from ..session.model import Snapshot
@@ -20,7 +21,8 @@ from .widgets import panels
 from .widgets.chart import BrailleChart
 
 CHART_WINDOWS_S = (60.0, 300.0, 1800.0)
-CHART_POINTS = 120
+# One bucket per second at the 1-minute window: charts move once a second.
+CHART_POINTS = 60
 # 2 Hz is the issue's default: fresh enough to watch a step-time change, cheap over SSH.
 DEFAULT_REFRESH_S = 0.5
 
@@ -43,6 +45,7 @@ class GputopApp(App[str]):
         Binding("2", "tab('processes')", "processes", id="app.tab.processes"),
         Binding("3", "tab('log')", "log", id="app.tab.log"),
         Binding("4", "tab('knobs')", "knobs", id="app.tab.knobs"),
+        Binding("S", "save_svg", "screenshot", show=False, id="app.screenshot"),
     ]
 
     def __init__(
@@ -53,15 +56,18 @@ class GputopApp(App[str]):
         refresh_s: float = DEFAULT_REFRESH_S,
         window_s: float = 10.0,
         auto_refresh: bool = True,
+        screenshot_dir: str | None = None,
     ) -> None:
         super().__init__()
         self._source = source
         self._job_pid = job_pid
         self._shown_notices: tuple[str, ...] = ()
+        self._shown: dict[str, Text] = {}
         self._log = log
         self._refresh_s = refresh_s
         self._window_s = window_s
         self._auto_refresh = auto_refresh
+        self._screenshot_dir = screenshot_dir
         self._chart_window_index = 0
         self.paused = False
         self._reported_end = False
@@ -77,12 +83,13 @@ class GputopApp(App[str]):
                 yield Static(id="findings")
                 with Grid(id="charts"):
                     yield BrailleChart("samples/s", "cyan", id="chart-throughput")
-                    yield BrailleChart("step ms", "blue", under_style="red", id="chart-step")
-                    yield BrailleChart("GPU %", "green", under_style="magenta", id="chart-util")
+                    yield BrailleChart("step ms", "blue", under_color="red", id="chart-step")
+                    yield BrailleChart("GPU %", "green", under_color="magenta", id="chart-util")
                     yield BrailleChart("GPU mem", "yellow", id="chart-mem")
-                yield DataTable(id="overview-procs", cursor_type="row", zebra_stripes=True)
-            with TabPane("2 Processes", id="processes"):
-                yield DataTable(id="procs", cursor_type="row", zebra_stripes=True)
+                with VerticalScroll(id="overview-procs"):
+                    yield Static(id="overview-procs-text")
+            with TabPane("2 Processes", id="processes"), VerticalScroll(id="procs"):
+                yield Static(id="procs-text")
             with TabPane("3 Log", id="log"):
                 yield RichLog(id="joblog", max_lines=2000, wrap=False, markup=False)
             with TabPane("4 Knobs", id="knobs"):
@@ -90,8 +97,6 @@ class GputopApp(App[str]):
         yield Footer()
 
     def on_mount(self) -> None:
-        for table in self.query(DataTable):
-            table.add_columns(*panels.PROCESS_COLUMNS)
         self.refresh_data()
         if self._auto_refresh:
             self.set_interval(self._refresh_s, self.refresh_data)
@@ -112,18 +117,23 @@ class GputopApp(App[str]):
     def _apply(self, snap: Snapshot) -> None:
         pid = self._job_pid
         window = f"{self.chart_window_s / 60:g} min"
-        self.query_one("#header", Static).update(panels.header(snap, pid, self.paused, window))
-        self.query_one("#steps", Static).update(panels.steps_panel(snap))
-        self.query_one("#gpus", Static).update(panels.gpu_panel(snap))
-        self.query_one("#findings", Static).update(panels.findings_panel(snap))
-        self.query_one("#knobs-text", Static).update(panels.knobs_panel(snap))
+        self._show("#header", panels.header(snap, pid, self.paused, window))
+        self._show("#steps", panels.steps_panel(snap))
+        self._show("#gpus", panels.gpu_panel(snap))
+        self._show("#findings", panels.findings_panel(snap))
+        self._show("#knobs-text", panels.knobs_panel(snap))
         self._apply_charts(snap)
-        rows = panels.process_rows(snap)
-        for table in self.query(DataTable):
-            if table.display:
-                table.clear()
-                table.add_rows(rows)
+        active = self.query_one(TabbedContent).active
+        if active in ("overview", "processes"):
+            table_id = "#overview-procs-text" if active == "overview" else "#procs-text"
+            self._show(table_id, panels.process_table(snap))
         self._apply_log(snap)
+
+    def _show(self, selector: str, text: Text) -> None:
+        """Update a panel only when its text changed: an unchanged panel costs nothing."""
+        if self._shown.get(selector) != text:
+            self._shown[selector] = text
+            self.query_one(selector, Static).update(text)
 
     def _apply_charts(self, snap: Snapshot) -> None:
         charts = snap.charts
@@ -173,6 +183,11 @@ class GputopApp(App[str]):
 
     # -- actions --------------------------------------------------------------------------
 
+    def action_save_svg(self) -> None:
+        """Save the screen as SVG (next to the job's log), to share what you see."""
+        path = self.save_screenshot(path=self._screenshot_dir)
+        self.notify(f"screenshot saved: {path}")
+
     def action_help(self) -> None:
         self.push_screen(HelpScreen())
 
@@ -190,6 +205,7 @@ class GputopApp(App[str]):
 
     def action_tab(self, tab: str) -> None:
         self.query_one(TabbedContent).active = tab
+        self._shown.clear()  # hidden panels were not kept current
         self.refresh_data()
 
     def action_quit_app(self) -> None:

@@ -15,6 +15,7 @@ HELP = """\
   [b]p[/b]        pause / resume display [b]w[/b]   chart window 1 / 5 / 30 min
   [b]1[/b]-[b]4[/b]      Overview, Processes, Log, Knobs
   [b]tab[/b]      move focus             [b]↑ ↓[/b] scroll tables and the log
+  [b]S[/b]        save an SVG screenshot next to the job's log
 
 Figures carry their source: [b]hook[/b] (in-process step timer), [b]NVML[/b], [b]GPM[/b]
 (Hopper SM/tensor activity), [b]psutil[/b]. N/A means not measured, never zero.

@@ -1,14 +1,17 @@
-"""A braille line chart with a fixed y-range: cheap to draw, honest about gaps.
+"""A braille area chart with a fixed y-range, drawn through the Line API from cached strips.
 
-Textual's Sparkline autoscales to min..max, which is wrong for a 0-100% axis; this chart
-takes its range from the caller and leaves buckets with no data blank.
+Textual's Sparkline autoscales to min..max, which is wrong for a 0-100% axis, and a Rich
+renderable per refresh costs far more than handing back cached strips; this chart re-renders
+only when its series change, and leaves buckets with no data blank.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from rich.text import Text
+from rich.segment import Segment
+from rich.style import Style
+from textual.strip import Strip
 from textual.widget import Widget
 
 # Braille dots: each cell is 2 columns x 4 rows of dots; bits per (column, row from top).
@@ -34,24 +37,40 @@ def braille_rows(values: Sequence[float | None], top: float, width: int, height:
     return ["".join(chr(0x2800 + c) if c else " " for c in row) for row in cells]
 
 
+def _runs(row: str, under: str | None, main: Style, part: Style) -> list[Segment]:
+    """Segments of one row, one per run of equal style (few escapes on the wire)."""
+    if under is None:
+        return [Segment(row, main)]
+    segments: list[Segment] = []
+    start, current = 0, None
+    for x, char in enumerate(row):
+        # A cell takes the part's colour only where the part fills all of its dots.
+        style = part if char != " " and under[x] == char else main
+        if style is not current and x > start:
+            segments.append(Segment(row[start:x], current))
+            start = x
+        current = style
+    segments.append(Segment(row[start:], current))
+    return segments
+
+
 class BrailleChart(Widget):
-    """A titled area chart; ``update_series`` sets data and range, then it redraws."""
+    """A titled area chart; ``update_series`` sets data and range, redrawing only on change."""
 
     DEFAULT_CSS = """
     BrailleChart { height: 5; }
     """
 
     def __init__(
-        self, title: str, style: str = "green", under_style: str = "red", *, id: str | None = None
+        self, title: str, color: str = "green", under_color: str = "red", *, id: str | None = None
     ) -> None:
         super().__init__(id=id)
         self.title = title
-        self.style = style
-        self.under_style = under_style
-        self.values: Sequence[float | None] = ()
-        self.under: Sequence[float | None] = ()
-        self.top = 100.0
-        self.label = ""
+        self._main = Style(color=color)
+        self._part = Style(color=under_color)
+        self._data: tuple = ((), 100.0, "", ())
+        self._strips: list[Strip] = []
+        self._strips_size: tuple[int, int] | None = None
 
     def update_series(
         self,
@@ -61,23 +80,31 @@ class BrailleChart(Widget):
         under: Sequence[float | None] = (),
     ) -> None:
         """``under`` (optional) is a part of ``values`` drawn in its own colour, stacked below."""
-        self.values, self.top, self.label, self.under = values, top, label, under
-        self.refresh()
+        data = (tuple(values), top, label, tuple(under))
+        if data != self._data:
+            self._data = data
+            self._strips_size = None
+            self.refresh()
 
-    def render(self) -> Text:
-        width, height = max(1, self.size.width), max(1, self.size.height - 1)
-        rows = braille_rows(self.values, self.top, width, height)
-        under = braille_rows(self.under, self.top, width, height) if self.under else None
-        text = Text(no_wrap=True, overflow="crop")
-        text.append(f"{self.title} ", style="bold")
-        text.append(self.label, style="dim")
+    def _build(self, width: int, height: int) -> list[Strip]:
+        values, top, label, under = self._data
+        base = self.rich_style  # the widget's own background, so the chart blends in
+        main, part = base + self._main, base + self._part
+        title = [
+            Segment(f"{self.title} ", base + Style(bold=True)),
+            Segment(label, base + Style(dim=True)),
+        ]
+        strips = [Strip(title).crop(0, width).extend_cell_length(width, base)]
+        rows = braille_rows(values, top, width, height - 1)
+        under_rows = braille_rows(under, top, width, height - 1) if under else None
         for y, row in enumerate(rows):
-            text.append("\n")
-            if under is None:
-                text.append(row, style=self.style)
-                continue
-            for x, char in enumerate(row):
-                # A cell takes the "under" colour only where the part fills all of its dots.
-                style = self.under_style if char != " " and under[y][x] == char else self.style
-                text.append(char, style=style)
-        return text
+            part_row = under_rows[y] if under_rows else None
+            strips.append(Strip(_runs(row, part_row, main, part), width))
+        return strips
+
+    def render_line(self, y: int) -> Strip:
+        size = (self.size.width, self.size.height)
+        if self._strips_size != size:
+            self._strips = self._build(*size) if min(size) > 0 else []
+            self._strips_size = size
+        return self._strips[y] if y < len(self._strips) else Strip.blank(self.size.width)

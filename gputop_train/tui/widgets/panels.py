@@ -136,6 +136,21 @@ def process_rows(snap: Snapshot) -> list[tuple[str, ...]]:
     return rows
 
 
+def process_table(snap: Snapshot) -> Text:
+    """The process table as fixed-width text: cheap to redraw, copes with any width."""
+    widths = (7, 8, 16, 6, 9, 10, 10, 9, 9, 5)
+    text = Text(no_wrap=True, overflow="crop")
+    header = "".join(f"{name:<{w}}" for name, w in zip(PROCESS_COLUMNS, widths, strict=True))
+    text.append(header.rstrip() + "\n", style="bold reverse")
+    for row in process_rows(snap):
+        style = "" if row[1] != "worker" else "cyan"
+        line = "".join(f"{cell:<{w}}" for cell, w in zip(row, widths, strict=True))
+        text.append(line.rstrip() + "\n", style=style)
+    if not snap.processes:
+        text.append("no processes sampled yet", style="dim")
+    return text
+
+
 PROCESS_COLUMNS = (
     "PID",
     "role",

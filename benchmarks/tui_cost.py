@@ -1,0 +1,127 @@
+"""What the monitor costs: CPU of the gputop-train process and bytes it writes to the terminal.
+
+Runs ``gputop-train [--headless] demos/resnet.py ARGS`` in a pseudo-terminal of the given size
+(TUI first, then headless, in one run), lets it warm up, then measures over a fixed window:
+
+- CPU: user+system time of the monitor process (samplers + UI, not the job), % of one core;
+- terminal output: bytes read from the pty master per second (what an SSH link would carry).
+
+    python benchmarks/tui_cost.py --size 160x48 --warmup 30 --measure 60 -- --workers 8
+
+With --screenshot DIR the TUI run presses S (save SVG) at the end; the file lands in DIR.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import json
+import os
+import pty
+import select
+import shutil
+import struct
+import subprocess
+import sys
+import termios
+import time
+from pathlib import Path
+
+import psutil
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def run_in_pty(
+    args: list[str],
+    columns: int,
+    rows: int,
+    warmup_s: float,
+    measure_s: float,
+    screenshot_dir: Path | None,
+) -> dict[str, float]:
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
+    env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": str(columns), "LINES": str(rows)}
+    if screenshot_dir is not None:
+        env["XDG_DATA_HOME"] = str(screenshot_dir)
+    monitor = subprocess.Popen(
+        [sys.executable, "-m", "gputop_train", *args],
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        cwd=REPO,
+        env=env,
+        start_new_session=True,
+    )
+    os.close(slave)
+    process = psutil.Process(monitor.pid)
+
+    def pump(seconds: float) -> int:
+        total, deadline = 0, time.monotonic() + seconds
+        while (left := deadline - time.monotonic()) > 0:
+            ready, _, _ = select.select([master], [], [], min(left, 0.2))
+            if ready:
+                try:
+                    total += len(os.read(master, 65536))
+                except OSError:
+                    break
+        return total
+
+    pump(warmup_s)
+    cpu_before = sum(process.cpu_times()[:2])
+    started = time.monotonic()
+    written = pump(measure_s)
+    elapsed = time.monotonic() - started
+    cpu_pct = 100.0 * (sum(process.cpu_times()[:2]) - cpu_before) / elapsed
+    if screenshot_dir is not None:
+        os.write(master, b"S")
+        pump(3)
+    if "--headless" in args:
+        os.killpg(monitor.pid, 2)  # our Ctrl+C: forwarded to the job
+    else:
+        os.write(master, b"q")
+        pump(1)
+        os.write(master, b"s")  # stop the job
+    try:
+        pump(20)
+        monitor.wait(timeout=30)
+    finally:
+        if monitor.poll() is None:
+            monitor.kill()
+        os.close(master)
+    return {
+        "cpu_pct_of_one_core": round(cpu_pct, 2),
+        "terminal_bytes_per_s": round(written / elapsed, 1),
+        "measured_s": round(elapsed, 1),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--size", default="160x48")
+    parser.add_argument("--warmup", type=float, default=30.0)
+    parser.add_argument("--measure", type=float, default=60.0)
+    parser.add_argument("--screenshot", type=Path, help="save the TUI's SVG screenshot here")
+    parser.add_argument("--json", type=Path)
+    parser.add_argument("--modes", default="tui,headless", help="which to run, in order")
+    parser.add_argument("demo_args", nargs=argparse.REMAINDER)
+    args = parser.parse_args()
+    columns, rows = (int(v) for v in args.size.split("x"))
+    demo = ["demos/resnet.py", *[a for a in args.demo_args if a != "--"]]
+    results = {}
+    for mode in args.modes.split(","):
+        extra = ["--headless"] if mode == "headless" else []
+        shot = args.screenshot if mode == "tui" else None
+        results[mode] = run_in_pty([*extra, *demo], columns, rows, args.warmup, args.measure, shot)
+        print(mode, json.dumps(results[mode]), flush=True)
+    if args.screenshot:
+        for svg in args.screenshot.rglob("*.svg"):
+            shutil.copy(svg, args.screenshot / "tui.svg")
+            break
+    if args.json:
+        args.json.write_text(json.dumps({"size": args.size, "demo": demo, **results}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
