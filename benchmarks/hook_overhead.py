@@ -66,7 +66,7 @@ def tiny_workload(device: str) -> Callable[[], None]:
         torch.nn.Linear(width, width), torch.nn.ReLU(), torch.nn.Linear(width, 10)
     ).to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-    loader = torch.utils.data.DataLoader(_WholeBatches(64, 512, width), batch_size=None)
+    loader = torch.utils.data.DataLoader(_WholeBatches(16, 1024, width), batch_size=None)
     iterator = iter(loader)
 
     def step() -> None:

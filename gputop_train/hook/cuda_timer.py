@@ -19,11 +19,20 @@ class CudaStepTimer:
         self._start: Any = None
         self._previous_end: Any = None
         self._pending: deque[tuple[Any, Any]] = deque()
+        self._free: list[Any] = []  # events whose times were read: reused, not re-created
 
     def _record(self) -> Any:
-        event = self._cuda.Event(enable_timing=True)
+        event = self._free.pop() if self._free else self._cuda.Event(enable_timing=True)
         event.record()
         return event
+
+    def _recycle(self, event: Any) -> None:
+        """Free an event nobody will read again (a step with no batch starts at the last end)."""
+        if event is self._previous_end or event is self._start:
+            return
+        if any(event is a or event is b for a, b in self._pending):
+            return
+        self._free.append(event)
 
     def mark_start(self) -> None:
         if self._start is None:
@@ -45,6 +54,9 @@ class CudaStepTimer:
         while self._pending and self._pending[0][1].query():
             start, end = self._pending.popleft()
             done.append(None if start is end else start.elapsed_time(end))
+            self._recycle(start)
+            if end is not start:
+                self._recycle(end)
         return done
 
     @property

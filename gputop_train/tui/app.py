@@ -130,10 +130,13 @@ class GputopApp(App[str]):
         self._apply_log(snap)
 
     def _show(self, selector: str, text: Text) -> None:
-        """Update a panel only when its text changed: an unchanged panel costs nothing."""
-        if self._shown.get(selector) != text:
-            self._shown[selector] = text
-            self.query_one(selector, Static).update(text)
+        """Update a panel only when its text changed, and re-layout only when its height did."""
+        previous = self._shown.get(selector)
+        if previous == text:
+            return
+        self._shown[selector] = text
+        same_height = previous is not None and previous.plain.count("\n") == text.plain.count("\n")
+        self.query_one(selector, Static).update(text, layout=not same_height)
 
     def _apply_charts(self, snap: Snapshot) -> None:
         charts = snap.charts
