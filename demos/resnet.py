@@ -30,6 +30,11 @@ from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 from torchvision import transforms
 
+try:  # under gputop-train the hook is loaded; the demo runs the same without it
+    import gputop_train.hook as hook
+except ImportError:
+    hook = None
+
 DATASET_IMAGES = 10_000  # the article's fake CIFAR-10
 LOG_EVERY_S = 5.0
 
@@ -56,6 +61,10 @@ class FakeCifar(Dataset):
         rng = np.random.default_rng(seed)
         self.images = rng.integers(0, 256, size=(images, 32, 32, 3), dtype=np.uint8)
         self.labels = rng.integers(0, 10, size=images).tolist()
+        self.set_input(input_mode, image_size)
+
+    def set_input(self, input_mode: str, image_size: int) -> None:
+        """What the CPU does per image; takes effect in workers started after the change."""
         self.input_mode = input_mode
         if input_mode == "float":
             self.transform = transforms.Compose(
@@ -122,6 +131,7 @@ class Trainer:
         self.config = config
         self.dataset = FakeCifar(DATASET_IMAGES, config.input, config.image_size)
         self.loader = make_loader(config, self.dataset)
+        self.loader_changed = False
         self.model = torchvision.models.resnet18(num_classes=10).to(config.device)
         if config.channels_last:
             self.model = self.model.to(memory_format=torch.channels_last)
@@ -129,6 +139,119 @@ class Trainer:
         self.scaler = torch.amp.GradScaler(enabled=config.precision == "fp16")
         self.forward = torch.compile(self.model) if config.compile else self.model
         self.steps = 0
+
+    # -- live knobs: each setter runs on the training thread, between two steps -----------
+
+    def declare_knobs(self) -> None:
+        """Offer every rung of the ladder as a knob, when running under gputop-train."""
+        if hook is None:
+            return
+        c = self.config
+        hook.knob(
+            "num_workers",
+            c.workers,
+            self.set_workers,
+            minimum=0,
+            maximum=64,
+            help="DataLoader worker processes (rung 1)",
+        )
+        hook.knob(
+            "pin_memory",
+            c.pin_memory,
+            self.set_pin_memory,
+            help="page-locked batches + non_blocking copies (rung 2)",
+        )
+        hook.knob(
+            "batch_size",
+            c.batch_size,
+            self.set_batch_size,
+            minimum=1,
+            maximum=8192,
+            help="samples per step (rung 3: 512; with AMP 1024)",
+        )
+        hook.knob(
+            "input",
+            c.input,
+            self.set_input,
+            choices=("float", "uint8", "gpu-resize"),
+            help="what crosses PCIe: float32, uint8 (rung 4), 32px uint8 resized on GPU (rung 8)",
+        )
+        hook.knob(
+            "precision",
+            c.precision,
+            self.set_precision,
+            choices=("fp32", "fp16", "bf16"),
+            help="autocast dtype; fp16 uses a GradScaler (rung 6)",
+        )
+        hook.knob("compile", c.compile, self.set_compile, help="torch.compile the model (rung 7)")
+        hook.knob(
+            "channels_last",
+            c.channels_last,
+            self.set_channels_last,
+            help="NHWC memory format (rung 8)",
+        )
+        hook.knob(
+            "set_to_none",
+            c.set_to_none,
+            self.set_set_to_none,
+            help="free gradients instead of zeroing them with memset kernels",
+        )
+        hook.knob(
+            "sync_loss",
+            c.sync_loss,
+            self.set_sync_loss,
+            help="a loss with nonzero/unique/boolean-mask host-device syncs",
+        )
+
+    def _rebuild_loader(self) -> None:
+        self.loader = make_loader(self.config, self.dataset)
+        self.loader_changed = True  # the running epoch stops; the next starts on the new loader
+
+    def set_workers(self, value: int) -> None:
+        self.config.workers = value
+        self._rebuild_loader()
+
+    def set_pin_memory(self, value: bool) -> None:
+        self.config.pin_memory = value
+        self._rebuild_loader()
+
+    def set_batch_size(self, value: int) -> None:
+        self.config.batch_size = value
+        self._rebuild_loader()
+
+    def set_input(self, value: str) -> None:
+        self.config.input = value
+        self.dataset.set_input(value, self.config.image_size)
+        self._rebuild_loader()
+
+    def set_precision(self, value: str) -> None:
+        self.config.precision = value
+        self.scaler = torch.amp.GradScaler(enabled=value == "fp16")
+
+    def set_compile(self, value: bool) -> None:
+        self.config.compile = value
+        self.forward = torch.compile(self.model) if value else self.model
+
+    def set_channels_last(self, value: bool) -> None:
+        self.config.channels_last = value
+        memory_format = torch.channels_last if value else torch.contiguous_format
+        self.model = self.model.to(memory_format=memory_format)
+        self.set_compile(self.config.compile)  # a compiled model recompiles for the new layout
+
+    def set_set_to_none(self, value: bool) -> None:
+        self.config.set_to_none = value
+
+    def set_sync_loss(self, value: bool) -> None:
+        self.config.sync_loss = value
+
+    def recover(self, error: Exception) -> bool:
+        """A step failed right after a live change (OOM, compile error): undo the change."""
+        if hook is None:
+            return False
+        self.optimizer.zero_grad(set_to_none=True)
+        if self.config.device.startswith("cuda"):
+            torch.cuda.empty_cache()
+        return hook.revert_last_change(f"{type(error).__name__}: {str(error)[:200]}")
 
     def autocast(self) -> Any:
         if self.config.precision == "fp32":
@@ -154,14 +277,26 @@ class Trainer:
 
     def run(self, max_steps: int, epochs: int) -> None:
         last_log = time.monotonic()
-        for epoch in range(epochs):
+        epoch = 0
+        while epoch < epochs:
+            self.loader_changed = False
             for images, labels in self.loader:
-                loss = self.train_step(images, labels)
+                try:
+                    loss = self.train_step(images, labels)
+                except Exception as error:
+                    if not self.recover(error):
+                        raise
+                    print(f"step failed, last change reverted: {error!r}"[:300], flush=True)
+                    break
                 if time.monotonic() - last_log >= LOG_EVERY_S:
                     last_log = time.monotonic()
                     print(f"epoch {epoch} step {self.steps} loss {loss.item():.3f}", flush=True)
                 if max_steps and self.steps >= max_steps:
                     return
+                if self.loader_changed:
+                    break
+            else:
+                epoch += 1
 
 
 def parse_args(argv: list[str]) -> tuple[Config, int, int]:
@@ -232,6 +367,7 @@ def main(argv: list[str] | None = None) -> int:
     config, steps, epochs = parse_args(sys.argv[1:] if argv is None else argv)
     print(f"resnet demo: {config}", flush=True)
     trainer = Trainer(config)
+    trainer.declare_knobs()
     try:
         trainer.run(steps, epochs)
     except KeyboardInterrupt:

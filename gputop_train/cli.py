@@ -50,6 +50,13 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         default=0.5,
         help="seconds between TUI redraws (0.5 = 2 Hz; at least 0.1, the GPU sample rate)",
     )
+    parser.add_argument(
+        "--schedule",
+        type=parse_schedule,
+        default=[],
+        metavar='"STEP:knob=value[;knob=value],..."',
+        help="knob changes applied at given step numbers, e.g. 100:num_workers=8,200:compile=true",
+    )
     parser.add_argument("target", nargs=argparse.REMAINDER, help="SCRIPT [ARGS...] or -- COMMAND")
     args = parser.parse_args(argv)
     args.raw_command = bool(args.target) and args.target[0] == "--"
@@ -58,6 +65,27 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     if not args.target:
         parser.error("give a script to run (gputop-train train.py) or -- COMMAND")
     return args
+
+
+def parse_schedule(text: str) -> list[tuple[int, dict[str, str]]]:
+    """``"100:num_workers=8;pin_memory=true,300:compile=true"`` -> [(100, {...}), (300, {...})]."""
+    entries = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        step_text, _, settings_text = part.partition(":")
+        try:
+            step = int(step_text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{part!r}: expected STEP:knob=value") from None
+        settings = {}
+        for setting in filter(None, settings_text.split(";")):
+            name, equals, value = setting.partition("=")
+            if not equals or not name.strip():
+                raise argparse.ArgumentTypeError(f"{setting!r}: expected knob=value")
+            settings[name.strip()] = value.strip()
+        if step < 0 or not settings:
+            raise argparse.ArgumentTypeError(f"{part!r}: expected STEP:knob=value")
+        entries.append((step, settings))
+    return entries
 
 
 def _positive(text: str) -> float:
@@ -86,7 +114,7 @@ def _run_headless(args: argparse.Namespace, command: list[str]) -> int:
 
     session = Session(command=tuple(command))
     try:
-        job = start_job(command, stdout=sys.stderr, stderr=sys.stderr)
+        job = start_job(command, stdout=sys.stderr, stderr=sys.stderr, schedule=args.schedule)
     except LaunchError as error:
         print(f"gputop-train: {error}", file=sys.stderr)
         return 2
@@ -109,7 +137,7 @@ def _run_tui(args: argparse.Namespace, command: list[str]) -> int:
     log_path = default_log_path(command)
     with log_path.open("ab") as log_file:  # the job writes here: no pipe to break on quit
         try:
-            job = start_job(command, stdout=log_file, stderr=log_file)
+            job = start_job(command, stdout=log_file, stderr=log_file, schedule=args.schedule)
         except LaunchError as error:
             print(f"gputop-train: {error}", file=sys.stderr)
             return 2
@@ -123,6 +151,7 @@ def _run_tui(args: argparse.Namespace, command: list[str]) -> int:
         refresh_s=max(0.1, args.refresh),
         window_s=args.window,
         screenshot_dir=str(log_path.parent),
+        request_knob=monitor.request_knob,
     )
     # An SSH drop (SIGHUP) ends the monitor, never the job: it runs in its own session.
     signal.signal(signal.SIGHUP, lambda signum, frame: app.exit("leave"))

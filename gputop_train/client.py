@@ -6,6 +6,7 @@ import contextlib
 import selectors
 import socket
 import time
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 
@@ -40,6 +41,11 @@ class HookClient:
         self._connections: dict[int, _Connection] = {}
         self._finished: set[int] = set()
         self._next_discovery = 0.0
+        self._outgoing: deque[tuple[int | None, bytes]] = deque()
+
+    def send(self, frame: bytes, pid: int | None = None) -> None:
+        """Queue a frame for one hooked process, or for all (any thread; sent by ``poll``)."""
+        self._outgoing.append((pid, frame))
 
     @property
     def connected_pids(self) -> set[int]:
@@ -49,11 +55,32 @@ class HookClient:
         if time.monotonic() >= self._next_discovery:
             self._discover()
             self._next_discovery = time.monotonic() + DISCOVERY_PERIOD_S
+        self._flush_outgoing()
         if not self._connections:
             time.sleep(timeout_s)
             return
         for key, _ in self._selector.select(timeout=timeout_s):
             self._read(key.data)
+
+    def _flush_outgoing(self) -> None:
+        while self._outgoing:
+            pid, frame = self._outgoing.popleft()
+            targets = [self._connections[pid]] if pid in self._connections else []
+            if pid is None:
+                targets = list(self._connections.values())
+            for connection in targets:
+                self._send_now(connection, frame)
+
+    def _send_now(self, connection: _Connection, frame: bytes) -> None:
+        try:
+            connection.sock.setblocking(True)
+            connection.sock.settimeout(1.0)  # commands are tiny; a hook that cannot take one
+            connection.sock.sendall(frame)  # within a second is gone
+        except OSError:
+            self._disconnect(connection)
+        finally:
+            with contextlib.suppress(OSError):
+                connection.sock.setblocking(False)
 
     def close(self) -> None:
         for connection in list(self._connections.values()):
@@ -97,6 +124,19 @@ class HookClient:
         kind, pid = frame["type"], connection.pid  # trust the socket's PID, not the frame's
         if kind == wire.HELLO:
             self._session.process_hello(pid, frame)
+            self._session.set_knobs(pid, frame.get("knobs"))
+            for outcome in frame.get("knob_history") or []:
+                if isinstance(outcome, dict):
+                    self._session.knob_outcome(pid, outcome)
+        elif kind == wire.KNOBS:
+            self._session.set_knobs(pid, frame.get("knobs"))
+        elif kind == wire.KNOB_APPLIED:
+            self._session.knob_outcome(pid, frame)
+            if not frame.get("ok"):
+                self._session.add_notice(
+                    f"knob {frame.get('name')}: {frame.get('error')} (value in force: "
+                    f"{frame.get('value')})"
+                )
         elif kind == wire.STEPS and isinstance(frame.get("rows"), list):
             self._session.add_step_rows(pid, frame["rows"])
         elif kind == wire.NOTICE and isinstance(frame.get("text"), str):

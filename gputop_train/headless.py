@@ -23,6 +23,7 @@ def status_fields(snap: Snapshot) -> dict[str, Any]:
     steps, gpu, procs = snap.steps, snap.gpu, snap.procs
     return {
         "type": "status",
+        "phase": snap.phase,
         "t": round(snap.t, 3),
         "elapsed_s": round(snap.elapsed_s, 3),
         "job_running": snap.job.running,
@@ -58,7 +59,7 @@ def status_line(snap: Snapshot) -> str:
     if gpu.sm_active_pct is not None or gpu.tensor_active_pct is not None:
         gpm = f" SM {fmt.pct(gpu.sm_active_pct)} tensor {fmt.pct(gpu.tensor_active_pct)}"
     return (
-        f"[{fmt.duration(snap.elapsed_s):>7}] step {snap.total_steps}"
+        f"[{fmt.duration(snap.elapsed_s):>7}] phase {snap.phase} step {snap.total_steps}"
         f" | {fmt.rate(steps.steps_per_s, 'steps/s')} {fmt.rate(steps.samples_per_s, 'samples/s')}"
         f" | step {fmt.ms(steps.step_ms_p50)} (p95 {fmt.ms(steps.step_ms_p95)})"
         f" | data-wait {fmt.pct(steps.data_wait_pct)} | GPU time {fmt.pct(steps.gpu_time_pct)}"
@@ -92,9 +93,81 @@ def summary_text(snap: Snapshot) -> str:
         lines.append(f"  {snap.dropped_frames} malformed frames from the hook were dropped")
     for notice in snap.notices[-5:]:
         lines.append(f"  note: {notice}")
+    if len(snap.phases) > 1 or snap.knobs:
+        lines.append("")
+        lines.extend(phase_table(snap))
     code = snap.job.exit_code
     lines.append(f"  job exit code {code if code is not None else 'N/A (still running)'}")
     return "\n".join(lines)
+
+
+PHASE_COLUMNS = (
+    ("#", 3),
+    ("change", 28),
+    ("steps", 6),
+    ("warm-up", 12),
+    ("samples/s", 10),
+    ("step p50", 10),
+    ("data-wait", 9),
+    ("GPU util", 8),
+    ("tensor", 7),
+    ("peak mem", 9),
+    ("speed-up", 8),
+)
+
+
+def phase_table(snap: Snapshot) -> list[str]:
+    """The phase table as text: one row per configuration, speed-up against the first."""
+    header = " ".join(
+        f"{name:>{w}}" if i > 1 else f"{name:<{w}}" for i, (name, w) in enumerate(PHASE_COLUMNS)
+    )
+    lines = ["phases (warm-up excluded, see docs/phases.md):", header]
+    for row in snap.phases:
+        change = row.phase.change + (f" (FAILED: {row.phase.failed})" if row.phase.failed else "")
+        warmup = f"{row.warmup_steps} / {fmt.ms(row.warmup_s * 1000) if row.warmup_s else 'N/A'}"
+        cells = (
+            str(row.phase.index),
+            change[:28],
+            str(row.steps),
+            warmup,
+            fmt.rate(row.samples_per_s, "").strip(),
+            fmt.ms(row.step_ms_p50),
+            fmt.pct(row.data_wait_pct),
+            fmt.pct(row.gpu_util_pct),
+            fmt.pct(row.tensor_active_pct),
+            f"{fmt.gib(row.peak_mem_bytes)} GiB" if row.peak_mem_bytes else fmt.NA,
+            f"{row.speedup:.2f}x" if row.speedup else fmt.NA,
+        )
+        lines.append(
+            " ".join(
+                f"{c:>{w}}" if i > 1 else f"{c:<{w}}"
+                for i, (c, (_, w)) in enumerate(zip(cells, PHASE_COLUMNS, strict=True))
+            )
+        )
+    return lines
+
+
+def phase_dicts(snap: Snapshot) -> list[dict[str, Any]]:
+    """The phase table for JSON output."""
+    return [
+        {
+            "phase": row.phase.index,
+            "change": row.phase.change,
+            "failed": row.phase.failed,
+            "first_step": row.phase.first_step,
+            "steps": row.steps,
+            "warmup_steps": row.warmup_steps,
+            "warmup_s": _round(row.warmup_s, 2),
+            "samples_per_s": _round(row.samples_per_s, 1),
+            "step_ms_p50": _round(row.step_ms_p50, 2),
+            "data_wait_pct": _round(row.data_wait_pct, 1),
+            "gpu_util_pct": _round(row.gpu_util_pct, 1),
+            "tensor_active_pct": _round(row.tensor_active_pct, 1),
+            "peak_mem_bytes": row.peak_mem_bytes,
+            "speedup": _round(row.speedup, 3),
+        }
+        for row in snap.phases
+    ]
 
 
 def write_status(snap: Snapshot, out: TextIO, as_json: bool) -> None:
@@ -147,12 +220,13 @@ def run_headless(
     monitor.stop()
     final = session.snapshot(window_s=session.clock() - session.started_at + 1.0)
     if as_json:
-        out.write(
-            json.dumps(
-                {**status_fields(final), "type": "summary", "exit_code": final.job.exit_code}
-            )
-            + "\n"
-        )
+        summary = {
+            **status_fields(final),
+            "type": "summary",
+            "exit_code": final.job.exit_code,
+            "phases": phase_dicts(final),
+        }
+        out.write(json.dumps(summary) + "\n")
     else:
         out.write(summary_text(final) + "\n")
     out.flush()

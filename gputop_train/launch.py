@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -38,9 +39,14 @@ def build_command(target: Sequence[str], raw_command: bool) -> list[str]:
     return [sys.executable, str(script), *target[1:]]
 
 
-def hook_environment(base: Mapping[str, str]) -> dict[str, str]:
-    """The job's environment: the boot dir first on PYTHONPATH, and where to find us."""
+def hook_environment(
+    base: Mapping[str, str], schedule: Sequence[tuple[int, dict[str, str]]] = ()
+) -> dict[str, str]:
+    """The job's environment: the boot dir first on PYTHONPATH, where to find us, a schedule."""
     env = dict(base)
+    if schedule:
+        entries = [{"step": step, "set": settings} for step, settings in schedule]
+        env[wire.SCHEDULE_ENV] = json.dumps(entries)
     existing = env.get("PYTHONPATH")
     env["PYTHONPATH"] = str(BOOT_DIR) + (os.pathsep + existing if existing else "")
     env["GPUTOP_TRAIN_HOOK"] = "1"
@@ -52,13 +58,16 @@ def hook_environment(base: Mapping[str, str]) -> dict[str, str]:
 
 
 def start_job(
-    command: Sequence[str], stdout: IO[Any] | int | None, stderr: IO[Any] | int | None
+    command: Sequence[str],
+    stdout: IO[Any] | int | None,
+    stderr: IO[Any] | int | None,
+    schedule: Sequence[tuple[int, dict[str, str]]] = (),
 ) -> subprocess.Popen[bytes]:
     """Start the job in a new session: a hang-up of our terminal does not reach it."""
     try:
         return subprocess.Popen(
             list(command),
-            env=hook_environment(os.environ),
+            env=hook_environment(os.environ, schedule),
             stdin=subprocess.DEVNULL,
             stdout=stdout,
             stderr=stderr,

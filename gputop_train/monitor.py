@@ -6,9 +6,11 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from . import wire
 from .client import HookClient
 from .collect.nvml import NvmlSampler, NvmlUnavailable
 from .collect.procs import ProcessSampler
+from .hook.knobs import validate
 from .session.model import Session
 
 # NVML utilization at 10 Hz, as in the reference measurements (optimizations.md).
@@ -36,6 +38,21 @@ class Monitor:
         self.procs = ProcessSampler(root_pid, session.hooked_pids, psutil_module)
         self.client = HookClient(session, lambda: self.procs.pids() | {root_pid})
         self._threads: list[threading.Thread] = []
+        self._request_id = 0
+
+    def request_knob(self, name: str, value: Any) -> str | None:
+        """Validate a change against the advertised knob and send it; returns why not, or None."""
+        state = self.session.knob(name)
+        if state is None:
+            return f"no knob named {name!r}"
+        try:
+            value = validate(state.spec, value)
+        except ValueError as error:
+            return str(error)
+        self._request_id += 1
+        self.session.knob_requested(name, value)
+        self.client.send(wire.encode(wire.SET_KNOB, id=self._request_id, name=name, value=value))
+        return None
 
     def start(self) -> None:
         try:

@@ -26,6 +26,15 @@ HELLO = "hello"  # once per connection: who the process is
 STEPS = "steps"  # a batch of step rows, columns named by STEP_FIELDS
 NOTICE = "notice"  # a human-readable event ("hook disabled: ...")
 BYE = "bye"  # the process is exiting; no more frames follow
+KNOBS = "knobs"  # the knobs the script declared (also in hello)
+KNOB_APPLIED = "knob_applied"  # the outcome of a change: the value in force, or why not
+
+# Monitor -> hook.
+SET_KNOB = "set_knob"  # change one knob at the next step boundary
+
+# The launcher hands a --schedule to the job here (JSON list of {"step": N, "set": {...}}),
+# so that every entry applies at exactly its step, however late the monitor connects.
+SCHEDULE_ENV = "GPUTOP_TRAIN_SCHEDULE"
 
 # Columns of a step row, in order. None means "not measured" (shown as N/A, never 0).
 STEP_FIELDS: tuple[str, ...] = (

@@ -135,3 +135,34 @@ def test_the_demo_trains_on_the_cpu_with_throughput_and_data_wait() -> None:
     assert summary["total_steps"] == 6 and summary["total_samples"] == 24
     assert summary["samples_per_s"] > 0
     assert summary["data_wait_pct"] > 0
+
+
+def test_a_schedule_walks_phases_and_the_summary_has_the_phase_table() -> None:
+    result = gputop(
+        "--headless",
+        "--format",
+        "json",
+        "--interval",
+        "0.5",
+        "--schedule",
+        "20:step_ms=20,260:step_ms=2",
+        str(SCENARIOS),
+        "knobbed",
+        "steps=2200",
+    )
+    assert result.returncode == 0, result.stderr
+    objects = [json.loads(line) for line in result.stdout.splitlines()]
+    assert {o["phase"] for o in objects} >= {1, 3}
+    phases = objects[-1]["phases"]
+    assert [p["change"] for p in phases] == ["start", "step_ms=20", "step_ms=2"]
+    assert [p["first_step"] for p in phases] == [1, 21, 261]
+    # Phase 1 lasts ~0.1 s: all warm-up. Phases 2 and 3 last over 3 s and have figures.
+    assert phases[0]["samples_per_s"] is None and phases[0]["warmup_steps"] == 20
+    slow, fast = phases[1]["step_ms_p50"], phases[2]["step_ms_p50"]
+    assert slow > 20.0 > fast
+    assert phases[1]["speedup"] == 1.0 and phases[2]["speedup"] > 1.5
+
+
+def test_a_malformed_schedule_is_refused_before_anything_runs() -> None:
+    result = gputop("--headless", "--schedule", "ten:workers=8", str(SCENARIOS), "sleepy")
+    assert result.returncode == 2 and "expected STEP:knob=value" in result.stderr

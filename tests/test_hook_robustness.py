@@ -82,7 +82,7 @@ def _listener(directory: Path, rows_after: Any = None) -> Listener:
         wire.socket_path(os.getpid(), wire.runtime_dir()),
         hello=lambda: {"pid": os.getpid()},
         rows_after=rows_after or (lambda step: []),
-        take_notices=list,
+        take_frames=list,
         on_frame=lambda frame: None,
     )
     listener.start()

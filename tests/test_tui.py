@@ -6,13 +6,20 @@ import pytest
 from textual.widgets import RichLog, Static, TabbedContent
 
 from gputop_train.tui.app import GputopApp
+from gputop_train.tui.knob_edit import KnobEditScreen
 from gputop_train.tui.screens import HelpScreen, QuitScreen
 from tests.tui_data import JOB_PID, scripted_session
 
 
-def make_app(with_gpu: bool = True) -> GputopApp:
+def make_app(with_gpu: bool = True, requests: list | None = None) -> GputopApp:
     session = scripted_session(with_gpu)
-    return GputopApp(session.snapshot, job_pid=JOB_PID, auto_refresh=False)
+
+    def request(name: str, value: object) -> str | None:
+        if requests is not None:
+            requests.append((name, value))
+        return None
+
+    return GputopApp(session.snapshot, job_pid=JOB_PID, auto_refresh=False, request_knob=request)
 
 
 def text_of(app: GputopApp, selector: str) -> str:
@@ -114,3 +121,31 @@ def test_processes_tab_80x24(snap_compare) -> None:  # type: ignore[no-untyped-d
 
 def test_no_gpu_80x24(snap_compare) -> None:  # type: ignore[no-untyped-def]
     assert snap_compare(make_app(with_gpu=False), terminal_size=(80, 24))
+
+
+async def test_knobs_tab_flips_a_switch_and_edits_a_number_and_a_choice() -> None:
+    requests: list = []
+    app = make_app(requests=requests)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("4")  # the knob list takes the focus
+        await pilot.press("enter")  # num_workers: a number opens the editor
+        assert isinstance(app.screen, KnobEditScreen)
+        await pilot.press("1", "6", "enter")  # the current value starts selected: typing replaces
+        await pilot.press("down", "enter")  # pin_memory: a switch flips in place
+        await pilot.press("down", "enter")  # input: a choice opens the list
+        await pilot.press("down", "enter")
+    assert requests == [("num_workers", "16"), ("pin_memory", False), ("input", "gpu-resize")]
+
+
+async def test_the_phase_table_shows_each_configuration_and_its_speedup() -> None:
+    app = make_app()
+    async with app.run_test(size=(120, 30)) as pilot:
+        await pilot.press("4")
+        table = text_of(app, "#phases-text")
+        assert "start" in table and "input=uint8" in table
+        assert "1.00x" in table
+        assert "phase 2" in text_of(app, "#header")
+
+
+def test_knobs_tab_100x30(snap_compare) -> None:  # type: ignore[no-untyped-def]
+    assert snap_compare(make_app(), terminal_size=(100, 30), press=["4"])

@@ -8,6 +8,24 @@ from gputop_train.collect.procs import ProcessSampler
 from gputop_train.session.model import Session
 
 NOW = 1_800_000_000.0
+KNOBS = [
+    {
+        "name": "num_workers",
+        "kind": "int",
+        "value": 8,
+        "min": 0,
+        "max": 64,
+        "help": "DataLoader worker processes (rung 1)",
+    },
+    {"name": "pin_memory", "kind": "bool", "value": True, "help": "pinned memory (rung 2)"},
+    {
+        "name": "input",
+        "kind": "choice",
+        "value": "float",
+        "choices": ["float", "uint8", "gpu-resize"],
+        "help": "what crosses PCIe",
+    },
+]
 JOB_PID = 4242
 
 
@@ -26,6 +44,7 @@ def scripted_session(with_gpu: bool = True) -> Session:
         command=("python", "demos/resnet.py", "--workers", "8"), clock=clock, started_at=NOW - 125.0
     )
     session.process_hello(JOB_PID, {"rank": None, "argv": ["demos/resnet.py"], "torch": "2.11"})
+    session.set_knobs(JOB_PID, KNOBS)
     rows = []
     t = NOW - 120.0
     for step in range(1, 900):
@@ -35,7 +54,20 @@ def scripted_session(with_gpu: bool = True) -> Session:
         if t > NOW:
             break
         rows.append([step, t, step_ms, data_ms, 512, 1, step_ms * 0.7, None, None, None])
-    session.add_step_rows(JOB_PID, rows)
+    session.add_step_rows(JOB_PID, rows[:300])
+    session.knob_outcome(
+        JOB_PID,
+        {
+            "seq": 1,
+            "name": "input",
+            "ok": True,
+            "value": "uint8",
+            "previous": "float",
+            "step": 300,
+            "t": rows[299][1],
+        },
+    )
+    session.add_step_rows(JOB_PID, rows[300:])
     if with_gpu:
         gpu = FakeGpu(
             util=77,

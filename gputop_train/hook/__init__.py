@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib.abc
 import sys
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .patches import current_agent
@@ -32,6 +33,40 @@ def count_samples(samples: int) -> None:
     agent = current_agent()
     if agent is not None and agent.enabled:
         agent.count_samples(samples)
+
+
+def knob(
+    name: str,
+    value: bool | int | str,
+    apply: Callable[[Any], None],
+    *,
+    help: str = "",
+    choices: Sequence[Any] | None = None,
+    minimum: int | None = None,
+    maximum: int | None = None,
+) -> None:
+    """Declare a knob the monitor can change live; ``apply(new_value)`` runs on the training
+    thread at a step boundary and should raise if it cannot take the value.
+
+    The kind follows from the arguments: ``choices`` makes a choice, a bool value a switch,
+    an int value a number within ``minimum``..``maximum``. Without a hook it does nothing.
+    """
+    from .knobs import Knob
+
+    agent = current_agent()
+    if agent is None or not agent.enabled:
+        return
+    spec = Knob(name, value, apply, help, tuple(choices) if choices else None, minimum, maximum)
+    agent.board.declare(spec)
+
+
+def revert_last_change(error: str) -> bool:
+    """Undo the last knob change after it failed later (an OOM, a compile error).
+
+    Returns True when there was a change to revert; the monitor shows ``error``.
+    """
+    agent = current_agent()
+    return bool(agent is not None and agent.enabled and agent.revert_last_change(error))
 
 
 def arm() -> None:

@@ -20,6 +20,7 @@ from typing import Any
 from .. import wire
 from .batch_size import infer_batch_size
 from .cuda_timer import CudaStepTimer
+from .knobs import KnobBoard
 
 # Enough history for a monitor that attaches minutes late, at a few KB per 100 steps.
 RING_STEPS = 8192
@@ -57,6 +58,9 @@ class Agent:
         self._awaiting_gpu: deque[list[Any]] = deque()
         self._next_memory_sample = 0.0
         self._started_at = time.time()
+        self.board = KnobBoard()
+        if os.environ.get(wire.SCHEDULE_ENV):
+            self.board.set_schedule(os.environ[wire.SCHEDULE_ENV])
 
     # -- events from the patched torch entry points (training thread) ---------------------
 
@@ -106,6 +110,7 @@ class Agent:
         self._samples_known = False
         self._batches = 0
         self._finish_row(row)
+        self.board.apply_pending(self._step)
 
     # -- internals ----------------------------------------------------------------------
 
@@ -172,7 +177,7 @@ class Agent:
             path,
             hello=self.hello,
             rows_after=self.rows_after,
-            take_notices=self.take_notices,
+            take_frames=self.take_frames,
             on_frame=self.on_frame,
         )
         self.listener.start()
@@ -191,14 +196,20 @@ class Agent:
             return []
         return [row for row in snapshot if row[0] > step]
 
-    def take_notices(self) -> list[str]:
-        notices = []
+    def take_frames(self) -> list[bytes]:
+        """Notices and knob outcomes waiting to be sent, oldest first."""
+        frames = []
         while self._notices:
-            notices.append(self._notices.popleft())
-        return notices
+            frames.append(wire.encode(wire.NOTICE, pid=self.pid, text=self._notices.popleft()))
+        return frames + self.board.take_outbox()
 
     def on_frame(self, frame: dict[str, Any]) -> None:
-        """Commands from a monitor; none are defined yet in protocol v1 beyond the stream."""
+        """Commands from a monitor (listener thread): queued, applied at a step boundary."""
+        if frame["type"] == wire.SET_KNOB:
+            self.board.request(frame)
+
+    def revert_last_change(self, error: str) -> bool:
+        return self.board.revert_last_change(error, self._step)
 
     def hello(self) -> dict[str, Any]:
         return {
@@ -213,6 +224,9 @@ class Agent:
             "world_size": _env_int("WORLD_SIZE"),
             "started_at": self._started_at,
             "step_fields": list(wire.STEP_FIELDS),
+            "knobs": self.board.describe(),
+            "knob_history": list(self.board.history),
+            "step": self._step,
         }
 
     # -- lifecycle ------------------------------------------------------------------------

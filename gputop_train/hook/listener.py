@@ -40,13 +40,13 @@ class Listener:
         path: Path,
         hello: Callable[[], dict[str, Any]],
         rows_after: Callable[[int], list[list[Any]]],
-        take_notices: Callable[[], list[str]],
+        take_frames: Callable[[], list[bytes]],
         on_frame: Callable[[dict[str, Any]], None],
     ) -> None:
         self.path = path
         self._hello = hello
         self._rows_after = rows_after
-        self._take_notices = take_notices
+        self._take_frames = take_frames
         self._on_frame = on_frame
         self._clients: list[_Client] = []
         self._sent_upto = 0
@@ -136,8 +136,8 @@ class Listener:
         if rows:
             self._sent_upto = rows[-1][0]
             self._broadcast(wire.encode(wire.STEPS, pid=os.getpid(), rows=rows))
-        for text in self._take_notices():
-            self._broadcast(wire.encode(wire.NOTICE, pid=os.getpid(), text=text))
+        for frame in self._take_frames():
+            self._broadcast(frame)
 
     def _broadcast(self, frame: bytes) -> None:
         for client in list(self._clients):

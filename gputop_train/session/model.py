@@ -12,11 +12,13 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from dataclasses import replace as _replace
 from typing import Any
 
 from ..collect.nvml import GpuSample
 from ..collect.procs import ProcSample
 from . import stats
+from .phases import KnobState, Phase, PhaseRow, knob_state, phase_rows
 from .series import ChartSeries, chart_series
 from .steps import Step
 
@@ -69,6 +71,13 @@ class Snapshot:
     notices: tuple[str, ...]
     dropped_frames: int
     charts: ChartSeries | None = None
+    knobs: tuple[KnobState, ...] = ()
+    phases: tuple[PhaseRow, ...] = ()
+
+    @property
+    def phase(self) -> int:
+        """The number of the phase now running (1 before any change)."""
+        return self.phases[-1].phase.index if self.phases else 1
 
     @property
     def elapsed_s(self) -> float:
@@ -96,6 +105,9 @@ class Session:
         self._total_samples: int | None = None
         self._dropped_frames = 0
         self._last_step: dict[int, int] = {}
+        self._knobs: dict[str, KnobState] = {}
+        self._knob_seq: dict[int, int] = {}
+        self._phases: list[Phase] = [Phase(1, "start", 1, self.started_at)]
 
     # -- writers (any thread) -----------------------------------------------------------
 
@@ -124,6 +136,55 @@ class Session:
                 self._hooked[pid] = HookedProcess(
                     old.pid, old.argv, old.rank, old.torch_version, old.host, connected=False
                 )
+
+    def set_knobs(self, pid: int, specs: Any) -> None:
+        """The knobs a process advertised (hello or knobs frame); the primary's are shown."""
+        if not isinstance(specs, list):
+            return
+        with self._lock:
+            if pid != self._primary_pid_locked():
+                return
+            for spec in specs:
+                state = knob_state(spec)
+                if state is not None:
+                    old = self._knobs.get(state.name)
+                    pending = old.pending if old else None
+                    self._knobs[state.name] = KnobState(**{**state.__dict__, "pending": pending})
+
+    def knob_requested(self, name: str, value: Any) -> None:
+        with self._lock:
+            if name in self._knobs:
+                self._knobs[name] = _replace(self._knobs[name], pending=value, error=None)
+
+    def knob_outcome(self, pid: int, frame: dict[str, Any]) -> None:
+        """A knob_applied frame: the value in force; a real change opens a phase."""
+        name, seq = frame.get("name"), frame.get("seq")
+        with self._lock:
+            if pid != self._primary_pid_locked() or name not in self._knobs:
+                return
+            if isinstance(seq, int):  # the hello's history and a live frame can overlap
+                if seq <= self._knob_seq.get(pid, 0):
+                    return
+                self._knob_seq[pid] = seq
+            ok, value, step = frame.get("ok"), frame.get("value"), frame.get("step")
+            error = None if ok else str(frame.get("error") or "refused")
+            self._knobs[name] = _replace(self._knobs[name], value=value, pending=None, error=error)
+            if not isinstance(step, int):
+                return
+            t = frame.get("t") if isinstance(frame.get("t"), (int, float)) else self.clock()
+            if frame.get("reverted"):
+                last = self._phases[-1]
+                self._phases[-1] = _replace(last, failed=error)
+                self._phases.append(
+                    Phase(len(self._phases) + 1, f"revert {name}={value}", step + 1, t)
+                )
+            elif ok and value != frame.get("previous"):
+                current = self._phases[-1]
+                change = f"{name}={value}"
+                if current.first_step == step + 1:  # several changes at one boundary
+                    self._phases[-1] = _replace(current, change=f"{current.change}, {change}")
+                else:
+                    self._phases.append(Phase(len(self._phases) + 1, change, step + 1, t))
 
     def add_step_rows(self, pid: int, rows: list[Any]) -> int:
         """Append steps from a wire frame; returns how many rows were malformed."""
@@ -182,8 +243,16 @@ class Session:
                 return list(self._steps)
             return [s for s in self._steps if s.t > since]
 
+    def knob(self, name: str) -> KnobState | None:
+        with self._lock:
+            return self._knobs.get(name)
+
     def snapshot(
-        self, window_s: float = DEFAULT_WINDOW_S, chart_window_s: float = 0.0, chart_points: int = 0
+        self,
+        window_s: float = DEFAULT_WINDOW_S,
+        chart_window_s: float = 0.0,
+        chart_points: int = 0,
+        with_phases: bool = True,
     ) -> Snapshot:
         """Figures over the last ``window_s``; with ``chart_points``, binned chart series too."""
         now = self.clock()
@@ -222,6 +291,10 @@ class Session:
                 notices=tuple(self._notices),
                 dropped_frames=self._dropped_frames,
                 charts=charts,
+                knobs=tuple(self._knobs.values()),
+                phases=tuple(phase_rows(self._phases, self._steps, self._gpu, primary))
+                if with_phases
+                else (),
             )
         return snapshot
 

@@ -6,16 +6,20 @@ update; no sampling, NVML, psutil or socket code runs here.
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from rich.text import Text
+from textual.actions import SkipAction
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal, VerticalScroll
-from textual.widgets import Footer, RichLog, Static, TabbedContent, TabPane
+from textual.widgets import Footer, OptionList, RichLog, Static, TabbedContent, TabPane
+from textual.widgets.option_list import Option
 
 from ..joblog import LogTail
 from ..session.model import Snapshot
+from .knob_edit import KnobEditScreen
 from .screens import HelpScreen, QuitScreen
 from .widgets import panels
 from .widgets.chart import BrailleChart
@@ -41,10 +45,10 @@ class GputopApp(App[str]):
         Binding("q", "quit_app", "quit", id="app.quit"),
         Binding("p", "toggle_pause", "pause", id="app.pause"),
         Binding("w", "cycle_window", "chart window", id="app.window"),
-        Binding("1", "tab('overview')", "overview", id="app.tab.overview"),
-        Binding("2", "tab('processes')", "processes", id="app.tab.processes"),
-        Binding("3", "tab('log')", "log", id="app.tab.log"),
-        Binding("4", "tab('knobs')", "knobs", id="app.tab.knobs"),
+        Binding("1", "tab('overview')", "overview", id="app.tab.overview", priority=True),
+        Binding("2", "tab('processes')", "processes", id="app.tab.processes", priority=True),
+        Binding("3", "tab('log')", "log", id="app.tab.log", priority=True),
+        Binding("4", "tab('knobs')", "knobs", id="app.tab.knobs", priority=True),
         Binding("S", "save_svg", "screenshot", show=False, id="app.screenshot"),
     ]
 
@@ -57,6 +61,7 @@ class GputopApp(App[str]):
         window_s: float = 10.0,
         auto_refresh: bool = True,
         screenshot_dir: str | None = None,
+        request_knob: Callable[[str, Any], str | None] | None = None,
     ) -> None:
         super().__init__()
         self._source = source
@@ -68,6 +73,9 @@ class GputopApp(App[str]):
         self._window_s = window_s
         self._auto_refresh = auto_refresh
         self._screenshot_dir = screenshot_dir
+        self._request_knob = request_knob
+        self._knob_names: tuple[str, ...] | None = None
+        self._knob_prompts: dict[str, Text] = {}
         self._chart_window_index = 0
         self.paused = False
         self._reported_end = False
@@ -93,7 +101,14 @@ class GputopApp(App[str]):
             with TabPane("3 Log", id="log"):
                 yield RichLog(id="joblog", max_lines=2000, wrap=False, markup=False)
             with TabPane("4 Knobs", id="knobs"):
-                yield Static(id="knobs-text")
+                yield Static(
+                    "Knobs: ↑↓ choose, enter to change (switches flip); changes apply at the "
+                    "next step boundary and open a new phase",
+                    id="knobs-help",
+                )
+                yield OptionList(id="knob-list")
+                with VerticalScroll(id="phases"):
+                    yield Static(id="phases-text")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -121,13 +136,63 @@ class GputopApp(App[str]):
         self._show("#steps", panels.steps_panel(snap))
         self._show("#gpus", panels.gpu_panel(snap))
         self._show("#findings", panels.findings_panel(snap))
-        self._show("#knobs-text", panels.knobs_panel(snap))
+        self._apply_knobs(snap)
         self._apply_charts(snap)
         active = self.query_one(TabbedContent).active
         if active in ("overview", "processes"):
             table_id = "#overview-procs-text" if active == "overview" else "#procs-text"
             self._show(table_id, panels.process_table(snap))
         self._apply_log(snap)
+
+    def _apply_knobs(self, snap: Snapshot) -> None:
+        self._show("#phases-text", panels.phase_table(snap))
+        knob_list = self.query_one("#knob-list", OptionList)
+        names = tuple(k.name for k in snap.knobs)
+        prompts = {k.name: panels.knob_prompt(k, snap) for k in snap.knobs}
+        if names != self._knob_names:
+            self._knob_names = names
+            highlighted = knob_list.highlighted
+            knob_list.clear_options()
+            if names:
+                knob_list.add_options(Option(prompts[n], id=n) for n in names)
+                knob_list.highlighted = min(highlighted or 0, len(names) - 1)
+            else:
+                knob_list.add_option(
+                    Option(Text("this script declares no knobs (see docs/knobs.md)", "dim"))
+                )
+        else:
+            for name, prompt in prompts.items():
+                if self._knob_prompts.get(name) != prompt:
+                    knob_list.replace_option_prompt(name, prompt)
+        self._knob_prompts = prompts
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        """Enter on a knob: flip a switch, or open the editor for a choice or number."""
+        if event.option_list.id != "knob-list" or self.last_snapshot is None:
+            return
+        knob = next((k for k in self.last_snapshot.knobs if k.name == event.option.id), None)
+        if knob is None:
+            return
+        if knob.kind == "bool":
+            self._request(knob.name, not knob.value)
+            return
+
+        def chosen(value: Any) -> None:
+            if value is not None:
+                self._request(knob.name, value)
+
+        self.push_screen(KnobEditScreen(knob), chosen)
+
+    def _request(self, name: str, value: Any) -> None:
+        if self._request_knob is None:
+            self.notify("knobs cannot be changed here (replay or no job)", severity="warning")
+            return
+        error = self._request_knob(name, value)
+        if error:
+            self.notify(error, severity="error")
+        else:
+            self.notify(f"{name} → {value}: applies at the next step boundary")
+        self.refresh_data()
 
     def _show(self, selector: str, text: Text) -> None:
         """Update a panel only when its text changed, and re-layout only when its height did."""
@@ -207,9 +272,15 @@ class GputopApp(App[str]):
         self.refresh_data()
 
     def action_tab(self, tab: str) -> None:
+        if self.screen is not self.screen_stack[0]:
+            raise SkipAction()  # a dialog is open: the digit is typed into it instead
+        # Drop the focus first: a focused widget left in the old pane would pull it back.
+        self.set_focus(None)
         self.query_one(TabbedContent).active = tab
         self._shown.clear()  # hidden panels were not kept current
         self.refresh_data()
+        if tab == "knobs":
+            self.query_one("#knob-list", OptionList).focus()
 
     def action_quit_app(self) -> None:
         running = self.last_snapshot is None or self.last_snapshot.job.running

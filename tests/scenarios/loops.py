@@ -136,6 +136,32 @@ def broken_hook(p: dict[str, float]) -> None:
     print(f"trained {int(p.get('steps', 20))} steps")
 
 
+def knobbed(p: dict[str, float]) -> None:
+    """A loop with a live knob: the step sleeps ``step_ms``; callbacks log their thread."""
+    import threading
+
+    import gputop_train.hook
+
+    state = {"step_ms": 5}
+    calls = []
+
+    def set_step_ms(value: int) -> None:
+        if value == 13:
+            raise ValueError("13 is unlucky")
+        calls.append(threading.current_thread() is threading.main_thread())
+        state["step_ms"] = value
+
+    gputop_train.hook.knob("step_ms", 5, set_step_ms, minimum=1, maximum=100, help="sleep")
+    model, optimizer = _model()
+    loader = DataLoader(SleepyBatches(int(p.get("steps", 200)), 4, 0), batch_size=None)
+    for x, y in loader:
+        time.sleep(state["step_ms"] / 1000.0)
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    print("callbacks on the training thread:", calls, flush=True)
+
+
 def exit_code(p: dict[str, float]) -> None:
     sleepy({"batch_ms": 0, "step_ms": 1, "steps": 3})
     sys.exit(int(p.get("code", 3)))

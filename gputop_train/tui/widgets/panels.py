@@ -7,6 +7,7 @@ from rich.text import Text
 from ... import format as fmt
 from ...collect.nvml import GpuSample
 from ...session.model import Snapshot
+from ...session.phases import KnobState
 
 BAR_WIDTH = 10
 
@@ -30,7 +31,11 @@ def header(snap: Snapshot, job_pid: int | None, paused: bool, chart_window: str)
     text = Text.assemble(
         ("gputop-train │ ", "bold"),
         state,
-        (f" {fmt.duration(snap.elapsed_s)} │ PID {job_pid if job_pid is not None else fmt.NA}", ""),
+        (
+            f" {fmt.duration(snap.elapsed_s)} │ phase {snap.phase}"
+            f" │ PID {job_pid if job_pid is not None else fmt.NA}",
+            "",
+        ),
     )
     if paused:
         text.append(" │ PAUSED", style="bold reverse")
@@ -171,9 +176,49 @@ def findings_panel(snap: Snapshot) -> Text:
     return text
 
 
-def knobs_panel(snap: Snapshot) -> Text:
-    text = Text("Knobs\n", style="bold")
+def knob_prompt(knob: KnobState, snap: Snapshot) -> Text:
+    """One knob's line: value in force, and pending / warming-up / failed state."""
+    value = ("on" if knob.value else "off") if knob.kind == "bool" else knob.value
+    text = Text(f"{knob.name:<14}", style="bold")
+    text.append(f"{value!s:<11}")
+    if knob.pending is not None:
+        text.append(f"→ {knob.pending} (pending: applies at the next step)", style="yellow")
+    elif knob.error:
+        text.append(f"✗ {knob.error}", style="red")
+    elif _warming_up(knob, snap):
+        busy = "compiling…" if knob.name == "compile" and knob.value else "warming up…"
+        text.append(busy, style="cyan")
+    else:
+        text.append(knob.help, style="dim")
+    return text
+
+
+def _warming_up(knob: KnobState, snap: Snapshot) -> bool:
+    if not snap.phases:
+        return False
+    last = snap.phases[-1]
+    return last.phase.index > 1 and last.steps == 0 and knob.name in last.phase.change
+
+
+def phase_table(snap: Snapshot) -> Text:
+    """The phase table: one row per configuration, speed-up against the first phase."""
+    text = Text("Phases ", style="bold")
+    text.append("(warm-up excluded: first 5 steps and first 3 s of each phase)\n", style="dim")
     text.append(
-        " none declared: live optimization toggles are not part of this version", style="dim"
+        f"{'#':<3}{'change':<30}{'steps':>6}{'warm-up':>9}{'samples/s':>10}{'step p50':>10}"
+        f"{'data-wait':>10}{'GPU util':>9}{'tensor':>7}{'peak mem':>10}{'speed-up':>9}\n",
+        style="bold reverse",
     )
+    for row in snap.phases:
+        change = row.phase.change + (" ✗ reverted" if row.phase.failed else "")
+        speedup = f"{row.speedup:.2f}x" if row.speedup else fmt.NA
+        mem = f"{fmt.gib(row.peak_mem_bytes)} GiB" if row.peak_mem_bytes else fmt.NA
+        warm = fmt.ms(row.warmup_s * 1000) if row.warmup_s else fmt.NA
+        text.append(
+            f"{row.phase.index:<3}{change[:29]:<30}{row.steps:>6}{warm:>9}"
+            f"{fmt.rate(row.samples_per_s, '').strip():>10}{fmt.ms(row.step_ms_p50):>10}"
+            f"{fmt.pct(row.data_wait_pct):>10}{fmt.pct(row.gpu_util_pct):>9}"
+            f"{fmt.pct(row.tensor_active_pct):>7}{mem:>10}{speedup:>9}\n",
+            style="red" if row.phase.failed else "",
+        )
     return text

@@ -1,0 +1,237 @@
+"""Knobs a script declares, and the changes to them, applied on the training thread.
+
+A change arrives on the listener thread, is validated there (a bad value is refused at
+once), queued, and applied by the training thread at the next step boundary. A callback that
+raises is reverted to the previous value; a failure that shows only later (an OOM in the next
+forward, a compile error) can be reported by the script with ``revert_last_change``.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import wire
+
+
+@dataclass
+class Knob:
+    name: str
+    value: Any
+    apply: Callable[[Any], None]
+    help: str = ""
+    choices: tuple[Any, ...] | None = None
+    minimum: int | None = None
+    maximum: int | None = None
+
+    @property
+    def kind(self) -> str:
+        if self.choices is not None:
+            return "choice"
+        return "bool" if isinstance(self.value, bool) else "int"
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "value": self.value,
+            "help": self.help,
+            "choices": list(self.choices) if self.choices is not None else None,
+            "min": self.minimum,
+            "max": self.maximum,
+        }
+
+
+def validate(spec: dict[str, Any], value: Any) -> Any:
+    """The value as the knob takes it, or ValueError saying why not. Shared with the monitor."""
+    kind = spec.get("kind")
+    if kind == "bool":
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "false", "on", "off", "1", "0"):
+            return value.lower() in ("true", "on", "1")
+        raise ValueError(f"{spec['name']} takes true or false, not {value!r}")
+    if kind == "int":
+        try:
+            number = int(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"{spec['name']} takes a whole number, not {value!r}") from None
+        if isinstance(value, float) and value != number:
+            raise ValueError(f"{spec['name']} takes a whole number, not {value!r}")
+        low, high = spec.get("min"), spec.get("max")
+        if (low is not None and number < low) or (high is not None and number > high):
+            raise ValueError(f"{spec['name']} must be within {low}..{high}, not {number}")
+        return number
+    if kind == "choice":
+        choices = spec.get("choices") or []
+        if value not in choices:
+            raise ValueError(
+                f"{spec['name']} is one of {', '.join(map(str, choices))}, not {value!r}"
+            )
+        return value
+    raise ValueError(f"unknown knob kind {kind!r}")
+
+
+# A change that survived this many steps is confirmed: a later failure is not its doing.
+CONFIRM_AFTER_STEPS = 20
+
+
+@dataclass
+class _Change:
+    request_id: Any
+    name: str
+    value: Any
+
+
+@dataclass
+class KnobBoard:
+    """The knobs of one process and the queue of changes waiting for a step boundary."""
+
+    knobs: dict[str, Knob] = field(default_factory=dict)
+    schedule: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
+    _queue: deque[_Change] = field(default_factory=deque)
+    _outbox: deque[bytes] = field(default_factory=deque)
+    _last_applied: tuple[str, Any, Any, int] | None = None  # (name, previous, id, step)
+    # Every outcome, numbered: a monitor that connects late replays it from the hello.
+    history: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=1000))
+    _seq: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def declare(self, knob: Knob) -> None:
+        self.knobs[knob.name] = knob
+        self._outbox.append(wire.encode(wire.KNOBS, knobs=self.describe()))
+
+    def describe(self) -> list[dict[str, Any]]:
+        return [k.describe() for k in self.knobs.values()]
+
+    # -- listener thread ------------------------------------------------------------------
+
+    def request(self, frame: dict[str, Any]) -> None:
+        """A set_knob frame: refuse a bad one at once, queue a good one for the boundary."""
+        name, request_id = frame.get("name"), frame.get("id")
+        knob = self.knobs.get(name) if isinstance(name, str) else None
+        if knob is None:
+            self._ack(request_id, name, None, None, False, f"no knob named {name!r}", None)
+            return
+        try:
+            value = validate(knob.describe(), frame.get("value"))
+        except ValueError as error:
+            self._ack(request_id, name, knob.value, knob.value, False, str(error), None)
+            return
+        with self._lock:
+            self._queue.append(_Change(request_id, name, value))
+
+    def set_schedule(self, entries_json: str) -> None:
+        """Scheduled changes from the launcher (``wire.SCHEDULE_ENV``); bad JSON raises."""
+        entries = []
+        for entry in json.loads(entries_json):
+            if isinstance(entry, dict) and isinstance(entry.get("step"), int):
+                entries.append((entry["step"], dict(entry.get("set") or {})))
+        with self._lock:
+            self.schedule = sorted(entries, key=lambda e: e[0])
+
+    def take_outbox(self) -> list[bytes]:
+        frames = []
+        while self._outbox:
+            frames.append(self._outbox.popleft())
+        return frames
+
+    # -- training thread ------------------------------------------------------------------
+
+    def apply_pending(self, step: int) -> None:
+        """At a step boundary: due scheduled changes, then requested ones, in order."""
+        if self._last_applied is not None and step - self._last_applied[3] > CONFIRM_AFTER_STEPS:
+            self._last_applied = None
+        if not self._queue and not (self.schedule and self.schedule[0][0] <= step):
+            return
+        with self._lock:
+            due: list[_Change] = []
+            while self.schedule and self.schedule[0][0] <= step:
+                _, settings = self.schedule.pop(0)
+                due += [_Change(f"schedule@{step}", n, v) for n, v in settings.items()]
+            due += list(self._queue)
+            self._queue.clear()
+        for change in due:
+            self._apply(change, step)
+
+    def _apply(self, change: _Change, step: int) -> None:
+        knob = self.knobs.get(change.name)
+        if knob is None:
+            self._ack(change.request_id, change.name, None, None, False, "no such knob", step)
+            return
+        try:
+            value = validate(knob.describe(), change.value)
+        except ValueError as error:
+            self._ack(change.request_id, knob.name, knob.value, knob.value, False, str(error), step)
+            return
+        previous = knob.value
+        if value == previous:
+            self._ack(change.request_id, knob.name, value, previous, True, None, step)
+            return
+        try:
+            knob.apply(value)
+        except Exception as error:  # the script could not take it: put the old value back
+            self._restore(knob, previous)
+            self._ack(change.request_id, knob.name, previous, value, False, _short(error), step)
+            return
+        knob.value = value
+        self._last_applied = (knob.name, previous, change.request_id, step)
+        self._ack(change.request_id, knob.name, value, previous, True, None, step)
+
+    def revert_last_change(self, error: str, step: int) -> bool:
+        """The last change failed after it was applied (OOM, compile error): undo it."""
+        if self._last_applied is None:
+            return False
+        name, previous, request_id, _ = self._last_applied
+        self._last_applied = None
+        knob = self.knobs[name]
+        failed_value = knob.value
+        self._restore(knob, previous)
+        self._ack(request_id, name, knob.value, failed_value, False, error, step, reverted=True)
+        return True
+
+    def _restore(self, knob: Knob, previous: Any) -> None:
+        try:
+            knob.apply(previous)
+            knob.value = previous
+        except Exception as error:  # even the old value does not apply: say so, keep going
+            self._outbox.append(
+                wire.encode(wire.NOTICE, text=f"knob {knob.name}: revert failed: {_short(error)}")
+            )
+
+    def _ack(
+        self,
+        request_id: Any,
+        name: Any,
+        value: Any,
+        previous: Any,
+        ok: bool,
+        error: str | None,
+        step: int | None,
+        reverted: bool = False,
+    ) -> None:
+        self._seq += 1
+        outcome = {
+            "seq": self._seq,
+            "id": request_id,
+            "name": name,
+            "value": value,
+            "previous": previous,
+            "ok": ok,
+            "error": error,
+            "step": step,
+            "reverted": reverted,
+            "t": time.time(),
+        }
+        self.history.append(outcome)
+        self._outbox.append(wire.encode(wire.KNOB_APPLIED, **outcome))
+
+
+def _short(error: BaseException) -> str:
+    text = f"{type(error).__name__}: {error}"
+    return text if len(text) <= 300 else text[:297] + "..."

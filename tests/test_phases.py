@@ -1,0 +1,91 @@
+"""Phases: opened by acknowledged changes, warm-up excluded by the documented rule."""
+
+from __future__ import annotations
+
+import pytest
+
+from gputop_train.session.model import Session
+from gputop_train.session.phases import WARMUP_S, WARMUP_STEPS, split_warmup
+from gputop_train.session.steps import Step
+
+PID = 7
+
+
+def steps_of(first: int, count: int, step_ms: float, t0: float, samples: int = 10) -> list[list]:
+    rows, t = [], t0
+    for n in range(first, first + count):
+        t += step_ms / 1000.0
+        rows.append([n, t, step_ms, 1.0, samples, 1, None, None, None, None])
+    return rows
+
+
+def session_with_knob() -> Session:
+    session = Session(clock=lambda: 10_000.0, started_at=9_000.0)
+    session.process_hello(PID, {"rank": 0})
+    session.set_knobs(PID, [{"name": "num_workers", "kind": "int", "value": 0, "min": 0}])
+    return session
+
+
+def test_warmup_is_the_first_steps_and_the_first_seconds() -> None:
+    slow_start = [
+        Step(PID, n, 9000.0 + n * 0.1, 100.0, 0.0, 1, 1, None, None, None, None)
+        for n in range(1, 101)
+    ]
+    warmup, measured = split_warmup(slow_start)
+    # 100 ms steps: the first 3 s hold 30 steps, more than WARMUP_STEPS.
+    assert len(warmup) == int(WARMUP_S / 0.1) and len(warmup) > WARMUP_STEPS
+    assert measured[0].step == len(warmup) + 1
+    compile_first = [Step(PID, 1, 9060.0, 60_000.0, 0.0, 1, 1, None, None, None, None)] + [
+        Step(PID, n, 9060.0 + n, 1000.0, 0.0, 1, 1, None, None, None, None) for n in range(2, 20)
+    ]
+    warmup, _ = split_warmup(compile_first)
+    assert [s.step for s in warmup] == list(range(1, WARMUP_STEPS + 1))  # compile stays out
+
+
+def test_an_acknowledged_change_opens_a_phase_with_its_own_figures() -> None:
+    session = session_with_knob()
+    session.add_step_rows(PID, steps_of(1, 50, step_ms=100.0, t0=9_000.0))
+    session.knob_outcome(
+        PID,
+        {"name": "num_workers", "ok": True, "value": 8, "previous": 0, "step": 50, "t": 9_005.0},
+    )
+    session.add_step_rows(PID, steps_of(51, 200, step_ms=25.0, t0=9_005.0))
+    first, second = session.snapshot().phases
+    assert second.phase.change == "num_workers=8" and second.phase.first_step == 51
+    assert first.samples_per_s == pytest.approx(100.0)
+    assert second.samples_per_s == pytest.approx(400.0)
+    assert second.speedup == pytest.approx(4.0)
+    assert second.steps + second.warmup_steps == 200
+
+
+def test_a_refused_change_opens_no_phase_and_keeps_the_error() -> None:
+    session = session_with_knob()
+    session.knob_requested("num_workers", 99)
+    assert session.knob("num_workers").pending == 99
+    session.knob_outcome(
+        PID, {"name": "num_workers", "ok": False, "value": 0, "error": "too many", "step": None}
+    )
+    snap = session.snapshot()
+    assert len(snap.phases) == 1
+    assert snap.knobs[0].error == "too many" and snap.knobs[0].pending is None
+
+
+def test_a_reverted_change_marks_its_phase_failed_and_opens_the_restored_one() -> None:
+    session = session_with_knob()
+    session.knob_outcome(
+        PID, {"name": "num_workers", "ok": True, "value": 64, "previous": 0, "step": 10}
+    )
+    session.knob_outcome(
+        PID,
+        {
+            "name": "num_workers",
+            "ok": False,
+            "reverted": True,
+            "value": 0,
+            "error": "OOM",
+            "step": 11,
+        },
+    )
+    phases = [row.phase for row in session.snapshot().phases]
+    assert phases[1].failed == "OOM"
+    assert phases[2].change == "revert num_workers=0" and phases[2].first_step == 12
