@@ -152,6 +152,7 @@ def _run_tui(args: argparse.Namespace, command: list[str]) -> int:
         window_s=args.window,
         screenshot_dir=str(log_path.parent),
         request_knob=monitor.request_knob,
+        scan_syncs=monitor.scan_syncs,
     )
     # An SSH drop (SIGHUP) ends the monitor, never the job: it runs in its own session.
     signal.signal(signal.SIGHUP, lambda signum, frame: app.exit("leave"))

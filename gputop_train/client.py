@@ -13,6 +13,8 @@ from pathlib import Path
 from . import wire
 from .session.model import Session
 
+# Frames that carry a fact about the job; the session keeps the latest of each.
+FACTS = (wire.LOADER, wire.SYNCS, wire.FLOPS)
 # How often to look for sockets of new processes (ranks start late, workers never listen).
 DISCOVERY_PERIOD_S = 0.5
 
@@ -128,6 +130,11 @@ class HookClient:
             for outcome in frame.get("knob_history") or []:
                 if isinstance(outcome, dict):
                     self._session.knob_outcome(pid, outcome)
+            for fact in frame.get("latest") or []:
+                if isinstance(fact, dict) and fact.get("type") in FACTS:
+                    self._session.add_fact(pid, fact)
+        elif kind in FACTS:
+            self._session.add_fact(pid, frame)
         elif kind == wire.KNOBS:
             self._session.set_knobs(pid, frame.get("knobs"))
         elif kind == wire.KNOB_APPLIED:

@@ -10,6 +10,8 @@ import threading
 from typing import Any, TextIO
 
 from . import format as fmt
+from .advise.mfu import efficiency
+from .advise.rules import Finding, findings
 from .launch import exit_status, signal_job
 from .monitor import Monitor
 from .session.model import Snapshot
@@ -45,6 +47,21 @@ def status_fields(snap: Snapshot) -> dict[str, Any]:
         "workers": procs.workers,
         "workers_cpu_pct": _round(procs.workers_cpu_pct, 1),
         "main_cpu_pct": _round(procs.main_cpu_pct, 1),
+        "syncs_per_step": snap.observation.syncs_per_step if snap.observation else None,
+        "achieved_tflops": _round(efficiency(snap.observation)[0], 2),
+        "mfu_pct": _round(efficiency(snap.observation)[1], 2),
+        "findings": [finding_dict(f) for f in findings(snap.observation)],
+    }
+
+
+def finding_dict(finding: Finding) -> dict[str, Any]:
+    return {
+        "id": finding.id,
+        "title": finding.title,
+        "evidence": list(finding.evidence),
+        "action": finding.action,
+        "expected_gain": finding.expected_gain,
+        "confidence": finding.confidence,
     }
 
 
@@ -66,7 +83,13 @@ def status_line(snap: Snapshot) -> str:
         f" | GPU util {fmt.pct(gpu.util_pct)}{gpm}"
         f" | mem {fmt.mem_pair(gpu.mem_used_bytes, gpu.mem_total_bytes)}"
         f" | {workers} | main {fmt.pct(procs.main_cpu_pct)} CPU"
+        f" | {headline(snap)}"
     )
+
+
+def headline(snap: Snapshot) -> str:
+    top = findings(snap.observation)
+    return f"▶ {top[0].title}: {top[0].action}" if top else "▶ no findings yet"
 
 
 def summary_text(snap: Snapshot) -> str:
@@ -93,6 +116,21 @@ def summary_text(snap: Snapshot) -> str:
         lines.append(f"  {snap.dropped_frames} malformed frames from the hook were dropped")
     for notice in snap.notices[-5:]:
         lines.append(f"  note: {notice}")
+    achieved, mfu = efficiency(snap.observation)
+    if achieved is not None:
+        against = (
+            f"against the dense peak of {snap.observation.gpu_name}"
+            if mfu is not None
+            else "no known peak for this device"
+        )
+        lines.append(
+            f"  {achieved:.3g} TFLOP/s achieved (FLOPs counted by the hook), "
+            f"MFU {fmt.pct(mfu)}: {against}"
+        )
+    top = findings(snap.observation)
+    for finding in top[:3]:
+        lines.append(f"  finding: {finding.title} -> {finding.action}")
+        lines.extend(f"     - {evidence}" for evidence in finding.evidence)
     if len(snap.phases) > 1 or snap.knobs:
         lines.append("")
         lines.extend(phase_table(snap))
@@ -113,6 +151,7 @@ PHASE_COLUMNS = (
     ("tensor", 7),
     ("peak mem", 9),
     ("speed-up", 8),
+    ("headline", 24),
 )
 
 
@@ -137,6 +176,7 @@ def phase_table(snap: Snapshot) -> list[str]:
             fmt.pct(row.tensor_active_pct),
             f"{fmt.gib(row.peak_mem_bytes)} GiB" if row.peak_mem_bytes else fmt.NA,
             f"{row.speedup:.2f}x" if row.speedup else fmt.NA,
+            _headline_id(row.observation),
         )
         lines.append(
             " ".join(
@@ -165,6 +205,8 @@ def phase_dicts(snap: Snapshot) -> list[dict[str, Any]]:
             "tensor_active_pct": _round(row.tensor_active_pct, 1),
             "peak_mem_bytes": row.peak_mem_bytes,
             "speedup": _round(row.speedup, 3),
+            "headline": _headline_id(row.observation),
+            "findings": [finding_dict(f) for f in findings(row.observation)],
         }
         for row in snap.phases
     ]
@@ -176,6 +218,11 @@ def write_status(snap: Snapshot, out: TextIO, as_json: bool) -> None:
     else:
         out.write(status_line(snap) + "\n")
     out.flush()
+
+
+def _headline_id(observation: Any) -> str:
+    top = findings(observation)
+    return top[0].id if top else "N/A"
 
 
 def _round(value: float | None, digits: int) -> float | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -54,7 +55,12 @@ class Monitor:
         self.client.send(wire.encode(wire.SET_KNOB, id=self._request_id, name=name, value=value))
         return None
 
+    def scan_syncs(self) -> None:
+        """Ask every hooked process to run a sync scan on its next step."""
+        self.client.send(wire.encode(wire.SCAN_SYNCS))
+
     def start(self) -> None:
+        self.session.cpu_count = os.cpu_count()
         try:
             self.session.set_gpus(self.nvml.open())
             self._spawn("gpu", self._gpu_loop)

@@ -28,9 +28,13 @@ NOTICE = "notice"  # a human-readable event ("hook disabled: ...")
 BYE = "bye"  # the process is exiting; no more frames follow
 KNOBS = "knobs"  # the knobs the script declared (also in hello)
 KNOB_APPLIED = "knob_applied"  # the outcome of a change: the value in force, or why not
+SYNCS = "syncs"  # a sync scan of one step: count and call sites
+FLOPS = "flops"  # FLOPs of one whole step, counted once
+LOADER = "loader"  # facts about the DataLoader and its batches, once per iterator
 
 # Monitor -> hook.
 SET_KNOB = "set_knob"  # change one knob at the next step boundary
+SCAN_SYNCS = "scan_syncs"  # run a sync scan on the next step
 
 # The launcher hands a --schedule to the job here (JSON list of {"step": N, "set": {...}}),
 # so that every entry applies at exactly its step, however late the monitor connects.

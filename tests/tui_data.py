@@ -94,10 +94,10 @@ def scripted_session(with_gpu: bool = True) -> Session:
         for i in range(1, 9)
     ]
     sampler_procs = ProcessSampler(JOB_PID, session.hooked_pids, FakePsutil(processes), clock=clock)
+    clock.now = NOW - 1.0
     sampler_procs.sample()
-    clock.now += 1.0
+    clock.now = NOW
     for process in processes[1:]:
         process.read_bytes += 3_000_000  # each worker read 3 MB in that second
     session.set_processes(sampler_procs.sample())
-    clock.now = NOW
     return session

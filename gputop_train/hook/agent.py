@@ -18,9 +18,10 @@ from collections import deque
 from typing import Any
 
 from .. import wire
-from .batch_size import infer_batch_size
+from .batch_size import describe_batch, infer_batch_size
 from .cuda_timer import CudaStepTimer
 from .knobs import KnobBoard
+from .probes import FLOP_COUNT_STEP, FlopCounter, SyncScanner
 
 # Enough history for a monitor that attaches minutes late, at a few KB per 100 steps.
 RING_STEPS = 8192
@@ -59,16 +60,26 @@ class Agent:
         self._next_memory_sample = 0.0
         self._started_at = time.time()
         self.board = KnobBoard()
+        self._frames: deque[bytes] = deque(maxlen=256)
+        self._loader_facts: dict[str, Any] | None = None
+        self._latest: dict[str, dict[str, Any]] = {}
+        self._syncs = SyncScanner(torch_module)
+        self._flops = FlopCounter(torch_module)
         if os.environ.get(wire.SCHEDULE_ENV):
             self.board.set_schedule(os.environ[wire.SCHEDULE_ENV])
 
     # -- events from the patched torch entry points (training thread) ---------------------
 
-    def on_iterator_created(self, seconds: float) -> None:
+    def on_iterator_created(self, seconds: float, loader: Any) -> None:
         """Starting an epoch's iterator (forking workers) is time spent waiting for data."""
         self._open_first_step(seconds)
         self._dataloader_seen = True
         self._data_s += seconds
+        self._loader_facts = {
+            "num_workers": getattr(loader, "num_workers", None),
+            "pin_memory": getattr(loader, "pin_memory", None),
+            "batch_size": getattr(loader, "batch_size", None),
+        }
 
     def on_batch(self, seconds: float, batch: Any) -> None:
         self._open_first_step(seconds)
@@ -79,8 +90,13 @@ class Agent:
         if size is not None:
             self._samples += size
             self._samples_known = True
-        if self._timer is not None and self._batches == 1:
-            self._timer.mark_start()
+        if self._batches == 1:
+            if self._timer is not None:
+                self._timer.mark_start()
+            self._begin_step()
+        if self._loader_facts is not None:  # the first batch of a new iterator
+            facts, self._loader_facts = self._loader_facts, None
+            self._publish(wire.LOADER, **facts, **describe_batch(batch))
 
     def count_samples(self, samples: int) -> None:
         """Samples a step consumed, for loops that do not use a DataLoader."""
@@ -110,9 +126,31 @@ class Agent:
         self._samples_known = False
         self._batches = 0
         self._finish_row(row)
+        self._end_probes(row[4])
         self.board.apply_pending(self._step)
+        if not self._dataloader_seen:
+            self._begin_step()  # no DataLoader: the next step starts now
 
     # -- internals ----------------------------------------------------------------------
+
+    def _begin_step(self) -> None:
+        """Start the probes that cover the coming step, when one is due."""
+        upcoming = self._step + 1
+        if self._cuda_in_use() and self._syncs.due(upcoming):
+            self._syncs.start()
+        if upcoming == FLOP_COUNT_STEP and not self._flops.done:
+            self._flops.start()
+
+    def _end_probes(self, samples: int | None) -> None:
+        if self._syncs.active:
+            self._publish(wire.SYNCS, step=self._step, **self._syncs.stop())
+        if self._flops.active:
+            self._publish(wire.FLOPS, step=self._step, flops=self._flops.stop(), samples=samples)
+
+    def _publish(self, frame_type: str, **fields: Any) -> None:
+        """Send a fact now, and keep the latest of its kind for monitors that come later."""
+        self._latest[frame_type] = {"type": frame_type, **fields}
+        self._frames.append(wire.encode(frame_type, **fields))
 
     def _open_first_step(self, seconds: float) -> None:
         """Data activity before any step starts the first step: it began when the wait did."""
@@ -201,12 +239,16 @@ class Agent:
         frames = []
         while self._notices:
             frames.append(wire.encode(wire.NOTICE, pid=self.pid, text=self._notices.popleft()))
+        while self._frames:
+            frames.append(self._frames.popleft())
         return frames + self.board.take_outbox()
 
     def on_frame(self, frame: dict[str, Any]) -> None:
         """Commands from a monitor (listener thread): queued, applied at a step boundary."""
         if frame["type"] == wire.SET_KNOB:
             self.board.request(frame)
+        elif frame["type"] == wire.SCAN_SYNCS:
+            self._syncs.requested = True
 
     def revert_last_change(self, error: str) -> bool:
         return self.board.revert_last_change(error, self._step)
@@ -226,6 +268,7 @@ class Agent:
             "step_fields": list(wire.STEP_FIELDS),
             "knobs": self.board.describe(),
             "knob_history": list(self.board.history),
+            "latest": list(self._latest.values()),
             "step": self._step,
         }
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -10,12 +11,11 @@ from typing import Any
 _MAX_DEPTH = 4
 
 
-def infer_batch_size(batch: Any) -> int | None:
-    """The leading dimension of the first tensor-like leaf, or None when there is none."""
+def first_leaf(batch: Any) -> Any:
+    """The first tensor-like leaf of a batch (the inputs, by convention), or None."""
     for _ in range(_MAX_DEPTH):
-        shape = getattr(batch, "shape", None)
-        if shape is not None:
-            return int(shape[0]) if len(shape) else None
+        if getattr(batch, "shape", None) is not None:
+            return batch
         if isinstance(batch, (list, tuple)) and batch:
             batch = batch[0]
         elif isinstance(batch, Mapping) and batch:
@@ -23,3 +23,23 @@ def infer_batch_size(batch: Any) -> int | None:
         else:
             return None
     return None
+
+
+def infer_batch_size(batch: Any) -> int | None:
+    """The leading dimension of the first tensor-like leaf, or None when there is none."""
+    leaf = first_leaf(batch)
+    if leaf is None or not len(leaf.shape):
+        return None
+    return int(leaf.shape[0])
+
+
+def describe_batch(batch: Any) -> dict[str, Any]:
+    """dtype, shape, bytes and pinned-ness of a batch's inputs: what crosses PCIe."""
+    leaf = first_leaf(batch)
+    if leaf is None:
+        return {}
+    facts: dict[str, Any] = {"dtype": str(getattr(leaf, "dtype", "")), "shape": list(leaf.shape)}
+    with contextlib.suppress(Exception):
+        facts["bytes"] = int(leaf.element_size() * leaf.nelement())
+        facts["pinned"] = bool(leaf.is_pinned())
+    return facts

@@ -72,7 +72,7 @@ def _patch_dataloader() -> None:
     def __iter__(self: Any) -> Any:
         started = time.perf_counter()
         iterator = original_iter(self)
-        _guarded("on_iterator_created", time.perf_counter() - started)
+        _guarded("on_iterator_created", time.perf_counter() - started, self)
         return iterator
 
     __next__.__wrapped__ = original_next  # type: ignore[attr-defined]

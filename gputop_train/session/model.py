@@ -26,6 +26,7 @@ from .steps import Step
 MAX_STEPS = 100_000
 MAX_GPU_TICKS = 36_000
 MAX_NOTICES = 200
+MAX_PROC_TICKS = 7200  # two hours of 1 Hz process samples
 # The default window for the live figures: long enough to hold several slow steps.
 DEFAULT_WINDOW_S = 10.0
 
@@ -73,6 +74,7 @@ class Snapshot:
     charts: ChartSeries | None = None
     knobs: tuple[KnobState, ...] = ()
     phases: tuple[PhaseRow, ...] = ()
+    observation: stats.Observation | None = None
 
     @property
     def phase(self) -> int:
@@ -107,6 +109,11 @@ class Session:
         self._last_step: dict[int, int] = {}
         self._knobs: dict[str, KnobState] = {}
         self._knob_seq: dict[int, int] = {}
+        self._facts: dict[str, dict[str, Any]] = {}  # latest loader / syncs / flops frame
+        self._proc_ticks: deque[tuple[float, tuple[float, ...], float | None]] = deque(
+            maxlen=MAX_PROC_TICKS
+        )
+        self.cpu_count: int | None = None
         self._phases: list[Phase] = [Phase(1, "start", 1, self.started_at)]
 
     # -- writers (any thread) -----------------------------------------------------------
@@ -207,8 +214,19 @@ class Session:
             self._gpu.append(samples)
 
     def set_processes(self, processes: tuple[ProcSample, ...]) -> None:
+        workers = tuple(
+            p.cpu_pct for p in processes if p.role == "worker" and p.cpu_pct is not None
+        )
+        mains = [p.cpu_pct for p in processes if p.role == "main" and p.cpu_pct is not None]
         with self._lock:
             self._processes = processes
+            self._proc_ticks.append((self.clock(), workers, sum(mains) if mains else None))
+
+    def add_fact(self, pid: int, frame: dict[str, Any]) -> None:
+        """The primary process's latest loader / syncs / flops frame."""
+        with self._lock:
+            if pid == self._primary_pid_locked():
+                self._facts[frame["type"]] = frame
 
     def add_notice(self, text: str) -> None:
         with self._lock:
@@ -292,11 +310,52 @@ class Session:
                 dropped_frames=self._dropped_frames,
                 charts=charts,
                 knobs=tuple(self._knobs.values()),
-                phases=tuple(phase_rows(self._phases, self._steps, self._gpu, primary))
+                phases=tuple(
+                    phase_rows(self._phases, self._steps, self._gpu, primary, self._observe)
+                )
                 if with_phases
                 else (),
+                observation=self._observe(recent_steps, recent_gpu, since, now),
             )
         return snapshot
+
+    def _observe(
+        self,
+        steps: list[Step],
+        gpu_ticks: list[tuple[GpuSample, ...]],
+        start: float,
+        end: float,
+    ) -> stats.Observation:
+        """What the advisor needs over [start, end] (called with the lock held)."""
+        primary = self._primary_pid_locked()
+        procs = [tick for tick in self._proc_ticks if start <= tick[0] <= end]
+        workers, worker_cpu, main_cpu = stats.mean_worker_cpu(procs)
+        loader = self._facts.get("loader", {})
+        syncs = self._facts.get("syncs")
+        flops = self._facts.get("flops") or {}
+        precision = self._knobs["precision"].value if "precision" in self._knobs else None
+        per_sample = None
+        if isinstance(flops.get("flops"), int) and flops.get("samples"):
+            per_sample = flops["flops"] / flops["samples"]
+        shape = loader.get("shape")
+        return stats.Observation(
+            steps=stats.step_stats(steps, primary),
+            gpu=stats.gpu_stats(gpu_ticks),
+            gpu_name=next((n for n in self._gpu_names if n), None),
+            pcie_rx_mibps=stats.mean_pcie_rx(gpu_ticks),
+            workers=workers,
+            worker_cpu_pct=worker_cpu,
+            main_cpu_pct=main_cpu,
+            cpu_count=self.cpu_count,
+            batch_dtype=loader.get("dtype"),
+            batch_shape=tuple(shape) if isinstance(shape, list) else None,
+            batch_bytes=loader.get("bytes"),
+            pin_memory=loader.get("pin_memory"),
+            syncs_per_step=syncs.get("count") if syncs else None,
+            sync_sites=tuple(syncs.get("sites") or ()) if syncs else (),
+            flops_per_sample=per_sample,
+            precision=precision,
+        )
 
 
 def _tail_since(steps: deque[Step], since: float) -> list[Step]:

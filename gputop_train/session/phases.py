@@ -12,7 +12,7 @@ step), without hiding a phase's steady state.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,6 +73,7 @@ class PhaseRow:
     tensor_active_pct: float | None
     peak_mem_bytes: int | None
     speedup: float | None
+    observation: Any = None  # stats.Observation over the measured steps
 
 
 def knob_state(spec: dict[str, Any]) -> KnobState | None:
@@ -113,6 +114,7 @@ def phase_rows(
     steps: Sequence[Step],
     gpu_ticks: Sequence[tuple[GpuSample, ...]],
     primary_pid: int | None,
+    observe: Callable[..., Any] | None = None,
 ) -> list[PhaseRow]:
     """One row per phase; the speed-up is against the first phase with a throughput."""
     own = [s for s in steps if primary_pid is None or s.pid == primary_pid]
@@ -127,6 +129,11 @@ def phase_rows(
         if baseline is None and figures.samples_per_s:
             baseline = figures.samples_per_s
         warmup_s = sum(s.step_ms for s in warmup if s.step_ms) / 1000.0 if warmup else None
+        window = _window(measured)
+        observation = None
+        if observe is not None and window is not None:
+            in_window = [t for t in gpu_ticks if t and window[0] <= t[0].t <= window[1]]
+            observation = observe(measured, in_window, window[0], window[1])
         rows.append(
             PhaseRow(
                 phase=phase,
@@ -142,6 +149,7 @@ def phase_rows(
                 speedup=(figures.samples_per_s / baseline)
                 if baseline and figures.samples_per_s
                 else None,
+                observation=observation,
             )
         )
     return rows

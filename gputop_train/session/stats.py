@@ -138,3 +138,45 @@ def proc_stats(processes: Sequence[ProcSample]) -> ProcStats:
         workers_cpu_pct=_sum_known(p.cpu_pct for p in workers) if workers else None,
         main_cpu_pct=_sum_known(p.cpu_pct for p in mains) if mains else None,
     )
+
+
+@dataclass(frozen=True)
+class Observation:
+    """Everything the advisor looks at, over one window (the live one, or one phase)."""
+
+    steps: StepStats
+    gpu: GpuStats
+    gpu_name: str | None
+    pcie_rx_mibps: float | None
+    workers: int | None
+    worker_cpu_pct: float | None  # mean per worker, % of one core
+    main_cpu_pct: float | None
+    cpu_count: int | None
+    batch_dtype: str | None
+    batch_shape: tuple[int, ...] | None
+    batch_bytes: int | None
+    pin_memory: bool | None
+    syncs_per_step: int | None
+    sync_sites: tuple[dict, ...]
+    flops_per_sample: float | None
+    precision: str | None
+
+
+def mean_worker_cpu(
+    proc_ticks: Sequence[tuple[float, tuple[float, ...], float | None]],
+) -> tuple[int | None, float | None, float | None]:
+    """(workers, mean CPU per worker, mean main CPU) over process samples (t, workers, main)."""
+    if not proc_ticks:
+        return None, None, None
+    per_worker = [cpu for _, workers, _ in proc_ticks for cpu in workers]
+    mains = [main for _, _, main in proc_ticks if main is not None]
+    workers = round(sum(len(w) for _, w, _ in proc_ticks) / len(proc_ticks))
+    return (
+        workers,
+        sum(per_worker) / len(per_worker) if per_worker else None,
+        sum(mains) / len(mains) if mains else None,
+    )
+
+
+def mean_pcie_rx(ticks: Sequence[tuple[GpuSample, ...]]) -> float | None:
+    return _mean(g.pcie_rx_mibps for tick in ticks for g in tick)

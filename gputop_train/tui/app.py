@@ -49,6 +49,7 @@ class GputopApp(App[str]):
         Binding("2", "tab('processes')", "processes", id="app.tab.processes", priority=True),
         Binding("3", "tab('log')", "log", id="app.tab.log", priority=True),
         Binding("4", "tab('knobs')", "knobs", id="app.tab.knobs", priority=True),
+        Binding("y", "scan_syncs", "scan syncs", id="app.scan_syncs"),
         Binding("S", "save_svg", "screenshot", show=False, id="app.screenshot"),
     ]
 
@@ -62,6 +63,7 @@ class GputopApp(App[str]):
         auto_refresh: bool = True,
         screenshot_dir: str | None = None,
         request_knob: Callable[[str, Any], str | None] | None = None,
+        scan_syncs: Callable[[], None] | None = None,
     ) -> None:
         super().__init__()
         self._source = source
@@ -74,6 +76,7 @@ class GputopApp(App[str]):
         self._auto_refresh = auto_refresh
         self._screenshot_dir = screenshot_dir
         self._request_knob = request_knob
+        self._scan_syncs = scan_syncs
         self._knob_names: tuple[str, ...] | None = None
         self._knob_prompts: dict[str, Text] = {}
         self._chart_window_index = 0
@@ -250,6 +253,14 @@ class GputopApp(App[str]):
                 log.write(f"[gputop-train] the job failed with exit code {code}")
 
     # -- actions --------------------------------------------------------------------------
+
+    def action_scan_syncs(self) -> None:
+        """Count host-device syncs on the next step, with their file:line."""
+        if self._scan_syncs is None:
+            self.notify("no running job to scan", severity="warning")
+            return
+        self._scan_syncs()
+        self.notify("sync scan requested: the next step is scanned (CUDA jobs only)")
 
     def action_save_svg(self) -> None:
         """Save the screen as SVG (next to the job's log), to share what you see."""

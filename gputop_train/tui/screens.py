@@ -15,6 +15,7 @@ HELP = """\
   [b]p[/b]        pause / resume display [b]w[/b]   chart window 1 / 5 / 30 min
   [b]1[/b]-[b]4[/b]      Overview, Processes, Log, Knobs
   [b]tab[/b]      move focus             [b]↑ ↓[/b] scroll tables and the log
+  [b]y[/b]        scan the next step for host-device syncs (file:line of each)
   [b]S[/b]        save an SVG screenshot next to the job's log
 
 Figures carry their source: [b]hook[/b] (in-process step timer), [b]NVML[/b], [b]GPM[/b]

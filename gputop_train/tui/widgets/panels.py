@@ -5,6 +5,8 @@ from __future__ import annotations
 from rich.text import Text
 
 from ... import format as fmt
+from ...advise.mfu import efficiency
+from ...advise.rules import findings
 from ...collect.nvml import GpuSample
 from ...session.model import Snapshot
 from ...session.phases import KnobState
@@ -53,13 +55,15 @@ def _short_command(command: tuple[str, ...]) -> tuple[str, ...]:
 
 def steps_panel(snap: Snapshot) -> Text:
     s = snap.steps
+    achieved, mfu = efficiency(snap.observation)
     text = Text()
     text.append(f"Steps (hook, last {snap.window_s:g} s)\n", style="bold")
     rows = (
         ("samples/s", fmt.rate(s.samples_per_s, ""), "steps/s", fmt.rate(s.steps_per_s, "")),
         ("step p50", fmt.ms(s.step_ms_p50), "p95", fmt.ms(s.step_ms_p95)),
         ("data-wait", fmt.pct(s.data_wait_pct), "GPU time", fmt.pct(s.gpu_time_pct)),
-        ("syncs", fmt.NA, "steps", str(snap.total_steps)),
+        ("syncs/step", _syncs(snap), "steps", str(snap.total_steps)),
+        ("MFU", fmt.pct(mfu), "TFLOP/s", fmt.NA if achieved is None else f"{achieved:.3g}"),
     )
     for label, value, label2, value2 in rows:
         text.append(f" {label:<10}", style="dim")
@@ -69,6 +73,13 @@ def steps_panel(snap: Snapshot) -> Text:
     if not snap.hooked:
         text.append(" waiting for the first training step…", style="italic dim")
     return text
+
+
+def _syncs(snap: Snapshot) -> str:
+    observation = snap.observation
+    if observation is None or observation.syncs_per_step is None:
+        return fmt.NA  # not scanned yet
+    return str(observation.syncs_per_step)
 
 
 def gpu_panel(snap: Snapshot) -> Text:
@@ -171,8 +182,21 @@ PROCESS_COLUMNS = (
 
 
 def findings_panel(snap: Snapshot) -> Text:
-    text = Text("Findings ", style="bold")
-    text.append("no findings yet: the bottleneck advisor is not part of this version", style="dim")
+    """The headline finding: what holds the step back, the evidence, the next change."""
+    top = findings(snap.observation)
+    text = Text("▶ ", style="bold")
+    if not top:
+        text.append("no findings yet: ", style="bold")
+        text.append("the advisor needs a few measured steps", style="dim")
+        return text
+    head = top[0]
+    text.append(head.title, style="bold yellow" if head.id != "gpu.bound" else "bold green")
+    text.append(f"  → {head.action}")
+    if head.expected_gain:
+        text.append(f" ({head.expected_gain})", style="cyan")
+    text.append("\n  " + "; ".join(head.evidence), style="dim")
+    if len(top) > 1:
+        text.append("\n  also: " + "; ".join(f.title for f in top[1:3]), style="dim")
     return text
 
 

@@ -1,0 +1,1 @@
+"""The advisor: pure functions from observations of the session to ranked findings."""
