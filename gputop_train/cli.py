@@ -3,17 +3,29 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import signal
+import socket
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from . import __version__
-from .joblog import LogTail, default_log_path
+from .joblog import LogTail
 from .launch import LaunchError, build_command, exit_status, start_job, stop_job, watch_job_end
 from .monitor import Monitor
+from .record.paths import new_session_stem
+from .record.recorder import Recorder
+from .record.summary import write_all
 from .session.model import DEFAULT_WINDOW_S, Session
 
-EPILOG = """examples:
+EPILOG = """commands:
+  gputop-train summary FILE [--format md|json]   the summary of a recorded session
+  gputop-train replay FILE                       the TUI on a recording, with a time cursor
+  gputop-train sessions                          past recordings and their headline figures
+
+examples:
   gputop-train demos/resnet.py --workers 8          monitor a Python script (TUI)
   gputop-train --headless demos/resnet.py           one status line per second
   gputop-train --headless --format json train.py    one JSON object per interval
@@ -57,6 +69,10 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         metavar='"STEP:knob=value[;knob=value],..."',
         help="knob changes applied at given step numbers, e.g. 100:num_workers=8,200:compile=true",
     )
+    parser.add_argument(
+        "--record", metavar="PATH", help="write the session recording here (.jsonl)"
+    )
+    parser.add_argument("--no-record", action="store_true", help="do not record the session")
     parser.add_argument("target", nargs=argparse.REMAINDER, help="SCRIPT [ARGS...] or -- COMMAND")
     args = parser.parse_args(argv)
     args.raw_command = bool(args.target) and args.target[0] == "--"
@@ -95,8 +111,16 @@ def _positive(text: str) -> float:
     return value
 
 
+SUBCOMMANDS = ("summary", "replay", "sessions")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(sys.argv[1:] if argv is None else argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in SUBCOMMANDS:
+        from .sessions_cli import run_subcommand
+
+        return run_subcommand(argv)
+    args = parse_args(argv)
     try:
         command = build_command(args.target, args.raw_command)
     except LaunchError as error:
@@ -109,59 +133,110 @@ def main(argv: Sequence[str] | None = None) -> int:
     return _run_tui(args, command)
 
 
+def _open_record(args: argparse.Namespace, command: list[str], session: Session) -> Recording:
+    """Where this session's files go, and the recorder that writes its JSONL (unless off)."""
+    stem = Path(args.record).with_suffix("") if args.record else new_session_stem(command)
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    recorder = None
+    if not args.no_record:
+        meta = {
+            "command": command,
+            "host": socket.gethostname(),
+            "started_at": session.started_at,
+            "cpu_count": os.cpu_count(),
+            "gputop_train": __version__,
+        }
+        recorder = Recorder(Path(f"{stem}.jsonl"), meta)
+        session.listener = recorder.record
+    return Recording(stem, recorder)
+
+
+class Recording:
+    """The files of one session: recording, job log, summary."""
+
+    def __init__(self, stem: Path, recorder: Recorder | None) -> None:
+        self.stem = stem
+        self.recorder = recorder
+        self.log = Path(f"{stem}.log")
+
+    def finish(self, session: Session) -> list[Path]:
+        """Close the recording and write the summary next to it (on every way out)."""
+        if self.recorder is None:
+            return []
+        session.listener = None
+        self.recorder.close()
+        return write_all(session, {}, self.recorder.path)
+
+
+def _say(text: str) -> None:
+    with contextlib.suppress(OSError):  # after an SSH drop there is no terminal to write to
+        print(f"gputop-train: {text}", file=sys.stderr)
+
+
 def _run_headless(args: argparse.Namespace, command: list[str]) -> int:
     from .headless import run_headless
 
     session = Session(command=tuple(command))
+    files = _open_record(args, command, session)
     try:
         job = start_job(command, stdout=sys.stderr, stderr=sys.stderr, schedule=args.schedule)
     except LaunchError as error:
-        print(f"gputop-train: {error}", file=sys.stderr)
+        _say(str(error))
+        files.finish(session)
         return 2
     monitor = Monitor(session, job.pid)
     monitor.start()
     snap = session.snapshot()
     if snap.nvml_error:
-        print(f"gputop-train: GPU figures are N/A: {snap.nvml_error}", file=sys.stderr)
-    return run_headless(job, monitor, args.interval, args.window, args.format == "json")
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+        _say(f"GPU figures are N/A: {snap.nvml_error}")
+    code = run_headless(job, monitor, args.interval, args.window, args.format == "json")
+    for path in files.finish(session):
+        _say(f"wrote {path}")
+    return code
 
 
 def _run_tui(args: argparse.Namespace, command: list[str]) -> int:
     from .tui.app import GputopApp
 
     session = Session(command=tuple(command))
-    log_path = default_log_path(command)
-    with log_path.open("ab") as log_file:  # the job writes here: no pipe to break on quit
+    files = _open_record(args, command, session)
+    with files.log.open("ab") as log_file:  # the job writes here: no pipe to break on quit
         try:
             job = start_job(command, stdout=log_file, stderr=log_file, schedule=args.schedule)
         except LaunchError as error:
-            print(f"gputop-train: {error}", file=sys.stderr)
+            _say(str(error))
+            files.finish(session)
             return 2
     monitor = Monitor(session, job.pid)
     monitor.start()
-    watch_job_end(job, monitor, LogTail(log_path))
+    watch_job_end(job, monitor, LogTail(files.log))
     app = GputopApp(
         session.snapshot,
         job_pid=job.pid,
-        log=LogTail(log_path),
+        log=LogTail(files.log),
         refresh_s=max(0.1, args.refresh),
         window_s=args.window,
-        screenshot_dir=str(log_path.parent),
+        screenshot_dir=str(files.stem.parent),
         request_knob=monitor.request_knob,
         scan_syncs=monitor.scan_syncs,
     )
-    # An SSH drop (SIGHUP) ends the monitor, never the job: it runs in its own session.
-    signal.signal(signal.SIGHUP, lambda signum, frame: app.exit("leave"))
+    # An SSH drop (SIGHUP) or a SIGTERM ends the monitor, never the job (its own session).
+    for signum in (signal.SIGHUP, signal.SIGTERM):
+        signal.signal(signum, lambda signum, frame: app.exit("leave"))
     choice = app.run()
     monitor.stop()
-    print(f"gputop-train: the job's output is in {log_path}", file=sys.stderr)
     if choice == "leave" and job.poll() is None:
-        print(f"gputop-train: job PID {job.pid} keeps running", file=sys.stderr)
-        return 0
-    if job.poll() is None:  # "stop", or the app ended some other way (Ctrl+C, a crash)
-        stop_job(job)
-    return exit_status(job.wait())
+        _say(f"job PID {job.pid} keeps running; its output goes to {files.log}")
+        code = 0
+    else:
+        if job.poll() is None:  # "stop", or the app ended some other way (a crash)
+            stop_job(job)
+        code = exit_status(job.wait())
+        monitor.drain(1.0)
+    for path in [files.log, *files.finish(session)]:
+        _say(f"wrote {path}")
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

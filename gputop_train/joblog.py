@@ -6,24 +6,11 @@ so "leave it running" on quit (or an SSH drop) is safe.
 
 from __future__ import annotations
 
-import os
-import time
 from collections import deque
 from pathlib import Path
 
 # How much of the log the TUI keeps in memory (the file keeps everything).
 TAIL_LINES = 2000
-
-
-def default_log_path(command: list[str]) -> Path:
-    """``<user data dir>/gputop-train/logs/<time>-<script>.log``."""
-    base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
-    is_python = Path(command[0]).name.startswith("python") and len(command) > 1
-    name = Path(command[1] if is_python else command[0])
-    stamp = time.strftime("%Y-%m-%dT%H-%M-%S")
-    directory = base / "gputop-train" / "logs"
-    directory.mkdir(parents=True, exist_ok=True)
-    return directory / f"{stamp}-{name.stem or 'job'}.log"
 
 
 class LogTail:

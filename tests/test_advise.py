@@ -124,6 +124,8 @@ def test_idle_tensor_cores_in_fp32_ask_for_amp_but_not_in_bf16() -> None:
     assert "gpu.tensor_cores_idle" in [f.id for f in rules.findings(fp32)]
     bf16 = observe(gpu_tensor_active_pct=0.4, gpu_sm_active_pct=70.0, precision="bf16")
     assert "gpu.tensor_cores_idle" not in [f.id for f in rules.findings(bf16)]
+    waiting = replace(fp32, steps=replace(fp32.steps, data_wait_pct=40.0))
+    assert "gpu.tensor_cores_idle" not in [f.id for f in rules.findings(waiting)]
 
 
 def test_a_busy_main_thread_and_an_idle_gpu_is_launch_bound() -> None:

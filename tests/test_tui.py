@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from textual.widgets import RichLog, Static, TabbedContent
 
+from gputop_train.record.reader import read
+from gputop_train.record.replay import ReplayController
 from gputop_train.tui.app import GputopApp
 from gputop_train.tui.knob_edit import KnobEditScreen
 from gputop_train.tui.screens import HelpScreen, QuitScreen
-from tests.tui_data import JOB_PID, scripted_session
+from tests.tui_data import JOB_PID, scripted_recording, scripted_session
 
 
 def make_app(with_gpu: bool = True, requests: list | None = None) -> GputopApp:
@@ -149,3 +153,26 @@ async def test_the_phase_table_shows_each_configuration_and_its_speedup() -> Non
 
 def test_knobs_tab_100x30(snap_compare) -> None:  # type: ignore[no-untyped-def]
     assert snap_compare(make_app(), terminal_size=(100, 30), press=["4"])
+
+
+def replay_app(tmp_path: Path) -> GputopApp:
+    recording = read(scripted_recording(tmp_path / "scripted.jsonl"))
+    replay = ReplayController(recording, clock=lambda: 0.0)
+    replay.playing = False
+    replay.seek(recording.ended_at)
+    return GputopApp(replay.snapshot, replay=replay, auto_refresh=False)
+
+
+def test_replay_80x24(snap_compare, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    assert snap_compare(replay_app(tmp_path), terminal_size=(80, 24))
+
+
+async def test_replay_keys_move_the_cursor(tmp_path: Path) -> None:
+    app = replay_app(tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        end = app._replay.cursor
+        await pilot.press("left")
+        assert app._replay.cursor == pytest.approx(end - 10.0)
+        await pilot.press("space", "plus")
+        assert app._replay.playing and app._replay.speed == 2.0
+        assert "REPLAY" in text_of(app, "#header")

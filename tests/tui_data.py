@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from gputop_train.collect.fake import FakeGpu, FakeNvml, FakeProcess, FakePsutil
 from gputop_train.collect.nvml import NvmlSampler
 from gputop_train.collect.procs import ProcessSampler
+from gputop_train.record.recorder import Recorder
 from gputop_train.session.model import Session
 
 NOW = 1_800_000_000.0
@@ -37,12 +40,15 @@ class FixedClock:
         return self.now
 
 
-def scripted_session(with_gpu: bool = True) -> Session:
+def scripted_session(with_gpu: bool = True, recorder: Recorder | None = None) -> Session:
     """Two minutes of a run at the playbook's rung 4: workers busy, GPU partly idle."""
     clock = FixedClock(NOW - 120.0)
     session = Session(
         command=("python", "demos/resnet.py", "--workers", "8"), clock=clock, started_at=NOW - 125.0
     )
+    if recorder is not None:  # record with the fake clock's times, as the monitor would live
+        recorder._clock = clock
+        session.listener = recorder.record
     session.process_hello(JOB_PID, {"rank": None, "argv": ["demos/resnet.py"], "torch": "2.11"})
     session.set_knobs(JOB_PID, KNOBS)
     rows = []
@@ -101,3 +107,12 @@ def scripted_session(with_gpu: bool = True) -> Session:
         process.read_bytes += 3_000_000  # each worker read 3 MB in that second
     session.set_processes(sampler_procs.sample())
     return session
+
+
+def scripted_recording(path: Path) -> Path:
+    """The scripted session, recorded to ``path``."""
+    meta = {"command": ["python", "demos/resnet.py"], "started_at": NOW - 125.0}
+    recorder = Recorder(path, meta, clock=FixedClock(NOW - 125.0))
+    scripted_session(recorder=recorder)
+    recorder.close()
+    return path

@@ -214,8 +214,8 @@ def tensor_cores_idle(o: Observation) -> Finding | None:
     tensor, sm = o.gpu.tensor_active_pct, o.gpu.sm_active_pct
     if tensor is None or sm is None or tensor >= TENSOR_IDLE_PCT or sm < SM_BUSY_FOR_TENSOR_PCT:
         return None
-    if o.precision in ("bf16", "fp16"):
-        return None
+    if o.precision in ("bf16", "fp16") or (o.steps.data_wait_pct or 0) >= INPUT_DOMINANT_PCT:
+        return None  # (a GPU that waits for data is not held back by its precision)
     return Finding(
         "gpu.tensor_cores_idle",
         "Tensor cores idle: the math runs in fp32",

@@ -11,7 +11,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from dataclasses import replace as _replace
 from typing import Any
 
@@ -114,16 +114,24 @@ class Session:
             maxlen=MAX_PROC_TICKS
         )
         self.cpu_count: int | None = None
+        # Called as listener(kind, payload) for every write: the recorder's way in.
+        self.listener: Callable[[str, dict[str, Any]], None] | None = None
         self._phases: list[Phase] = [Phase(1, "start", 1, self.started_at)]
+
+    def _tell(self, kind: str, **payload: Any) -> None:
+        if self.listener is not None:
+            self.listener(kind, payload)
 
     # -- writers (any thread) -----------------------------------------------------------
 
     def set_gpus(self, names: list[str | None], error: str | None = None) -> None:
+        self._tell("gpus", names=names, error=error)
         with self._lock:
             self._gpu_names = tuple(names)
             self._nvml_error = error
 
     def process_hello(self, pid: int, hello: dict[str, Any]) -> None:
+        self._tell("hello", pid=pid, frame=hello)
         argv = hello.get("argv")
         process = HookedProcess(
             pid=pid,
@@ -137,6 +145,7 @@ class Session:
             self._hooked[pid] = process
 
     def process_disconnected(self, pid: int) -> None:
+        self._tell("disconnected", pid=pid)
         with self._lock:
             if pid in self._hooked:
                 old = self._hooked[pid]
@@ -148,6 +157,7 @@ class Session:
         """The knobs a process advertised (hello or knobs frame); the primary's are shown."""
         if not isinstance(specs, list):
             return
+        self._tell("knobs", pid=pid, knobs=specs)
         with self._lock:
             if pid != self._primary_pid_locked():
                 return
@@ -159,6 +169,7 @@ class Session:
                     self._knobs[state.name] = KnobState(**{**state.__dict__, "pending": pending})
 
     def knob_requested(self, name: str, value: Any) -> None:
+        self._tell("knob_requested", name=name, value=value)
         with self._lock:
             if name in self._knobs:
                 self._knobs[name] = _replace(self._knobs[name], pending=value, error=None)
@@ -166,6 +177,7 @@ class Session:
     def knob_outcome(self, pid: int, frame: dict[str, Any]) -> None:
         """A knob_applied frame: the value in force; a real change opens a phase."""
         name, seq = frame.get("name"), frame.get("seq")
+        self._tell("knob_outcome", pid=pid, frame=frame)
         with self._lock:
             if pid != self._primary_pid_locked() or name not in self._knobs:
                 return
@@ -195,6 +207,7 @@ class Session:
 
     def add_step_rows(self, pid: int, rows: list[Any]) -> int:
         """Append steps from a wire frame; returns how many rows were malformed."""
+        self._tell("steps", pid=pid, rows=rows)
         parsed = [Step.from_row(pid, row) if isinstance(row, list) else None for row in rows]
         good = [s for s in parsed if s is not None]
         with self._lock:
@@ -210,10 +223,12 @@ class Session:
         return len(parsed) - len(good)
 
     def add_gpu_samples(self, samples: tuple[GpuSample, ...]) -> None:
+        self._tell("gpu", samples=[asdict(s) for s in samples])
         with self._lock:
             self._gpu.append(samples)
 
     def set_processes(self, processes: tuple[ProcSample, ...]) -> None:
+        self._tell("procs", samples=[asdict(p) for p in processes])
         workers = tuple(
             p.cpu_pct for p in processes if p.role == "worker" and p.cpu_pct is not None
         )
@@ -224,11 +239,13 @@ class Session:
 
     def add_fact(self, pid: int, frame: dict[str, Any]) -> None:
         """The primary process's latest loader / syncs / flops frame."""
+        self._tell("fact", pid=pid, frame=frame)
         with self._lock:
             if pid == self._primary_pid_locked():
                 self._facts[frame["type"]] = frame
 
     def add_notice(self, text: str) -> None:
+        self._tell("notice", text=text)
         with self._lock:
             self._notices.append(text)
 
@@ -237,6 +254,7 @@ class Session:
             self._dropped_frames += frames
 
     def job_ended(self, exit_code: int, stderr_tail: tuple[str, ...] = ()) -> None:
+        self._tell("job_ended", exit_code=exit_code, stderr_tail=list(stderr_tail))
         with self._lock:
             self._job = JobState(running=False, exit_code=exit_code, stderr_tail=stderr_tail)
 
@@ -254,6 +272,10 @@ class Session:
         if not self._hooked:
             return None
         return min(self._hooked.values(), key=lambda p: (p.rank is None, p.rank or 0, p.pid)).pid
+
+    def gpu_ticks(self) -> list[tuple[GpuSample, ...]]:
+        with self._lock:
+            return list(self._gpu)
 
     def steps(self, since: float | None = None) -> list[Step]:
         with self._lock:

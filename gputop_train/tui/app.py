@@ -17,7 +17,9 @@ from textual.containers import Grid, Horizontal, VerticalScroll
 from textual.widgets import Footer, OptionList, RichLog, Static, TabbedContent, TabPane
 from textual.widgets.option_list import Option
 
+from .. import format as fmt
 from ..joblog import LogTail
+from ..record.replay import ReplayController
 from ..session.model import Snapshot
 from .knob_edit import KnobEditScreen
 from .screens import HelpScreen, QuitScreen
@@ -50,6 +52,21 @@ class GputopApp(App[str]):
         Binding("3", "tab('log')", "log", id="app.tab.log", priority=True),
         Binding("4", "tab('knobs')", "knobs", id="app.tab.knobs", priority=True),
         Binding("y", "scan_syncs", "scan syncs", id="app.scan_syncs"),
+        Binding(
+            "space", "replay('toggle')", "play/pause", show=False, id="replay.toggle", priority=True
+        ),
+        Binding("left", "replay('back')", "-10 s", show=False, id="replay.back", priority=True),
+        Binding(
+            "right", "replay('forward')", "+10 s", show=False, id="replay.forward", priority=True
+        ),
+        Binding(
+            "plus", "replay('faster')", "faster", show=False, id="replay.faster", priority=True
+        ),
+        Binding(
+            "minus", "replay('slower')", "slower", show=False, id="replay.slower", priority=True
+        ),
+        Binding("home", "replay('start')", "start", show=False, id="replay.start", priority=True),
+        Binding("end", "replay('end')", "end", show=False, id="replay.end", priority=True),
         Binding("S", "save_svg", "screenshot", show=False, id="app.screenshot"),
     ]
 
@@ -64,6 +81,7 @@ class GputopApp(App[str]):
         screenshot_dir: str | None = None,
         request_knob: Callable[[str, Any], str | None] | None = None,
         scan_syncs: Callable[[], None] | None = None,
+        replay: ReplayController | None = None,
     ) -> None:
         super().__init__()
         self._source = source
@@ -77,6 +95,7 @@ class GputopApp(App[str]):
         self._screenshot_dir = screenshot_dir
         self._request_knob = request_knob
         self._scan_syncs = scan_syncs
+        self._replay = replay
         self._knob_names: tuple[str, ...] | None = None
         self._knob_prompts: dict[str, Text] = {}
         self._chart_window_index = 0
@@ -135,7 +154,7 @@ class GputopApp(App[str]):
     def _apply(self, snap: Snapshot) -> None:
         pid = self._job_pid
         window = f"{self.chart_window_s / 60:g} min"
-        self._show("#header", panels.header(snap, pid, self.paused, window))
+        self._show("#header", panels.header(snap, pid, self.paused, window, self._replay_status()))
         self._show("#steps", panels.steps_panel(snap))
         self._show("#gpus", panels.gpu_panel(snap))
         self._show("#findings", panels.findings_panel(snap))
@@ -146,6 +165,18 @@ class GputopApp(App[str]):
             table_id = "#overview-procs-text" if active == "overview" else "#procs-text"
             self._show(table_id, panels.process_table(snap))
         self._apply_log(snap)
+
+    def _replay_status(self) -> str | None:
+        replay = self._replay
+        if replay is None:
+            return None
+        at = replay.cursor - replay.recording.started_at
+        total = replay.recording.ended_at - replay.recording.started_at
+        state = "playing" if replay.playing else "paused"
+        return (
+            f"REPLAY {state} {fmt.duration(at)}/{fmt.duration(total)} x{replay.speed:g}"
+            " (space, ←/→, +/-)"
+        )
 
     def _apply_knobs(self, snap: Snapshot) -> None:
         self._show("#phases-text", panels.phase_table(snap))
@@ -254,6 +285,24 @@ class GputopApp(App[str]):
 
     # -- actions --------------------------------------------------------------------------
 
+    def action_replay(self, move: str) -> None:
+        """The replay's time cursor: play/pause, seek, speed (keys do nothing live)."""
+        replay = self._replay
+        if replay is None or self.screen is not self.screen_stack[0]:
+            raise SkipAction()  # live, or a dialog is open: the key is theirs
+        recording = replay.recording
+        moves = {
+            "toggle": replay.toggle,
+            "back": lambda: replay.seek(replay.cursor - 10.0),
+            "forward": lambda: replay.seek(replay.cursor + 10.0),
+            "faster": lambda: replay.faster(1),
+            "slower": lambda: replay.faster(-1),
+            "start": lambda: replay.seek(recording.started_at),
+            "end": lambda: replay.seek(recording.ended_at),
+        }
+        moves[move]()
+        self.refresh_data()
+
     def action_scan_syncs(self) -> None:
         """Count host-device syncs on the next step, with their file:line."""
         if self._scan_syncs is None:
@@ -275,7 +324,9 @@ class GputopApp(App[str]):
         if self.last_snapshot is not None:
             window = f"{self.chart_window_s / 60:g} min"
             pid = self._job_pid
-            header = panels.header(self.last_snapshot, pid, self.paused, window)
+            header = panels.header(
+                self.last_snapshot, pid, self.paused, window, self._replay_status()
+            )
             self.query_one("#header", Static).update(header)
 
     def action_cycle_window(self) -> None:

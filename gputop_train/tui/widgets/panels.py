@@ -22,7 +22,13 @@ def bar(fraction: float | None, width: int = BAR_WIDTH) -> Text:
     return Text("█" * filled, style=style) + Text("░" * (width - filled), style="dim")
 
 
-def header(snap: Snapshot, job_pid: int | None, paused: bool, chart_window: str) -> Text:
+def header(
+    snap: Snapshot,
+    job_pid: int | None,
+    paused: bool,
+    chart_window: str,
+    replay_status: str | None = None,
+) -> Text:
     gpus = ", ".join(sorted({n for n in snap.gpu_names if n})) or "no GPU (N/A)"
     if snap.job.running:
         state = Text("running", style="green")
@@ -41,6 +47,8 @@ def header(snap: Snapshot, job_pid: int | None, paused: bool, chart_window: str)
     )
     if paused:
         text.append(" │ PAUSED", style="bold reverse")
+    if replay_status:
+        text.append(f" │ {replay_status}", style="bold magenta")
     text.append(f" │ {gpus} │ {' '.join(_short_command(snap.command))}")
     text.append(f" │ charts {chart_window}", style="dim")
     text.no_wrap, text.overflow = True, "ellipsis"

@@ -1,0 +1,1 @@
+"""Recording a session as JSONL, reading it back, and summarising it."""

@@ -1,0 +1,181 @@
+"""The session summary: Markdown and JSON, and an SVG chart with the phase boundaries."""
+
+from __future__ import annotations
+
+import html
+import socket
+from pathlib import Path
+from typing import Any
+
+from .. import format as fmt
+from ..advise.mfu import efficiency
+from ..advise.rules import findings
+from ..report import finding_dict, phase_dicts, status_fields
+from ..session.model import Session, Snapshot
+
+CHART_BUCKETS = 240
+
+
+def whole_run(session: Session) -> Snapshot:
+    """A snapshot whose window is the whole session."""
+    return session.snapshot(window_s=session.clock() - session.started_at + 1.0)
+
+
+def summarize(session: Session, meta: dict[str, Any]) -> dict[str, Any]:
+    snap = whole_run(session)
+    ticks = session.gpu_ticks()
+    energy = [sum(g.energy_j for g in t if g.energy_j is not None) for t in ticks if t]
+    energy_j = energy[-1] - energy[0] if len(energy) > 1 and energy[-1] >= energy[0] else None
+    mem = [sum(g.mem_used_bytes for g in t if g.mem_used_bytes is not None) for t in ticks if t]
+    power = [sum(g.power_w for g in t if g.power_w is not None) for t in ticks if t]
+    achieved, mfu = efficiency(snap.observation)
+    syncs = snap.observation.sync_sites if snap.observation else ()
+    return {
+        "command": list(snap.command),
+        "host": meta.get("host") or socket.gethostname(),
+        "gpus": list(snap.gpu_names),
+        "started_at": snap.started_at,
+        "duration_s": round(snap.elapsed_s, 1),
+        "figures": status_fields(snap),
+        "gpu_mem_peak_bytes": max(mem) if mem else None,
+        "gpu_power_mean_w": round(sum(power) / len(power), 1) if power else None,
+        "gpu_energy_j": round(energy_j, 1) if energy_j is not None else None,
+        "achieved_tflops": round(achieved, 2) if achieved is not None else None,
+        "mfu_pct": round(mfu, 2) if mfu is not None else None,
+        "phases": phase_dicts(snap),
+        "findings": [finding_dict(f) for f in findings(snap.observation)],
+        "sync_sites": list(syncs),
+        "exit_code": snap.job.exit_code,
+        "notices": list(snap.notices[-20:]),
+    }
+
+
+def markdown(summary: dict[str, Any], chart_name: str | None = None) -> str:
+    f = summary["figures"]
+    lines = [
+        f"# gputop-train session: `{' '.join(summary['command'])}`",
+        "",
+        f"- host {summary['host']}, GPUs: "
+        f"{', '.join(g or 'N/A' for g in summary['gpus']) or 'N/A'}",
+        f"- duration {fmt.duration(summary['duration_s'])}, {f['total_steps']} steps, "
+        f"{f['total_samples'] if f['total_samples'] is not None else 'N/A'} samples, "
+        f"exit code {summary['exit_code'] if summary['exit_code'] is not None else 'N/A'}",
+        f"- throughput {fmt.rate(f['samples_per_s'], 'samples/s')}; step p50 "
+        f"{fmt.ms(f['step_ms_p50'])}, p95 {fmt.ms(f['step_ms_p95'])} (whole run, hook)",
+        f"- data-wait {fmt.pct(f['data_wait_pct'])} of step time; GPU time "
+        f"{fmt.pct(f['gpu_time_pct'])}",
+        f"- GPU utilization {fmt.pct(f['gpu_util_pct'])} (NVML mean), SM activity "
+        f"{fmt.pct(f['sm_active_pct'])}, tensor activity {fmt.pct(f['tensor_active_pct'])} (GPM)",
+        f"- GPU memory peak {fmt.gib(summary['gpu_mem_peak_bytes'])} GiB; power "
+        f"{summary['gpu_power_mean_w'] or 'N/A'} W mean; energy "
+        f"{summary['gpu_energy_j'] or 'N/A'} J (NVML)",
+        f"- {summary['achieved_tflops'] or 'N/A'} TFLOP/s achieved, "
+        f"MFU {fmt.pct(summary['mfu_pct'])}",
+    ]
+    if chart_name:
+        lines += ["", f"![samples/s and GPU utilization over time]({chart_name})"]
+    lines += [
+        "",
+        "## Phases",
+        "",
+        "Warm-up (first 5 steps and first 3 s of each phase) excluded.",
+        "",
+        "| # | change | steps | warm-up | samples/s | step p50 | data-wait | GPU util "
+        "| tensor | peak mem | speed-up | headline finding |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    lines += [_phase_row(p) for p in summary["phases"]]
+    lines += ["", "## Findings (whole run)", ""]
+    for finding in summary["findings"] or [{"title": "none", "action": "", "evidence": []}]:
+        lines.append(f"- **{finding['title']}** — {finding['action']}")
+        lines += [f"  - {e}" for e in finding["evidence"]]
+    if summary["sync_sites"]:
+        lines += ["", "## Host-device sync sites (last scan)", ""]
+        lines += [
+            f"- `{s['file']}:{s['line']}` `{s['op']}` x{s['count']}" for s in summary["sync_sites"]
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def _phase_row(p: dict[str, Any]) -> str:
+    change = p["change"] + (f" (reverted: {p['failed']})" if p["failed"] else "")
+    warmup = f"{p['warmup_steps']} steps / " + (f"{p['warmup_s']} s" if p["warmup_s"] else "N/A")
+    cells = (
+        str(p["phase"]),
+        change,
+        str(p["steps"]),
+        warmup,
+        fmt.rate(p["samples_per_s"], "").strip(),
+        fmt.ms(p["step_ms_p50"]),
+        fmt.pct(p["data_wait_pct"]),
+        fmt.pct(p["gpu_util_pct"]),
+        fmt.pct(p["tensor_active_pct"]),
+        f"{fmt.gib(p['peak_mem_bytes'])} GiB",
+        f"{p['speedup']:.2f}x" if p["speedup"] else "N/A",
+        p["headline"],
+    )
+    return "| " + " | ".join(cells) + " |"
+
+
+def svg_chart(session: Session, width: int = 900, height: int = 300) -> str:
+    """samples/s (hook) and GPU utilization (NVML) over time, phase boundaries marked."""
+    snap = whole_run(session)
+    charts = session.snapshot(
+        window_s=1.0, chart_window_s=max(1.0, snap.elapsed_s + 1.0), chart_points=CHART_BUCKETS
+    ).charts
+    assert charts is not None
+    pad, plot_w, plot_h = 50, width - 100, height - 70
+    start = snap.t - charts.window_s
+
+    def points(values: tuple[float | None, ...], top: float) -> str:
+        coords = []
+        for i, v in enumerate(values):
+            if v is not None and top > 0:
+                x = pad + plot_w * (i + 0.5) / len(values)
+                y = 30 + plot_h * (1 - min(1.0, v / top))
+                coords.append(f"{x:.1f},{y:.1f}")
+        return " ".join(coords)
+
+    top = max((v for v in charts.samples_per_s if v is not None), default=1.0) * 1.1
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'font-family="monospace" font-size="12">',
+        f'<rect width="{width}" height="{height}" fill="white"/>',
+        f'<rect x="{pad}" y="30" width="{plot_w}" height="{plot_h}" fill="none" stroke="#ccc"/>',
+        f'<text x="{pad}" y="18" fill="#1f77b4">samples/s (hook, left axis, max {top:.0f})</text>',
+        f'<text x="{pad + 420}" y="18" fill="#2ca02c">GPU utilization % (NVML, right axis)</text>',
+        f'<polyline fill="none" stroke="#2ca02c" stroke-width="1.5" '
+        f'points="{points(charts.gpu_util_pct, 100.0)}"/>',
+        f'<polyline fill="none" stroke="#1f77b4" stroke-width="2" '
+        f'points="{points(charts.samples_per_s, top)}"/>',
+    ]
+    for row in snap.phases[1:]:
+        steps = [s for s in session.steps() if s.step == row.phase.first_step]
+        t = steps[0].t if steps else row.phase.started_at
+        x = pad + plot_w * (t - start) / charts.window_s
+        parts.append(
+            f'<line x1="{x:.1f}" y1="30" x2="{x:.1f}" y2="{30 + plot_h}" '
+            f'stroke="#d62728" stroke-dasharray="4,3"/>'
+        )
+        label = html.escape(f"{row.phase.index}: {row.phase.change}"[:28])
+        parts.append(
+            f'<text x="{x + 3:.1f}" y="{44 + 14 * (row.phase.index % 4)}" '
+            f'fill="#d62728" font-size="10">{label}</text>'
+        )
+    parts.append(f'<text x="{pad}" y="{height - 20}">0 s</text>')
+    parts.append(f'<text x="{pad + plot_w - 60}" y="{height - 20}">{charts.window_s:.0f} s</text>')
+    parts.append("</svg>")
+    return "\n".join(parts) + "\n"
+
+
+def write_all(session: Session, meta: dict[str, Any], recording: Path) -> list[Path]:
+    """Markdown, JSON and SVG next to the recording; returns their paths."""
+    import json
+
+    stem = recording.with_suffix("")
+    chart, md, js = (Path(f"{stem}.{ext}") for ext in ("svg", "summary.md", "summary.json"))
+    summary = summarize(session, meta)
+    chart.write_text(svg_chart(session))
+    md.write_text(markdown(summary, chart.name))
+    js.write_text(json.dumps(summary, indent=2))
+    return [md, js, chart]

@@ -1,0 +1,164 @@
+"""Recording: written as it happens, readable after any death, summarised, replayed."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from gputop_train.record.reader import read, replay_all
+from gputop_train.record.replay import ReplayController
+from gputop_train.record.summary import markdown, summarize
+from tests.conftest import REPO, SCENARIOS
+
+pytest.importorskip("torch")
+
+
+def start_monitor(record: Path, *job: str) -> subprocess.Popen[str]:
+    """The monitor's output goes to files: a job left running keeps inherited pipes open."""
+    out = (record.parent / "monitor.out").open("w")
+    err = (record.parent / "monitor.err").open("w")
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gputop_train",
+            "--headless",
+            "--interval",
+            "0.5",
+            "--record",
+            str(record),
+            str(SCENARIOS),
+            *job,
+        ],
+        stdout=out,
+        stderr=err,
+        text=True,
+        cwd=REPO,
+        start_new_session=True,
+    )
+
+
+def wait_for_steps(record: Path, steps: int, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if record.exists():
+            seen = sum(
+                len(json.loads(line).get("rows", []))
+                for line in record.open()
+                if '"kind": "steps"' in line
+            )
+            if seen >= steps:
+                return
+        time.sleep(0.2)
+    raise AssertionError(f"fewer than {steps} steps recorded in {timeout_s}s")
+
+
+def job_pids(record: Path) -> list[int]:
+    return [json.loads(line)["pid"] for line in record.open() if '"kind": "hello"' in line]
+
+
+def test_a_monitor_killed_with_sigkill_still_yields_a_summary(tmp_path: Path) -> None:
+    record = tmp_path / "run.jsonl"
+    monitor = start_monitor(record, "forever")
+    try:
+        wait_for_steps(record, 30)
+        killed_at = time.time()
+        os.kill(monitor.pid, signal.SIGKILL)
+        monitor.wait(timeout=10)
+    finally:
+        for pid in job_pids(record):  # the job outlives the monitor by design
+            os.kill(pid, signal.SIGKILL)
+    recording = read(record)
+    session = replay_all(recording)
+    last_step_t = max(s.t for s in session.steps())
+    assert killed_at - last_step_t < 1.5  # at most the last second (plus one batch) is lost
+    summary = summarize(session, recording.meta)
+    assert summary["figures"]["total_steps"] >= 30
+    result = subprocess.run(
+        [sys.executable, "-m", "gputop_train", "summary", str(record)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
+    assert result.returncode == 0 and "## Phases" in result.stdout
+    assert (tmp_path / "run.summary.md").exists() and (tmp_path / "run.svg").exists()
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_sigterm_and_sighup_write_the_summary_and_leave_the_job_running(
+    tmp_path: Path, signum: int
+) -> None:
+    record = tmp_path / "run.jsonl"
+    monitor = start_monitor(record, "forever")
+    try:
+        wait_for_steps(record, 20)
+        monitor.send_signal(signum)
+        monitor.wait(timeout=30)
+        err = (tmp_path / "monitor.err").read_text()
+        (pid,) = job_pids(record)
+        os.kill(pid, 0)  # still alive: no exception
+    finally:
+        for pid in job_pids(record):
+            os.kill(pid, signal.SIGKILL)
+    assert "keeps running" in err
+    summary = json.loads((tmp_path / "run.summary.json").read_text())
+    assert summary["figures"]["total_steps"] >= 20
+
+
+def test_a_torn_last_line_and_a_corrupt_line_are_skipped_with_a_warning(tmp_path: Path) -> None:
+    record = tmp_path / "run.jsonl"
+    monitor = start_monitor(record, "sleepy", "steps=40", "batch_ms=1", "step_ms=1")
+    monitor.wait(timeout=60)
+    lines = record.read_text().splitlines()
+    lines.insert(3, "{this is not json")
+    record.write_text("\n".join(lines) + '\n{"kind": "steps", "t": 17')  # torn mid-write
+    result = subprocess.run(
+        [sys.executable, "-m", "gputop_train", "summary", str(record), "--format", "json"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
+    assert result.returncode == 0
+    assert "skipped 2 unreadable line(s)" in result.stderr and "line 4" in result.stderr
+    assert json.loads(result.stdout)["figures"]["total_steps"] == 40
+
+
+def test_something_that_is_not_a_recording_is_refused_clearly(tmp_path: Path) -> None:
+    junk = tmp_path / "notes.jsonl"
+    junk.write_text("hello\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "gputop_train", "summary", str(junk)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
+    assert result.returncode == 2 and "no gputop-train header" in result.stderr
+
+
+def test_replay_moves_a_cursor_through_the_recording(tmp_path: Path) -> None:
+    record = tmp_path / "run.jsonl"
+    start_monitor(record, "sleepy", "steps=40", "batch_ms=5", "step_ms=20").wait(timeout=60)
+    recording = read(record)
+    wall = [0.0]
+    replay = ReplayController(recording, clock=lambda: wall[0])
+    replay.playing = False
+    step_times = sorted(s.t for s in replay_all(recording).steps())
+    middle = step_times[20]  # by then the frame with the first steps was recorded
+    replay.seek(middle)
+    part = replay.session.snapshot().total_steps
+    replay.seek(recording.ended_at)
+    assert 0 < part < replay.session.snapshot().total_steps == 40
+    replay.seek(middle)  # backwards: rebuilt, same state as before
+    assert replay.session.snapshot().total_steps == part
+    replay.playing, replay.speed_index = True, 2  # x4
+    wall[0] += 1.0
+    replay.snapshot(10.0, 60.0, 30)
+    assert replay.cursor == pytest.approx(middle + 4.0)
+    assert "# gputop-train session" in markdown(summarize(replay.session, recording.meta))
