@@ -137,6 +137,7 @@ class Trainer:
             self.model = self.model.to(memory_format=torch.channels_last)
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.001, momentum=0.9)
         self.scaler = torch.amp.GradScaler(enabled=config.precision == "fp16")
+        self.new_scaler: torch.amp.GradScaler | None = None
         self.forward = torch.compile(self.model) if config.compile else self.model
         self.steps = 0
 
@@ -225,8 +226,9 @@ class Trainer:
         self._rebuild_loader()
 
     def set_precision(self, value: str) -> None:
+        # This runs inside scaler.step(); update() still needs the old scaler this step.
         self.config.precision = value
-        self.scaler = torch.amp.GradScaler(enabled=value == "fp16")
+        self.new_scaler = torch.amp.GradScaler(enabled=value == "fp16")
 
     def set_compile(self, value: bool) -> None:
         self.config.compile = value
@@ -260,6 +262,8 @@ class Trainer:
         return torch.autocast(device_type=self.config.device.split(":")[0], dtype=dtype)
 
     def train_step(self, images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        if self.new_scaler is not None:
+            self.scaler, self.new_scaler = self.new_scaler, None
         images = to_model_input(images, self.config)
         labels = labels.to(self.config.device, non_blocking=self.config.pin_memory)
         with self.autocast():

@@ -8,31 +8,19 @@ from types import SimpleNamespace
 import pytest
 
 from gputop_train.hook.probes import FlopCounter, SyncScanner
+from tests.scenarios import fake_cuda
+from tests.scenarios.fake_cuda import FakeCuda
 
 torch = pytest.importorskip("torch")
 
 
-class FakeCuda:
-    """Stands in for torch.cuda: in warn mode a 'sync' issues PyTorch's warning."""
-
-    def __init__(self) -> None:
-        self.mode = "default"
-
-    def set_sync_debug_mode(self, mode: str) -> None:
-        self.mode = mode
-
-    def sync(self) -> None:
-        if self.mode == "warn":
-            warnings.warn("called a synchronizing CUDA operation", UserWarning, stacklevel=2)
-
-
 def test_a_scan_counts_each_sync_with_its_call_site_and_lets_other_warnings_through() -> None:
     cuda = FakeCuda()
-    scanner = SyncScanner(SimpleNamespace(cuda=cuda))
+    scanner = SyncScanner(SimpleNamespace(cuda=cuda, __file__=fake_cuda.__file__))
     scanner.start()
     assert cuda.mode == "warn"
     for _ in range(3):
-        cuda.sync()  # the site the scan must name
+        cuda.sync()  # the user's line: the scan names it, not the library's
     with pytest.warns(DeprecationWarning):
         warnings.warn("the user's own warning", DeprecationWarning, stacklevel=1)
     result = scanner.stop()

@@ -20,7 +20,10 @@ GPU_UNDERUSED_PCT = 50.0
 # utilization without GPM) the GPU is the bottleneck, whatever the DataLoader does.
 GPU_BUSY_SM_PCT = 80.0
 GPU_BUSY_UTIL_PCT = 90.0
-# A worker this busy has no time left to give (psutil CPU %, one core = 100).
+# A worker this busy has no time left to give (psutil CPU %, one core = 100). Workers also
+# run out when they hold half the cores: on the H100 box 8 and 15 workers averaged 37-60%
+# CPU while the step still waited 26-68% for data (collation, pinning and the main process
+# compete for the rest); adding workers there no longer pays (docs/benchmarks.md).
 WORKER_SATURATED_PCT = 85.0
 # Input-bound runs are first fixed at the input: other advice waits until the wait is small.
 INPUT_DOMINANT_PCT = 20.0
@@ -65,10 +68,12 @@ def _gpu_activity(o: Observation) -> tuple[float | None, str]:
 
 
 def _workers_saturated(o: Observation) -> bool:
-    if not o.workers or o.worker_cpu_pct is None:
+    """No more to gain from workers: each is busy, or they already hold half the cores."""
+    if not o.workers:
         return False
-    no_spare_cores = o.cpu_count is not None and o.workers + 1 >= o.cpu_count
-    return o.worker_cpu_pct >= WORKER_SATURATED_PCT or no_spare_cores
+    busy = o.worker_cpu_pct is not None and o.worker_cpu_pct >= WORKER_SATURATED_PCT
+    half_the_cores = o.cpu_count is not None and o.workers >= o.cpu_count // 2
+    return busy or half_the_cores
 
 
 def _input_gain(o: Observation) -> float:
@@ -120,7 +125,7 @@ def smaller_transfers(o: Observation) -> Finding | None:
     gain = _input_gain(o)
     return Finding(
         "input.uint8",
-        "Input-bound: saturated workers build float32 batches",
+        "Input-bound: the workers cannot keep up building float32 batches",
         (
             _wait_evidence(o),
             _worker_evidence(o),
@@ -143,7 +148,7 @@ def gpu_preprocessing(o: Observation) -> Finding | None:
     gain = _input_gain(o)
     return Finding(
         "input.gpu_preprocessing",
-        "Input-bound: every worker is saturated by CPU preprocessing",
+        "Input-bound: CPU preprocessing is the limit, and more workers will not fix it",
         (_wait_evidence(o), _worker_evidence(o), _gpu_activity(o)[1]),
         "move the preprocessing (resize, augmentation) to the GPU, or make it cheaper; "
         "ship the smallest images you can; more workers will not help",

@@ -96,7 +96,8 @@ class KnobBoard:
     schedule: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
     _queue: deque[_Change] = field(default_factory=deque)
     _outbox: deque[bytes] = field(default_factory=deque)
-    _last_applied: tuple[str, Any, Any, int] | None = None  # (name, previous, id, step)
+    # The changes applied at the last boundary: (step, [(name, previous, request id), ...]).
+    _last_applied: tuple[int, list[tuple[str, Any, Any]]] | None = None
     # Every outcome, numbered: a monitor that connects late replays it from the hello.
     history: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=1000))
     _seq: int = 0
@@ -145,7 +146,7 @@ class KnobBoard:
 
     def apply_pending(self, step: int) -> None:
         """At a step boundary: due scheduled changes, then requested ones, in order."""
-        if self._last_applied is not None and step - self._last_applied[3] > CONFIRM_AFTER_STEPS:
+        if self._last_applied is not None and step - self._last_applied[0] > CONFIRM_AFTER_STEPS:
             self._last_applied = None
         if not self._queue and not (self.schedule and self.schedule[0][0] <= step):
             return
@@ -180,19 +181,23 @@ class KnobBoard:
             self._ack(change.request_id, knob.name, previous, value, False, _short(error), step)
             return
         knob.value = value
-        self._last_applied = (knob.name, previous, change.request_id, step)
+        if self._last_applied is None or self._last_applied[0] != step:
+            self._last_applied = (step, [])
+        self._last_applied[1].append((knob.name, previous, change.request_id))
         self._ack(change.request_id, knob.name, value, previous, True, None, step)
 
     def revert_last_change(self, error: str, step: int) -> bool:
-        """The last change failed after it was applied (OOM, compile error): undo it."""
+        """The last changes failed after they were applied (OOM, compile error): undo all
+        that were applied at that boundary, newest first."""
         if self._last_applied is None:
             return False
-        name, previous, request_id, _ = self._last_applied
+        _, changes = self._last_applied
         self._last_applied = None
-        knob = self.knobs[name]
-        failed_value = knob.value
-        self._restore(knob, previous)
-        self._ack(request_id, name, knob.value, failed_value, False, error, step, reverted=True)
+        for name, previous, request_id in reversed(changes):
+            knob = self.knobs[name]
+            failed_value = knob.value
+            self._restore(knob, previous)
+            self._ack(request_id, name, knob.value, failed_value, False, error, step, reverted=True)
         return True
 
     def _restore(self, knob: Knob, previous: Any) -> None:

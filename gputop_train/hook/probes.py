@@ -7,6 +7,8 @@ on sampled steps only, so its cost stays off the common path.
 from __future__ import annotations
 
 import linecache
+import os
+import sys
 import warnings
 from collections import Counter
 from typing import Any
@@ -17,6 +19,7 @@ SYNC_SCAN_EVERY_STEPS = 500
 # Count FLOPs once, on this step: after start-up, before most runs would compile.
 FLOP_COUNT_STEP = 3
 _SYNC_WARNING = "synchroniz"  # "called a synchronizing CUDA operation"
+_OUR_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 class SyncScanner:
@@ -29,6 +32,7 @@ class SyncScanner:
 
     def __init__(self, torch_module: Any) -> None:
         self._cuda = torch_module.cuda
+        self._torch_dir = os.path.dirname(getattr(torch_module, "__file__", None) or "/nonexistent")
         self.requested = False
         self.active = False
         self._sites: Counter[tuple[str, int]] = Counter()
@@ -71,10 +75,26 @@ class SyncScanner:
         file: Any = None,
         line: Any = None,
     ) -> None:
-        if _SYNC_WARNING in str(message):
-            self._sites[(filename, lineno)] += 1
-        else:
+        if _SYNC_WARNING not in str(message):
             self._saved_showwarning(message, category, filename, lineno, file, line)
+            return
+        site = self._user_frame()
+        if site is not None:  # None: our own call to set_sync_debug_mode
+            self._sites[site] += 1
+
+    def _user_frame(self) -> tuple[str, int] | None:
+        """The innermost caller outside torch and the warnings machinery: the user's line
+        that made the sync (torch.unique's own file is not where to fix it). None when the
+        chain starts in gputop-train itself."""
+        frame = sys._getframe(2)
+        while frame is not None:
+            filename = frame.f_code.co_filename
+            if filename.startswith(_OUR_DIR):
+                return None
+            if not filename.startswith(self._torch_dir) and not filename.endswith("warnings.py"):
+                return (filename, frame.f_lineno)
+            frame = frame.f_back
+        return None
 
 
 class FlopCounter:

@@ -109,7 +109,8 @@ class Session:
         self._last_step: dict[int, int] = {}
         self._knobs: dict[str, KnobState] = {}
         self._knob_seq: dict[int, int] = {}
-        self._facts: dict[str, dict[str, Any]] = {}  # latest loader / syncs / flops frame
+        # loader / syncs / flops frames as they came, to find the one in force at any time
+        self._facts: dict[str, list[tuple[float, dict[str, Any]]]] = {}
         self._proc_ticks: deque[tuple[float, tuple[float, ...], float | None]] = deque(
             maxlen=MAX_PROC_TICKS
         )
@@ -192,11 +193,13 @@ class Session:
                 return
             t = frame.get("t") if isinstance(frame.get("t"), (int, float)) else self.clock()
             if frame.get("reverted"):
-                last = self._phases[-1]
-                self._phases[-1] = _replace(last, failed=error)
-                self._phases.append(
-                    Phase(len(self._phases) + 1, f"revert {name}={value}", step + 1, t)
-                )
+                current = self._phases[-1]
+                revert = f"revert {name}={value}"
+                if current.first_step == step + 1 and current.change.startswith("revert"):
+                    self._phases[-1] = _replace(current, change=f"{current.change}, {revert}")
+                else:
+                    self._phases[-1] = _replace(current, failed=error)
+                    self._phases.append(Phase(len(self._phases) + 1, revert, step + 1, t))
             elif ok and value != frame.get("previous"):
                 current = self._phases[-1]
                 change = f"{name}={value}"
@@ -242,7 +245,7 @@ class Session:
         self._tell("fact", pid=pid, frame=frame)
         with self._lock:
             if pid == self._primary_pid_locked():
-                self._facts[frame["type"]] = frame
+                self._facts.setdefault(frame["type"], []).append((self.clock(), frame))
 
     def add_notice(self, text: str) -> None:
         self._tell("notice", text=text)
@@ -341,6 +344,15 @@ class Session:
             )
         return snapshot
 
+    def _fact_at(self, kind: str, t: float) -> dict[str, Any] | None:
+        """The latest fact of a kind known at time ``t`` (lock held)."""
+        found = None
+        for seen, frame in self._facts.get(kind, ()):
+            if seen > t:
+                break
+            found = frame
+        return found
+
     def _observe(
         self,
         steps: list[Step],
@@ -352,9 +364,9 @@ class Session:
         primary = self._primary_pid_locked()
         procs = [tick for tick in self._proc_ticks if start <= tick[0] <= end]
         workers, worker_cpu, main_cpu = stats.mean_worker_cpu(procs)
-        loader = self._facts.get("loader", {})
-        syncs = self._facts.get("syncs")
-        flops = self._facts.get("flops") or {}
+        loader = self._fact_at("loader", end) or {}
+        syncs = self._fact_at("syncs", end)
+        flops = self._fact_at("flops", end) or {}
         precision = self._knobs["precision"].value if "precision" in self._knobs else None
         per_sample = None
         if isinstance(flops.get("flops"), int) and flops.get("samples"):
