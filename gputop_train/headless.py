@@ -187,7 +187,7 @@ def run_headless(
         monitor.drain(DRAIN_S)
         session.job_ended(exit_status(job.returncode))
     monitor.stop()
-    final = session.snapshot(window_s=session.clock() - session.started_at + 1.0)
+    final = session.snapshot(window_s=session.clock() - session.started_at + 1.0, with_phases=True)
     if as_json:
         summary = {
             **status_fields(final),

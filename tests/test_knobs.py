@@ -167,6 +167,6 @@ def test_live_changes_reach_the_job_through_the_socket_and_apply_on_its_thread(
             job.kill()
     # 20 applied, then 13 raised and 20 was put back: every call on the training thread.
     assert "callbacks on the training thread: [True, True]" in out
-    snap = session.snapshot()
+    snap = session.snapshot(with_phases=True)
     assert [row.phase.change for row in snap.phases] == ["start", "step_ms=20"]
     assert snap.knobs[0].value == 20 and "13 is unlucky" in (snap.knobs[0].error or "")

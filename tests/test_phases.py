@@ -50,7 +50,7 @@ def test_an_acknowledged_change_opens_a_phase_with_its_own_figures() -> None:
         {"name": "num_workers", "ok": True, "value": 8, "previous": 0, "step": 50, "t": 9_005.0},
     )
     session.add_step_rows(PID, steps_of(51, 200, step_ms=25.0, t0=9_005.0))
-    first, second = session.snapshot().phases
+    first, second = session.snapshot(with_phases=True).phases
     assert second.phase.change == "num_workers=8" and second.phase.first_step == 51
     assert first.samples_per_s == pytest.approx(100.0)
     assert second.samples_per_s == pytest.approx(400.0)
@@ -65,7 +65,7 @@ def test_a_refused_change_opens_no_phase_and_keeps_the_error() -> None:
     session.knob_outcome(
         PID, {"name": "num_workers", "ok": False, "value": 0, "error": "too many", "step": None}
     )
-    snap = session.snapshot()
+    snap = session.snapshot(with_phases=True)
     assert len(snap.phases) == 1
     assert snap.knobs[0].error == "too many" and snap.knobs[0].pending is None
 
@@ -86,6 +86,6 @@ def test_a_reverted_change_marks_its_phase_failed_and_opens_the_restored_one() -
             "step": 11,
         },
     )
-    phases = [row.phase for row in session.snapshot().phases]
+    phases = [row.phase for row in session.snapshot(with_phases=True).phases]
     assert phases[1].failed == "OOM"
     assert phases[2].change == "revert num_workers=0" and phases[2].first_step == 12

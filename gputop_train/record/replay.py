@@ -51,7 +51,9 @@ class ReplayController:
     def faster(self, step: int) -> None:
         self.speed_index = max(0, min(len(SPEEDS) - 1, self.speed_index + step))
 
-    def snapshot(self, window_s: float, chart_window_s: float, chart_points: int) -> Snapshot:
+    def snapshot(
+        self, window_s: float, chart_window_s: float, chart_points: int, with_phases: bool = False
+    ) -> Snapshot:
         """Advance by the wall time since the last call (when playing), then snapshot."""
         now = self._wall()
         if self.playing:
@@ -59,4 +61,4 @@ class ReplayController:
             if self.cursor >= self.recording.ended_at:
                 self.playing = False
         self._last_wall = now
-        return self.session.snapshot(window_s, chart_window_s, chart_points)
+        return self.session.snapshot(window_s, chart_window_s, chart_points, with_phases)

@@ -18,7 +18,7 @@ CHART_BUCKETS = 240
 
 def whole_run(session: Session) -> Snapshot:
     """A snapshot whose window is the whole session."""
-    return session.snapshot(window_s=session.clock() - session.started_at + 1.0)
+    return session.snapshot(window_s=session.clock() - session.started_at + 1.0, with_phases=True)
 
 
 def summarize(session: Session, meta: dict[str, Any]) -> dict[str, Any]:

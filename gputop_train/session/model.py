@@ -75,11 +75,7 @@ class Snapshot:
     knobs: tuple[KnobState, ...] = ()
     phases: tuple[PhaseRow, ...] = ()
     observation: stats.Observation | None = None
-
-    @property
-    def phase(self) -> int:
-        """The number of the phase now running (1 before any change)."""
-        return self.phases[-1].phase.index if self.phases else 1
+    phase: int = 1  # the number of the phase now running
 
     @property
     def elapsed_s(self) -> float:
@@ -295,9 +291,10 @@ class Session:
         window_s: float = DEFAULT_WINDOW_S,
         chart_window_s: float = 0.0,
         chart_points: int = 0,
-        with_phases: bool = True,
+        with_phases: bool = False,
     ) -> Snapshot:
-        """Figures over the last ``window_s``; with ``chart_points``, binned chart series too."""
+        """Figures over the last ``window_s``; with ``chart_points``, binned chart series too;
+        with ``with_phases`` the phase table (a pass over every step: ask only to show it)."""
         now = self.clock()
         since = now - window_s
         with self._lock:
@@ -341,6 +338,7 @@ class Session:
                 if with_phases
                 else (),
                 observation=self._observe(recent_steps, recent_gpu, since, now),
+                phase=len(self._phases),
             )
         return snapshot
 

@@ -34,7 +34,9 @@ DEFAULT_REFRESH_S = 0.5
 
 
 class SnapshotSource(Protocol):
-    def __call__(self, window_s: float, chart_window_s: float, chart_points: int) -> Snapshot: ...
+    def __call__(
+        self, window_s: float, chart_window_s: float, chart_points: int, with_phases: bool
+    ) -> Snapshot: ...
 
 
 class GputopApp(App[str]):
@@ -146,7 +148,8 @@ class GputopApp(App[str]):
         """One tick: a snapshot from the session, applied in one batched update."""
         if self.paused:
             return
-        snap = self._source(self._window_s, self.chart_window_s, CHART_POINTS)
+        knobs_shown = self.query_one(TabbedContent).active == "knobs"
+        snap = self._source(self._window_s, self.chart_window_s, CHART_POINTS, knobs_shown)
         self.last_snapshot = snap
         with self.batch_update():
             self._apply(snap)
@@ -179,7 +182,8 @@ class GputopApp(App[str]):
         )
 
     def _apply_knobs(self, snap: Snapshot) -> None:
-        self._show("#phases-text", panels.phase_table(snap))
+        if snap.phases:  # computed only while the Knobs tab shows them
+            self._show("#phases-text", panels.phase_table(snap))
         knob_list = self.query_one("#knob-list", OptionList)
         names = tuple(k.name for k in snap.knobs)
         prompts = {k.name: panels.knob_prompt(k, snap) for k in snap.knobs}
