@@ -116,7 +116,7 @@ def main() -> None:
         results[mode] = run_in_pty([*extra, *demo], columns, rows, args.warmup, args.measure, shot)
         print(mode, json.dumps(results[mode]), flush=True)
     if args.screenshot:
-        for svg in args.screenshot.rglob("*.svg"):
+        for svg in args.screenshot.rglob("gputop-train_*.svg"):  # the S key's file, not a chart
             shutil.copy(svg, args.screenshot / "tui.svg")
             break
     if args.json:

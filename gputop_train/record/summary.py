@@ -85,7 +85,11 @@ def markdown(summary: dict[str, Any], chart_name: str | None = None) -> str:
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     lines += [_phase_row(p) for p in summary["phases"]]
-    lines += ["", "## Findings (whole run)", ""]
+    lines += [
+        "",
+        "## Findings (whole run; with several phases, read the headline per phase above)",
+        "",
+    ]
     for finding in summary["findings"] or [{"title": "none", "action": "", "evidence": []}]:
         lines.append(f"- **{finding['title']}** — {finding['action']}")
         lines += [f"  - {e}" for e in finding["evidence"]]
