@@ -146,10 +146,11 @@ def test_nothing_is_said_before_there_are_steps() -> None:
 
 
 def test_mfu_uses_the_dense_peak_of_the_gpu_and_precision() -> None:
-    assert peak_tflops("NVIDIA H100 80GB HBM3", "bf16") == 989.0
-    assert peak_tflops("NVIDIA H100 PCIe", "fp32") == 51.0
+    assert peak_tflops("NVIDIA H100 80GB HBM3", "bf16") == 989.5
+    assert peak_tflops("NVIDIA H100 80GB HBM3", "fp32") == 494.5  # TF32 convolutions
+    assert peak_tflops("NVIDIA H100 PCIe", "fp32") == 378.0
     assert peak_tflops("Some Future GPU", "bf16") is None
     achieved = achieved_tflops(5.5e9, 16_000.0)
     assert achieved == pytest.approx(88.0)
-    assert mfu_pct(achieved, 989.0) == pytest.approx(8.9, abs=0.05)
+    assert mfu_pct(achieved, 989.5) == pytest.approx(8.9, abs=0.05)
     assert efficiency(replace(observe(), gpu_name="unknown"))[1] is None  # unknown GPU: N/A

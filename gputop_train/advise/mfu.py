@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-# Dense (no sparsity) peak TFLOP/s from NVIDIA's data sheets, per precision. "fp32" is plain
-# FP32; PyTorch's default for float32 matmuls is full FP32, so fp32 runs are held to it.
+# Dense (no sparsity) peak TFLOP/s from NVIDIA's data sheets, per precision. PyTorch runs
+# fp32 convolutions through cuDNN on TF32 tensor cores by default (allow_tf32), so "fp32"
+# is held to the TF32 peak where the GPU has one (Ampere and newer); V100 has none.
 PEAK_TFLOPS: dict[str, dict[str, float]] = {
-    "H100 PCIe": {"bf16": 756.0, "fp16": 756.0, "fp32": 51.0},
-    "H100 NVL": {"bf16": 835.0, "fp16": 835.0, "fp32": 60.0},
-    "H100": {"bf16": 989.0, "fp16": 989.0, "fp32": 67.0},  # SXM5 (80GB HBM3)
-    "H200": {"bf16": 989.0, "fp16": 989.0, "fp32": 67.0},
-    "A100": {"bf16": 312.0, "fp16": 312.0, "fp32": 19.5},
-    "L40S": {"bf16": 362.0, "fp16": 362.0, "fp32": 91.6},
-    "A10G": {"bf16": 70.0, "fp16": 70.0, "fp32": 31.2},
-    "L4": {"bf16": 121.0, "fp16": 121.0, "fp32": 30.3},
+    "H100 PCIe": {"bf16": 756.0, "fp16": 756.0, "fp32": 378.0},
+    "H100": {"bf16": 989.5, "fp16": 989.5, "fp32": 494.5},  # SXM5 (80GB HBM3)
+    "H200": {"bf16": 989.5, "fp16": 989.5, "fp32": 494.5},
+    "A100": {"bf16": 312.0, "fp16": 312.0, "fp32": 156.0},
+    "L40S": {"bf16": 362.0, "fp16": 362.0, "fp32": 183.0},
+    "L4": {"bf16": 121.0, "fp16": 121.0, "fp32": 60.0},
     "V100": {"fp16": 125.0, "fp32": 15.7},
 }
 

@@ -148,7 +148,7 @@ def gpu_preprocessing(o: Observation) -> Finding | None:
     gain = _input_gain(o)
     return Finding(
         "input.gpu_preprocessing",
-        "Input-bound: CPU preprocessing is the limit, and more workers will not fix it",
+        "Input-bound: the input pipeline cannot keep up, and more workers will not fix it",
         (_wait_evidence(o), _worker_evidence(o), _gpu_activity(o)[1]),
         "move the preprocessing (resize, augmentation) to the GPU, or make it cheaper; "
         "ship the smallest images you can; more workers will not help",

@@ -246,14 +246,16 @@ class GputopApp(App[str]):
         if charts is None or self.query_one(TabbedContent).active != "overview":
             return  # hidden charts are not redrawn
         throughput = [v for v in charts.samples_per_s if v is not None]
-        steps = [v for v in charts.step_ms if v is not None]
+        steps = sorted(v for v in charts.step_ms if v is not None)
+        # The 95th percentile sets the scale: one start-up or compile step must not flatten it.
+        step_top = steps[int(0.95 * (len(steps) - 1))] * 1.3 if steps else 1.0
         total_mem = sum(g.mem_total_bytes or 0 for g in snap.latest_gpus) or None
         self.query_one("#chart-throughput", BrailleChart).update_series(
             charts.samples_per_s, max(throughput, default=1.0) * 1.2, "hook"
         )
         self.query_one("#chart-step", BrailleChart).update_series(
             charts.step_ms,
-            max(steps, default=1.0) * 1.2,
+            step_top,
             "hook, red=data-wait",
             under=charts.data_wait_ms,
         )
