@@ -22,9 +22,11 @@ REPO = Path(__file__).parent.parent
 
 @pytest.fixture(autouse=True)
 def private_runtime_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Each test gets its own socket directory, so tests never see each other's hooks."""
+    """Each test gets its own socket directory, so tests never see each other's hooks, and
+    its own data directory, so recordings never land in the user's."""
     directory = tmp_path / "run"
     monkeypatch.setenv("GPUTOP_TRAIN_RUNTIME_DIR", str(directory))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     return directory
 
 

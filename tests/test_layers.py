@@ -18,6 +18,14 @@ HEADLESS_MODULES = [
     "gputop_train.monitor",
     "gputop_train.headless",
     "gputop_train.cli",
+    "gputop_train.advise.rules",
+    "gputop_train.advise.mfu",
+    "gputop_train.record.recorder",
+    "gputop_train.record.reader",
+    "gputop_train.record.replay",
+    "gputop_train.record.summary",
+    "gputop_train.report",
+    "gputop_train.sessions_cli",
 ]
 UI_LIBRARIES = ("textual", "rich")
 # The hook runs inside the user's job: the standard library (and torch, lazily) only.

@@ -22,6 +22,7 @@ pytest.importorskip("torch")
 
 def start_monitor(record: Path, *job: str) -> subprocess.Popen[str]:
     """The monitor's output goes to files: a job left running keeps inherited pipes open."""
+    record.parent.mkdir(parents=True, exist_ok=True)
     out = (record.parent / "monitor.out").open("w")
     err = (record.parent / "monitor.err").open("w")
     return subprocess.Popen(
@@ -162,3 +163,19 @@ def test_replay_moves_a_cursor_through_the_recording(tmp_path: Path) -> None:
     replay.snapshot(10.0, 60.0, 30)
     assert replay.cursor == pytest.approx(middle + 4.0)
     assert "# gputop-train session" in markdown(summarize(replay.session, recording.meta))
+
+
+def test_sessions_lists_recordings_with_their_headline_figures(tmp_path: Path) -> None:
+    start_monitor(
+        tmp_path / "data" / "gputop-train" / "sessions" / "2026-01-01T00-00-00-x.jsonl",
+        "sleepy",
+        "steps=10",
+        "batch_ms=1",
+        "step_ms=1",
+    ).wait(timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "gputop_train", "sessions"], capture_output=True, text=True, cwd=REPO
+    )
+    assert result.returncode == 0
+    line = next(line for line in result.stdout.splitlines() if "2026-01-01" in line)
+    assert " 10 " in line and line.split()[4] == "0"  # 10 steps, exit code 0

@@ -3,7 +3,7 @@
 The launcher arms it through ``hook/boot/sitecustomize.py``; a script can also opt in::
 
     import gputop_train.hook
-    gputop_train.hook.install()          # then `gputop-train attach PID` finds it
+    gputop_train.hook.install()          # hook now, and listen on a private socket
 
 Nothing is measured or opened until the process iterates a DataLoader or steps an
 optimizer, so processes that merely import torch stay silent.
