@@ -5,12 +5,7 @@
 # Results land in $OUT (the device tool brings them back).
 set -uo pipefail
 part=${1:?rungs or overhead}
-OUT=${OUT:-/tmp/gputop-out}; mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
-export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH PYTHONUNBUFFERED=1
-date -u +%FT%TZ | tee -a "$OUT/machine.txt"
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee -a "$OUT/machine.txt"
-python3 -c 'import torch,sys; print("python", sys.version.split()[0], "torch", torch.__version__)' | tee -a "$OUT/machine.txt"
+source benchmarks/gpu_env.sh
 if [ "$part" = rungs ]; then
   python3 - <<'PY' | tee "$OUT/nvml_probe.txt"
 import time

@@ -6,11 +6,7 @@
 #   tui_rung4.svg      the TUI at rung 4
 #   overhead_tiny.json hook overhead on the ~2 ms/step loop
 set -uo pipefail
-OUT=${OUT:-/tmp/gputop-out}; mkdir -p "$OUT" /tmp/run
-python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl 2>/dev/null
-export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH PYTHONUNBUFFERED=1
-{ date -u +%FT%TZ; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; nproc; } \
-  | tee "$OUT/machine.txt"
+source benchmarks/gpu_env.sh
 ladder="250:num_workers=8,900:pin_memory=true,1750:batch_size=512,1820:input=uint8"
 ladder+=",1930:precision=fp16;batch_size=1024;compile=true"
 ladder+=",1990:num_workers=15;precision=bf16;channels_last=true"

@@ -4,11 +4,7 @@
 #   ladder.jsonl     the recording of one process walking rungs 0,1,2,3,4,6,7,8 by --schedule
 #   ladder.out/.err  its headless JSON lines (with the phase table in the last one) and job log
 set -uo pipefail
-OUT=${OUT:-/tmp/gputop-out}; mkdir -p "$OUT" /tmp/run
-python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl 2>/dev/null
-export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH PYTHONUNBUFFERED=1
-{ date -u +%FT%TZ; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; nproc; } \
-  | tee "$OUT/machine.txt"
+source benchmarks/gpu_env.sh
 python3 -m gputop_train --headless --format json --record /tmp/run/sync.jsonl demos/resnet.py \
   --workers 8 --pin-memory --sync-loss --steps 300 > "$OUT/sync.out" 2> /tmp/run/sync.err
 tail -c 20000 /tmp/run/sync.err > "$OUT/sync.err"

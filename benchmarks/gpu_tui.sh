@@ -4,12 +4,7 @@
 #   an SVG screenshot of the running TUI at rung 4 (workers busy, GPU partly idle);
 #   and the hook overhead on the ~2 ms/step loop.
 set -uo pipefail
-OUT=${OUT:-/tmp/gputop-out}; mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl 2>/dev/null
-export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH PYTHONUNBUFFERED=1
-date -u +%FT%TZ | tee "$OUT/machine.txt"
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$OUT/machine.txt"
-nproc | tee -a "$OUT/machine.txt"
+source benchmarks/gpu_env.sh
 python3 benchmarks/tui_cost.py --size 160x48 --warmup 30 --measure 60 --json "$OUT/tui_cost.json" \
   -- --workers 8
 python3 benchmarks/tui_cost.py --size 160x48 --warmup 50 --measure 10 --modes tui \

@@ -7,9 +7,11 @@ import contextlib
 import os
 import signal
 import socket
+import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from . import __version__
 from .joblog import LogTail
@@ -173,19 +175,30 @@ def _say(text: str) -> None:
         print(f"gputop-train: {text}", file=sys.stderr)
 
 
+def _launch(
+    args: argparse.Namespace, command: list[str], session: Session, files: Recording, output: Any
+) -> tuple[subprocess.Popen[bytes], Monitor] | None:
+    """Start the job and its monitor; None (having said why) when the job cannot start."""
+    try:
+        job = start_job(command, stdout=output, stderr=output, schedule=args.schedule)
+    except LaunchError as error:
+        _say(str(error))
+        files.finish(session)
+        return None
+    monitor = Monitor(session, job.pid)
+    monitor.start()
+    return job, monitor
+
+
 def _run_headless(args: argparse.Namespace, command: list[str]) -> int:
     from .headless import run_headless
 
     session = Session(command=tuple(command))
     files = _open_record(args, command, session)
-    try:
-        job = start_job(command, stdout=sys.stderr, stderr=sys.stderr, schedule=args.schedule)
-    except LaunchError as error:
-        _say(str(error))
-        files.finish(session)
+    launched = _launch(args, command, session, files, output=sys.stderr)
+    if launched is None:
         return 2
-    monitor = Monitor(session, job.pid)
-    monitor.start()
+    job, monitor = launched
     snap = session.snapshot()
     if snap.nvml_error:
         _say(f"GPU figures are N/A: {snap.nvml_error}")
@@ -201,14 +214,10 @@ def _run_tui(args: argparse.Namespace, command: list[str]) -> int:
     session = Session(command=tuple(command))
     files = _open_record(args, command, session)
     with files.log.open("ab") as log_file:  # the job writes here: no pipe to break on quit
-        try:
-            job = start_job(command, stdout=log_file, stderr=log_file, schedule=args.schedule)
-        except LaunchError as error:
-            _say(str(error))
-            files.finish(session)
-            return 2
-    monitor = Monitor(session, job.pid)
-    monitor.start()
+        launched = _launch(args, command, session, files, output=log_file)
+    if launched is None:
+        return 2
+    job, monitor = launched
     watch_job_end(job, monitor, LogTail(files.log))
     app = GputopApp(
         session.snapshot,
