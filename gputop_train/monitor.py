@@ -8,15 +8,18 @@ from collections.abc import Callable
 from typing import Any
 
 from . import wire
+from .advise.rules import findings
 from .client import HookClient
 from .collect.nvml import NvmlSampler, NvmlUnavailable
 from .collect.procs import ProcessSampler
 from .hook.knobs import validate
+from .report import finding_dict
 from .session.model import Session
 
 # NVML utilization at 10 Hz, as in the reference measurements (optimizations.md).
 GPU_PERIOD_S = 0.1
 PROCESS_PERIOD_S = 1.0
+FINDINGS_PERIOD_S = 5.0
 
 
 class Monitor:
@@ -40,6 +43,7 @@ class Monitor:
         self.client = HookClient(session, lambda: self.procs.pids() | {root_pid})
         self._threads: list[threading.Thread] = []
         self._request_id = 0
+        self._last_headline: str | None = None
 
     def request_knob(self, name: str, value: Any) -> str | None:
         """Validate a change against the advertised knob and send it; returns why not, or None."""
@@ -62,13 +66,15 @@ class Monitor:
     def start(self) -> None:
         self.session.cpu_count = os.cpu_count()
         try:
-            self.session.set_gpus(self.nvml.open())
+            names = self.nvml.open()
+            self.session.set_gpus(names, driver=self.nvml.driver)
             self._spawn("gpu", self._gpu_loop)
         except NvmlUnavailable as error:
             self.session.set_gpus([], error=str(error))
         self.session.set_processes(self.procs.sample())
         self._spawn("procs", lambda: self._every(self._process_period_s, self._sample_procs))
         self._spawn("hook-client", self._client_loop)
+        self._spawn("findings", lambda: self._every(FINDINGS_PERIOD_S, self._note_findings))
 
     def stop(self) -> None:
         self._stop.set()
@@ -108,6 +114,14 @@ class Monitor:
 
     def _sample_procs(self) -> None:
         self.session.set_processes(self.procs.sample())
+
+    def _note_findings(self) -> None:
+        """Record the findings when the headline changes (the record's view of the advice)."""
+        found = [finding_dict(f) for f in findings(self.session.snapshot().observation)]
+        headline = found[0]["id"] if found else None
+        if headline != self._last_headline:
+            self._last_headline = headline
+            self.session.note_findings(found)
 
     def _client_loop(self) -> None:
         while not self._stop.is_set():

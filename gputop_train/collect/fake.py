@@ -74,6 +74,9 @@ class FakeNvml:
     def nvmlShutdown(self) -> None:
         pass
 
+    def nvmlSystemGetDriverVersion(self) -> str:
+        return "580.159.04"
+
     def nvmlDeviceGetCount(self) -> int:
         return len(self.gpus)
 

@@ -103,6 +103,7 @@ class NvmlSampler:
         self._devices: list[_Device] = []
         self._next_medium = 0.0
         self._next_slow = 0.0
+        self.driver: str | None = None
 
     def open(self) -> list[str | None]:
         """Initialise NVML; returns the GPU names. Raises NvmlUnavailable with the reason."""
@@ -115,6 +116,7 @@ class NvmlSampler:
             count = self._nvml.nvmlDeviceGetCount()
         except Exception as error:
             raise NvmlUnavailable(_describe(error)) from error
+        self.driver = _text(self._call(getattr(self._nvml, "nvmlSystemGetDriverVersion", None)))
         for index in range(count):
             device = _Device(index, self._nvml.nvmlDeviceGetHandleByIndex(index))
             device.name = _text(self._call(self._nvml.nvmlDeviceGetName, device.handle))

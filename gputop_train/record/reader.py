@@ -85,7 +85,8 @@ def new_session(recording: Recording) -> tuple[Session, ReplayClock]:
 
 
 def apply(session: Session, event: dict[str, Any]) -> None:
-    """Feed one recorded event to a session, as the live monitor did. Bad events are skipped."""
+    """Feed one recorded event to a session, as the live monitor did. Bad events are skipped,
+    and so are the informational ones (phases, findings): the session derives those again."""
     with contextlib.suppress(KeyError, TypeError, ValueError):
         _APPLY[event["kind"]](session, event)
 
@@ -103,7 +104,7 @@ def _gpu_sample(data: dict[str, Any]) -> GpuSample:
 
 
 _APPLY = {
-    "gpus": lambda s, e: s.set_gpus(e["names"], e.get("error")),
+    "gpus": lambda s, e: s.set_gpus(e["names"], e.get("error"), e.get("driver")),
     "hello": lambda s, e: s.process_hello(e["pid"], e["frame"]),
     "disconnected": lambda s, e: s.process_disconnected(e["pid"]),
     "knobs": lambda s, e: s.set_knobs(e["pid"], e["knobs"]),

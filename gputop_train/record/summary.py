@@ -34,6 +34,7 @@ def summarize(session: Session, meta: dict[str, Any]) -> dict[str, Any]:
         "command": list(snap.command),
         "host": meta.get("host") or socket.gethostname(),
         "gpus": list(snap.gpu_names),
+        "driver": session.driver,
         "started_at": snap.started_at,
         "duration_s": round(snap.elapsed_s, 1),
         "figures": status_fields(snap),
@@ -56,7 +57,8 @@ def markdown(summary: dict[str, Any], chart_name: str | None = None) -> str:
         f"# gputop-train session: `{' '.join(summary['command'])}`",
         "",
         f"- host {summary['host']}, GPUs: "
-        f"{', '.join(g or 'N/A' for g in summary['gpus']) or 'N/A'}",
+        f"{', '.join(g or 'N/A' for g in summary['gpus']) or 'N/A'}"
+        f" (driver {summary['driver'] or 'N/A'})",
         f"- duration {fmt.duration(summary['duration_s'])}, {f['total_steps']} steps, "
         f"{f['total_samples'] if f['total_samples'] is not None else 'N/A'} samples, "
         f"exit code {summary['exit_code'] if summary['exit_code'] is not None else 'N/A'}",

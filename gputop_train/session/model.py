@@ -111,6 +111,7 @@ class Session:
             maxlen=MAX_PROC_TICKS
         )
         self.cpu_count: int | None = None
+        self.driver: str | None = None
         # Called as listener(kind, payload) for every write: the recorder's way in.
         self.listener: Callable[[str, dict[str, Any]], None] | None = None
         self._phases: list[Phase] = [Phase(1, "start", 1, self.started_at)]
@@ -121,8 +122,11 @@ class Session:
 
     # -- writers (any thread) -----------------------------------------------------------
 
-    def set_gpus(self, names: list[str | None], error: str | None = None) -> None:
-        self._tell("gpus", names=names, error=error)
+    def set_gpus(
+        self, names: list[str | None], error: str | None = None, driver: str | None = None
+    ) -> None:
+        self._tell("gpus", names=names, error=error, driver=driver)
+        self.driver = driver
         with self._lock:
             self._gpu_names = tuple(names)
             self._nvml_error = error
@@ -203,6 +207,7 @@ class Session:
                     self._phases[-1] = _replace(current, change=f"{current.change}, {change}")
                 else:
                     self._phases.append(Phase(len(self._phases) + 1, change, step + 1, t))
+            self._tell("phase", phases=[asdict(p) for p in self._phases])
 
     def add_step_rows(self, pid: int, rows: list[Any]) -> int:
         """Append steps from a wire frame; returns how many rows were malformed."""
@@ -242,6 +247,10 @@ class Session:
         with self._lock:
             if pid == self._primary_pid_locked():
                 self._facts.setdefault(frame["type"], []).append((self.clock(), frame))
+
+    def note_findings(self, findings: list[dict[str, Any]]) -> None:
+        """For the record: the advisor's findings, as shown live (replay recomputes them)."""
+        self._tell("findings", findings=findings)
 
     def add_notice(self, text: str) -> None:
         self._tell("notice", text=text)
