@@ -184,15 +184,37 @@ def test_sessions_lists_recordings_with_their_headline_figures(tmp_path: Path) -
 def test_the_recording_holds_metadata_phases_and_findings_as_they_happened(tmp_path: Path) -> None:
     record = tmp_path / "run.jsonl"
     monitor = subprocess.Popen(
-        [sys.executable, "-m", "gputop_train", "--headless", "--record", str(record),
-         "--schedule", "20:step_ms=2", str(SCENARIOS), "knobbed", "steps=1500"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=REPO,
+        [
+            sys.executable,
+            "-m",
+            "gputop_train",
+            "--headless",
+            "--record",
+            str(record),
+            "--schedule",
+            "20:step_ms=2",
+            str(SCENARIOS),
+            "knobbed",
+            "steps=1500",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        cwd=REPO,
     )
     monitor.wait(timeout=120)
     kinds = [json.loads(line)["kind"] for line in record.open()]
     assert kinds[0] == "meta"
-    for kind in ("gpus", "hello", "knobs", "steps", "procs", "knob_outcome", "phase", "findings",
-                 "job_ended"):
+    for kind in (
+        "gpus",
+        "hello",
+        "knobs",
+        "steps",
+        "procs",
+        "knob_outcome",
+        "phase",
+        "findings",
+        "job_ended",
+    ):
         assert kind in kinds, kind
     hello = next(json.loads(line) for line in record.open() if '"kind": "hello"' in line)
     assert hello["frame"]["torch"]  # the job's torch version

@@ -125,14 +125,16 @@ def phase_rows(
         in_phase = [s for s in own if s.step >= phase.first_step and (end is None or s.step < end)]
         warmup, measured = split_warmup(in_phase)
         figures = stats.step_stats(measured, primary_pid)
-        gpu = _gpu_over(gpu_ticks, measured)
+        window = _window(measured)
+        in_window = (
+            [t for t in gpu_ticks if t and window[0] <= t[0].t <= window[1]] if window else []
+        )
+        gpu = stats.gpu_stats(in_window)
         if baseline is None and figures.samples_per_s:
             baseline = figures.samples_per_s
         warmup_s = sum(s.step_ms for s in warmup if s.step_ms) / 1000.0 if warmup else None
-        window = _window(measured)
         observation = None
         if observe is not None and window is not None:
-            in_window = [t for t in gpu_ticks if t and window[0] <= t[0].t <= window[1]]
             observation = observe(measured, in_window, window[0], window[1])
         rows.append(
             PhaseRow(
@@ -145,7 +147,7 @@ def phase_rows(
                 data_wait_pct=figures.data_wait_pct,
                 gpu_util_pct=gpu.util_pct,
                 tensor_active_pct=gpu.tensor_active_pct,
-                peak_mem_bytes=_peak_memory(gpu_ticks, measured),
+                peak_mem_bytes=_peak_memory(in_window, measured),
                 speedup=(figures.samples_per_s / baseline)
                 if baseline and figures.samples_per_s
                 else None,
@@ -162,23 +164,9 @@ def _window(measured: Sequence[Step]) -> tuple[float, float] | None:
     return first.t - (first.step_ms or 0.0) / 1000.0, measured[-1].t
 
 
-def _gpu_over(ticks: Sequence[tuple[GpuSample, ...]], measured: Sequence[Step]) -> stats.GpuStats:
-    window = _window(measured)
-    if window is None:
-        return stats.gpu_stats([])
-    return stats.gpu_stats([t for t in ticks if t and window[0] <= t[0].t <= window[1]])
-
-
 def _peak_memory(ticks: Sequence[tuple[GpuSample, ...]], measured: Sequence[Step]) -> int | None:
-    """Peak GPU memory in the phase: NVML's used memory, else the hook's allocator peak."""
-    window = _window(measured)
-    if window is None:
-        return None
-    used = [
-        sum(g.mem_used_bytes for g in tick if g.mem_used_bytes is not None)
-        for tick in ticks
-        if tick and window[0] <= tick[0].t <= window[1]
-    ]
+    """Peak GPU memory over the phase's ticks: NVML's used memory, else the allocator peak."""
+    used = [sum(g.mem_used_bytes for g in tick if g.mem_used_bytes is not None) for tick in ticks]
     if used:
         return max(used)
     peaks = [s.mem_peak for s in measured if s.mem_peak is not None]
