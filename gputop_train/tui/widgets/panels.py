@@ -194,8 +194,13 @@ def findings_panel(snap: Snapshot) -> Text:
     top = findings(snap.observation)
     text = Text("▶ ", style="bold")
     if not top:
-        text.append("no findings yet: ", style="bold")
-        text.append("the advisor needs a few measured steps", style="dim")
+        text.append("no findings: ", style="bold")
+        reason = (
+            "no rule fired over the last window"
+            if snap.steps.steps
+            else "the advisor needs a few measured steps"
+        )
+        text.append(reason, style="dim")
         return text
     head = top[0]
     text.append(head.title, style="bold yellow" if head.id != "gpu.bound" else "bold green")
