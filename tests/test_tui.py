@@ -176,3 +176,10 @@ async def test_replay_keys_move_the_cursor(tmp_path: Path) -> None:
         await pilot.press("space", "plus")
         assert app._replay.playing and app._replay.speed == 2.0
         assert "REPLAY" in text_of(app, "#header")
+
+
+def test_no_color_80x24(snap_compare, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("NO_COLOR", "1")
+    app = make_app()
+    assert app.no_color  # monochrome: every figure is a number; only the charts split by colour
+    assert snap_compare(app, terminal_size=(80, 24))
