@@ -135,30 +135,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     return _run_tui(args, command)
 
 
-def _open_record(args: argparse.Namespace, command: list[str], session: Session) -> Recording:
+def _open_record(args: argparse.Namespace, command: list[str], session: Session) -> SessionFiles:
     """Where this session's files go, and the recorder that writes its JSONL (unless off)."""
     stem = Path(args.record).with_suffix("") if args.record else new_session_stem(command)
     stem.parent.mkdir(parents=True, exist_ok=True)
+    meta = {
+        "command": command,
+        "host": socket.gethostname(),
+        "started_at": session.started_at,
+        "cpu_count": os.cpu_count(),
+        "gputop_train": __version__,
+    }
     recorder = None
     if not args.no_record:
-        meta = {
-            "command": command,
-            "host": socket.gethostname(),
-            "started_at": session.started_at,
-            "cpu_count": os.cpu_count(),
-            "gputop_train": __version__,
-        }
         recorder = Recorder(Path(f"{stem}.jsonl"), meta)
         session.listener = recorder.record
-    return Recording(stem, recorder)
+    return SessionFiles(stem, recorder, meta)
 
 
-class Recording:
+class SessionFiles:
     """The files of one session: recording, job log, summary."""
 
-    def __init__(self, stem: Path, recorder: Recorder | None) -> None:
+    def __init__(self, stem: Path, recorder: Recorder | None, meta: dict[str, Any]) -> None:
         self.stem = stem
         self.recorder = recorder
+        self.meta = meta
         self.log = Path(f"{stem}.log")
 
     def finish(self, session: Session) -> list[Path]:
@@ -167,7 +168,7 @@ class Recording:
             return []
         session.listener = None
         self.recorder.close()
-        return write_all(session, {}, self.recorder.path)
+        return write_all(session, self.meta, self.recorder.path)
 
 
 def _say(text: str) -> None:
@@ -176,7 +177,7 @@ def _say(text: str) -> None:
 
 
 def _launch(
-    args: argparse.Namespace, command: list[str], session: Session, files: Recording, output: Any
+    args: argparse.Namespace, command: list[str], session: Session, files: SessionFiles, output: Any
 ) -> tuple[subprocess.Popen[bytes], Monitor] | None:
     """Start the job and its monitor; None (having said why) when the job cannot start."""
     try:
@@ -218,7 +219,7 @@ def _run_tui(args: argparse.Namespace, command: list[str]) -> int:
     if launched is None:
         return 2
     job, monitor = launched
-    watch_job_end(job, monitor, LogTail(files.log))
+    job_watch = watch_job_end(job, monitor, LogTail(files.log))
     app = GputopApp(
         session.snapshot,
         job_pid=job.pid,
@@ -233,7 +234,6 @@ def _run_tui(args: argparse.Namespace, command: list[str]) -> int:
     for signum in (signal.SIGHUP, signal.SIGTERM):
         signal.signal(signum, lambda signum, frame: app.exit("leave"))
     choice = app.run()
-    monitor.stop()
     if choice == "leave" and job.poll() is None:
         _say(f"job PID {job.pid} keeps running; its output goes to {files.log}")
         code = 0
@@ -241,7 +241,10 @@ def _run_tui(args: argparse.Namespace, command: list[str]) -> int:
         if job.poll() is None:  # "stop", or the app ended some other way (a crash)
             stop_job(job)
         code = exit_status(job.wait())
-        monitor.drain(1.0)
+        # The watcher reads the job's last frames and records its end, while the monitor
+        # still runs: only then is the session complete enough to summarise.
+        job_watch.join(timeout=5.0)
+    monitor.stop()
     for path in [files.log, *files.finish(session)]:
         _say(f"wrote {path}")
     return code

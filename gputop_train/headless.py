@@ -180,9 +180,8 @@ def run_headless(
     signal.signal(signal.SIGHUP, detach)
     waiter = threading.Thread(target=lambda: (job.wait(), stop_waiting.set()), daemon=True)
     waiter.start()
-    snapshot_window = window_s
     while not stop_waiting.wait(interval_s):
-        write_status(session.snapshot(snapshot_window), out, as_json)
+        write_status(session.snapshot(window_s), out, as_json)
     if job.poll() is not None:
         monitor.drain(DRAIN_S)
         session.job_ended(exit_status(job.returncode))

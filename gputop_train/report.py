@@ -12,6 +12,7 @@ from .session.model import Snapshot
 def status_fields(snap: Snapshot) -> dict[str, Any]:
     """The JSON object of one interval (documented in docs/headless.md); None is N/A."""
     steps, gpu, procs = snap.steps, snap.gpu, snap.procs
+    achieved, mfu = efficiency(snap.observation)
     return {
         "type": "status",
         "phase": snap.phase,
@@ -37,8 +38,8 @@ def status_fields(snap: Snapshot) -> dict[str, Any]:
         "workers_cpu_pct": _round(procs.workers_cpu_pct, 1),
         "main_cpu_pct": _round(procs.main_cpu_pct, 1),
         "syncs_per_step": snap.observation.syncs_per_step if snap.observation else None,
-        "achieved_tflops": _round(efficiency(snap.observation)[0], 2),
-        "mfu_pct": _round(efficiency(snap.observation)[1], 2),
+        "achieved_tflops": _round(achieved, 2),
+        "mfu_pct": _round(mfu, 2),
         "findings": [finding_dict(f) for f in findings(snap.observation)],
     }
 

@@ -15,7 +15,7 @@ GiB = 2**30
 
 def observe(**changes: object) -> Observation:
     """A healthy GPU-bound step; each test changes what it is about."""
-    steps = StepStats(100, 10.0, 5000.0, 100.0, 110.0, 1.0, 99.0, 99.0)
+    steps = StepStats(100, 10.0, 5000.0, 100.0, 110.0, 1.0, 99.0)
     gpu = GpuStats(99.0, 92.0, 25.0, 20 * GiB, 80 * GiB, 600.0)
     base = Observation(
         steps=steps,

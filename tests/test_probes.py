@@ -32,7 +32,7 @@ def test_a_scan_counts_each_sync_with_its_call_site_and_lets_other_warnings_thro
 
 def test_flops_of_a_step_are_counted() -> None:
     model = torch.nn.Linear(64, 32)
-    counter = FlopCounter(torch)
+    counter = FlopCounter()
     counter.start()
     model(torch.randn(8, 64)).sum().backward()
     flops = counter.stop()

@@ -64,7 +64,7 @@ class Agent:
         self._loader_facts: dict[str, Any] | None = None
         self._latest: dict[str, dict[str, Any]] = {}
         self._syncs = SyncScanner(torch_module)
-        self._flops = FlopCounter(torch_module)
+        self._flops = FlopCounter()
         if os.environ.get(wire.SCHEDULE_ENV):
             self.board.set_schedule(os.environ[wire.SCHEDULE_ENV])
 

@@ -100,8 +100,7 @@ class SyncScanner:
 class FlopCounter:
     """FLOPs of one whole step (forward, backward, optimizer) via FlopCounterMode."""
 
-    def __init__(self, torch_module: Any) -> None:
-        self._torch = torch_module
+    def __init__(self) -> None:
         self._mode: Any = None
         self.done = False
 

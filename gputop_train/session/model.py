@@ -285,11 +285,9 @@ class Session:
         with self._lock:
             return list(self._gpu)
 
-    def steps(self, since: float | None = None) -> list[Step]:
+    def steps(self) -> list[Step]:
         with self._lock:
-            if since is None:
-                return list(self._steps)
-            return [s for s in self._steps if s.t > since]
+            return list(self._steps)
 
     def knob(self, name: str) -> KnobState | None:
         with self._lock:

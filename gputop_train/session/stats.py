@@ -22,7 +22,6 @@ class StepStats:
     step_ms_p95: float | None
     data_wait_pct: float | None
     gpu_time_pct: float | None
-    gpu_ms_p50: float | None
 
 
 @dataclass(frozen=True)
@@ -60,13 +59,13 @@ def step_stats(steps: Sequence[Step], primary_pid: int | None) -> StepStats:
     primary process (rank 0, or the first hooked process).
     """
     if not steps:
-        return StepStats(0, None, None, None, None, None, None, None)
+        return StepStats(0, None, None, None, None, None, None)
     by_pid: dict[int, list[Step]] = {}
     for step in steps:
         if step.step_ms is not None:
             by_pid.setdefault(step.pid, []).append(step)
     if not by_pid:
-        return StepStats(0, None, None, None, None, None, None, None)
+        return StepStats(0, None, None, None, None, None, None)
     primary = by_pid.get(primary_pid) if primary_pid in by_pid else next(iter(by_pid.values()))
     step_ms: list[float] = [s.step_ms for s in primary]  # type: ignore[misc]
     total_s = sum(step_ms) / 1000.0
@@ -81,7 +80,6 @@ def step_stats(steps: Sequence[Step], primary_pid: int | None) -> StepStats:
         step_ms_p95=percentile(step_ms, 95),
         data_wait_pct=_share(timed_data, "data_ms"),
         gpu_time_pct=_share(timed_gpu, "gpu_ms"),
-        gpu_ms_p50=percentile([s.gpu_ms for s in timed_gpu], 50),  # type: ignore[misc]
     )
 
 
