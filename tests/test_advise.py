@@ -30,6 +30,7 @@ def observe(**changes: object) -> Observation:
         batch_shape=(1024, 3, 32, 32),
         batch_bytes=3 * 2**20,
         pin_memory=True,
+        persistent_workers=True,
         syncs_per_step=0,
         sync_sites=(),
         flops_per_sample=5.5e9,
@@ -83,6 +84,26 @@ def test_saturated_workers_on_uint8_ask_for_gpu_preprocessing_not_more_workers()
     o = observe(**{**RUNG0, "workers": 15, "worker_cpu_pct": 97.0, "batch_dtype": "torch.uint8"})
     ids = [f.id for f in rules.findings(o)]
     assert ids[0] == "input.gpu_preprocessing" and "input.more_workers" not in ids
+
+
+@pytest.mark.parametrize("persistent", [False, True])
+def test_a_wait_with_idle_workers_is_not_blamed_on_their_compute(persistent: bool) -> None:
+    # The 2-core dev box: 2 workers at 4% CPU hold half the cores, yet the step waits.
+    o = observe(
+        **{**RUNG0, "step_data_wait_pct": 40.0, "workers": 2, "worker_cpu_pct": 4.0},
+        cpu_count=2,
+        persistent_workers=persistent,
+    )
+    ids = [f.id for f in rules.findings(o)]
+    assert ids[0] == "input.idle_workers"
+    assert not {"input.more_workers", "input.uint8", "input.gpu_preprocessing"} & set(ids)
+    action = rules.findings(o)[0].action
+    assert ("persistent_workers=True" in action) is (not persistent)
+
+
+def test_more_workers_is_not_offered_without_a_core_to_run_them() -> None:
+    o = observe(**{**RUNG0, "workers": 3, "worker_cpu_pct": 60.0}, cpu_count=4)
+    assert "input.more_workers" not in [f.id for f in rules.findings(o)]
 
 
 def test_a_wait_on_data_is_ignored_while_the_gpu_is_saturated() -> None:

@@ -68,17 +68,22 @@ def test_a_gpu_without_gpm_reads_pcie_through_the_slow_call_and_gpm_as_na() -> N
     assert sample.tensor_active_pct is None
 
 
-def test_slow_fields_are_sampled_less_often_than_fast_ones() -> None:
+def test_costly_fields_are_sampled_less_often_than_cheap_ones() -> None:
     clock = Clock()
-    nvml = FakeNvml([FakeGpu()])
+    nvml = FakeNvml([FakeGpu(processes=[(4242, 2**30, 55)])])
     sampler = NvmlSampler(nvml, clock=clock)
     sampler.open()
-    for _ in range(10):
-        sampler.sample()
+    samples = []
+    for _ in range(60):  # 6 s at the monitor's 10 Hz
+        samples.append(sampler.sample()[0])
         clock.now += 0.1
-    assert nvml.calls["utilization"] == 10
-    assert nvml.calls["power"] == 1
-    assert nvml.calls["pcie"] == 2  # RX and TX, once
+    assert nvml.calls["utilization"] == 60
+    assert nvml.calls["power"] == nvml.calls["processes"] == 6  # once a second
+    # Milliseconds of CPU each on the H100: once every 5 s.
+    assert nvml.calls["energy"] == nvml.calls["process_utilization"] == 2
+    assert nvml.calls["pcie"] == 4  # RX and TX (no GPM on this GPU)
+    # Between slow reads the last values stand: never N/A for lack of a fresh read.
+    assert all(s.energy_j is not None and s.processes[0].sm_pct == 55 for s in samples)
 
 
 def test_no_driver_is_reported_with_its_reason() -> None:

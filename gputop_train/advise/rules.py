@@ -25,6 +25,9 @@ GPU_BUSY_UTIL_PCT = 90.0
 # CPU while the step still waited 26-68% for data (collation, pinning and the main process
 # compete for the rest); adding workers there no longer pays (docs/benchmarks.md).
 WORKER_SATURATED_PCT = 85.0
+# Workers this idle are not what the step waits for (on the H100 box even 15 workers of a
+# CPU-bound pipeline averaged 22% or more): the wait comes from elsewhere.
+WORKER_IDLE_PCT = 10.0
 # Input-bound runs are first fixed at the input: other advice waits until the wait is small.
 INPUT_DOMINANT_PCT = 20.0
 # Memory: under a quarter used leaves room to double the batch; over 90% is near the edge.
@@ -67,9 +70,13 @@ def _gpu_activity(o: Observation) -> tuple[float | None, str]:
     return o.gpu.util_pct, f"GPU utilization {fmt.pct(o.gpu.util_pct)} (NVML)"
 
 
+def _workers_idle(o: Observation) -> bool:
+    return bool(o.workers) and o.worker_cpu_pct is not None and o.worker_cpu_pct < WORKER_IDLE_PCT
+
+
 def _workers_saturated(o: Observation) -> bool:
     """No more to gain from workers: each is busy, or they already hold half the cores."""
-    if not o.workers:
+    if not o.workers or _workers_idle(o):
         return False
     busy = o.worker_cpu_pct is not None and o.worker_cpu_pct >= WORKER_SATURATED_PCT
     half_the_cores = o.cpu_count is not None and o.workers >= o.cpu_count // 2
@@ -101,10 +108,12 @@ def _worker_evidence(o: Observation) -> str:
 
 
 def more_workers(o: Observation) -> Finding | None:
-    if not _input_bound(o) or _workers_saturated(o):
+    if not _input_bound(o) or _workers_saturated(o) or _workers_idle(o):
         return None
     cores = o.cpu_count or 2
     suggested = max(2, min(8, cores - 1)) if not o.workers else min(cores - 1, 2 * o.workers)
+    if o.workers and suggested <= o.workers:
+        return None  # no core left for another worker
     gain = _input_gain(o)
     return Finding(
         "input.more_workers",
@@ -113,6 +122,32 @@ def more_workers(o: Observation) -> Finding | None:
         f"raise DataLoader num_workers to {suggested}",
         f"up to {gain:.1f}x",
         0.8 if not o.workers else 0.6,
+        gain,
+    )
+
+
+def idle_workers(o: Observation) -> Finding | None:
+    """The step waits for data while the workers idle: their compute is not the cause."""
+    if not (_input_bound(o) and _workers_idle(o)):
+        return None
+    if o.persistent_workers is False:
+        action = (
+            "set persistent_workers=True (and keep one DataLoader): the workers are started "
+            "anew at every epoch, and the step waits for their first batches"
+        )
+    else:
+        action = (
+            "look at what happens between batches: a DataLoader re-created per epoch, "
+            "collation or copies in the training process (py-spy dump shows where it waits)"
+        )
+    gain = _input_gain(o)
+    return Finding(
+        "input.idle_workers",
+        "Input-bound, yet the workers are mostly idle",
+        (_wait_evidence(o), _worker_evidence(o), _gpu_activity(o)[1]),
+        action,
+        f"up to {gain:.1f}x",
+        0.6 if o.persistent_workers is False else 0.4,
         gain,
     )
 
@@ -286,6 +321,7 @@ def gpu_bound(o: Observation) -> Finding | None:
 
 RULES: tuple[Callable[[Observation], Finding | None], ...] = (
     more_workers,
+    idle_workers,
     smaller_transfers,
     gpu_preprocessing,
     pinned_copies,

@@ -1,9 +1,9 @@
 """NVML sampler: per-GPU utilization, memory, power, clocks, PCIe, processes and GPM activity.
 
 Every field may be N/A (None): a call that fails or is not supported never stops the
-sampler. Fields are sampled in tiers by cost, measured on the reference H100
-(docs/benchmarks.md): utilization + memory take ~13 µs, power ~1.5 ms, energy ~2.7 ms,
-PCIe throughput ~20 ms.
+sampler. Fields are sampled in tiers by their CPU cost, measured on the reference H100 with
+benchmarks/sampler_cost.py (docs/benchmarks.md): the whole fast tier ~0.17 ms, energy
+~2.7 ms, per-process utilization ~1.9 ms, PCIe throughput ~0.7 ms of CPU (20 ms of wall time).
 """
 
 from __future__ import annotations
@@ -13,8 +13,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 # Cheap fields every call (the sampler thread runs at ~10 Hz); these every N seconds.
-MEDIUM_PERIOD_S = 1.0  # power, energy, temperature, clocks, throttle, processes, GPM
-SLOW_PERIOD_S = 5.0  # PCIe throughput without GPM (~20 ms a call), power limit
+MEDIUM_PERIOD_S = 1.0  # power, temperature, clocks, throttle, GPU memory per process, GPM
+# Energy, SM % per process (NVML refreshes it only every ~200 ms), PCIe throughput without
+# GPM and the power limit: each costs milliseconds of CPU.
+SLOW_PERIOD_S = 5.0
 # GPM pairs closer than this came back 0 or NaN on the reference H100.
 GPM_MIN_INTERVAL_S = 0.1
 
@@ -89,6 +91,7 @@ class _Device:
         self.gpm_previous: Any = None
         self.gpm_previous_t = 0.0
         self.process_util_ts = 0
+        self.sm_by_pid: dict[int, float] = {}
 
 
 class NvmlSampler:
@@ -167,10 +170,8 @@ class NvmlSampler:
     def _medium_fields(self, device: _Device, now: float) -> dict[str, Any]:
         nvml, handle = self._nvml, device.handle
         power_mw = self._call(nvml.nvmlDeviceGetPowerUsage, handle)
-        energy_mj = self._call(nvml.nvmlDeviceGetTotalEnergyConsumption, handle)
         fields: dict[str, Any] = {
             "power_w": None if power_mw is None else power_mw / 1000.0,
-            "energy_j": None if energy_mj is None else energy_mj / 1000.0,
             "temp_c": self._call(nvml.nvmlDeviceGetTemperature, handle, 0),  # 0: GPU die
             "sm_clock_mhz": self._call(nvml.nvmlDeviceGetClockInfo, handle, 1),  # NVML_CLOCK_SM
             "mem_clock_mhz": self._call(nvml.nvmlDeviceGetClockInfo, handle, 2),  # NVML_CLOCK_MEM
@@ -184,7 +185,12 @@ class NvmlSampler:
     def _slow_fields(self, device: _Device) -> dict[str, Any]:
         nvml, handle = self._nvml, device.handle
         limit_mw = self._call(nvml.nvmlDeviceGetEnforcedPowerLimit, handle)
-        fields: dict[str, Any] = {"power_limit_w": None if limit_mw is None else limit_mw / 1000.0}
+        energy_mj = self._call(nvml.nvmlDeviceGetTotalEnergyConsumption, handle)
+        fields: dict[str, Any] = {
+            "power_limit_w": None if limit_mw is None else limit_mw / 1000.0,
+            "energy_j": None if energy_mj is None else energy_mj / 1000.0,
+        }
+        self._refresh_process_utilization(device)
         if not device.gpm_supported:  # GPM gives PCIe rates for free; else the slow call
             rx_kbps = self._call(nvml.nvmlDeviceGetPcieThroughput, handle, 1)  # RX_BYTES
             tx_kbps = self._call(nvml.nvmlDeviceGetPcieThroughput, handle, 0)  # TX_BYTES
@@ -201,23 +207,26 @@ class NvmlSampler:
             return None
         return tuple(name for bit, name in _THROTTLE_BITS.items() if bits & bit and bit != 0x1)
 
-    def _processes(self, device: _Device) -> tuple[GpuProcess, ...]:
-        nvml, handle = self._nvml, device.handle
-        running = self._call(nvml.nvmlDeviceGetComputeRunningProcesses, handle) or []
+    def _refresh_process_utilization(self, device: _Device) -> None:
+        """SM % per PID since the last call (NVML keeps a short history of samples)."""
         utilization = self._call(
-            nvml.nvmlDeviceGetProcessUtilization, handle, device.process_util_ts
+            self._nvml.nvmlDeviceGetProcessUtilization, device.handle, device.process_util_ts
         )
         sm_by_pid: dict[int, float] = {}
         for sample in utilization or []:
             sm_by_pid[sample.pid] = float(sample.smUtil)
             device.process_util_ts = max(device.process_util_ts, int(sample.timeStamp))
+        device.sm_by_pid = sm_by_pid
+
+    def _processes(self, device: _Device) -> tuple[GpuProcess, ...]:
+        running = self._call(self._nvml.nvmlDeviceGetComputeRunningProcesses, device.handle)
         return tuple(
             GpuProcess(
                 pid=p.pid,
                 mem_bytes=_valid_bytes(getattr(p, "usedGpuMemory", None)),
-                sm_pct=sm_by_pid.get(p.pid),
+                sm_pct=device.sm_by_pid.get(p.pid),
             )
-            for p in running
+            for p in running or []
         )
 
     def _gpm_supported(self, device: _Device) -> bool:

@@ -78,6 +78,7 @@ class Agent:
         self._loader_facts = {
             "num_workers": getattr(loader, "num_workers", None),
             "pin_memory": getattr(loader, "pin_memory", None),
+            "persistent_workers": getattr(loader, "persistent_workers", None),
             "batch_size": getattr(loader, "batch_size", None),
         }
 

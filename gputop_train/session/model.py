@@ -19,7 +19,7 @@ from ..collect.nvml import GpuSample
 from ..collect.procs import ProcSample
 from . import stats
 from .phases import KnobState, Phase, PhaseRow, knob_state, phase_rows
-from .series import ChartSeries, chart_series
+from .series import ChartBinner, ChartSeries
 from .steps import Step
 
 # 100k steps is hours of a fast loop at ~100 bytes each; GPU samples at 10 Hz: 1 h.
@@ -115,6 +115,7 @@ class Session:
         # Called as listener(kind, payload) for every write: the recorder's way in.
         self.listener: Callable[[str, dict[str, Any]], None] | None = None
         self._phases: list[Phase] = [Phase(1, "start", 1, self.started_at)]
+        self._binners: dict[tuple[float, int], ChartBinner] = {}  # per chart window
 
     def _tell(self, kind: str, **payload: Any) -> None:
         if self.listener is not None:
@@ -227,12 +228,12 @@ class Session:
         return len(parsed) - len(good)
 
     def add_gpu_samples(self, samples: tuple[GpuSample, ...]) -> None:
-        self._tell("gpu", samples=[asdict(s) for s in samples])
+        self._tell("gpu", samples=[_gpu_record(s) for s in samples])
         with self._lock:
             self._gpu.append(samples)
 
     def set_processes(self, processes: tuple[ProcSample, ...]) -> None:
-        self._tell("procs", samples=[asdict(p) for p in processes])
+        self._tell("procs", samples=[vars(p) for p in processes])  # flat: no asdict() copy
         workers = tuple(
             p.cpu_pct for p in processes if p.role == "worker" and p.cpu_pct is not None
         )
@@ -307,18 +308,14 @@ class Session:
         with self._lock:
             charts = None
             if chart_points:
-                charts = chart_series(
-                    _tail_since(self._steps, now - chart_window_s),
-                    _tail_since_ticks(self._gpu, now - chart_window_s),
-                    now,
-                    chart_window_s,
-                    chart_points,
-                    self._primary_pid_locked(),
-                )
+                key = (chart_window_s, chart_points)
+                binner = self._binners.setdefault(key, ChartBinner(*key))
+                charts = binner.series(self._steps, self._gpu, now, self._primary_pid_locked())
             recent_steps = _tail_since(self._steps, since)
             recent_gpu = _tail_since_ticks(self._gpu, since)
             primary = self._primary_pid_locked()
             processes = self._processes
+            observation = self._observe(recent_steps, recent_gpu, since, now)
             snapshot = Snapshot(
                 t=now,
                 started_at=self.started_at,
@@ -330,8 +327,8 @@ class Session:
                 total_steps=self._total_steps,
                 total_samples=self._total_samples,
                 window_s=window_s,
-                steps=stats.step_stats(recent_steps, primary),
-                gpu=stats.gpu_stats(recent_gpu),
+                steps=observation.steps,
+                gpu=observation.gpu,
                 procs=stats.proc_stats(processes),
                 latest_gpus=self._gpu[-1] if self._gpu else (),
                 processes=processes,
@@ -344,7 +341,7 @@ class Session:
                 )
                 if with_phases
                 else (),
-                observation=self._observe(recent_steps, recent_gpu, since, now),
+                observation=observation,
                 phase=len(self._phases),
             )
         return snapshot
@@ -390,11 +387,17 @@ class Session:
             batch_shape=tuple(shape) if isinstance(shape, list) else None,
             batch_bytes=loader.get("bytes"),
             pin_memory=loader.get("pin_memory"),
+            persistent_workers=loader.get("persistent_workers"),
             syncs_per_step=syncs.get("count") if syncs else None,
             sync_sites=tuple(syncs.get("sites") or ()) if syncs else (),
             flops_per_sample=per_sample,
             precision=precision,
         )
+
+
+def _gpu_record(sample: GpuSample) -> dict[str, Any]:
+    """What asdict() returns, without its deep copy: 20 times cheaper, and it runs at 10 Hz."""
+    return {**vars(sample), "processes": [vars(p) for p in sample.processes]}
 
 
 def _tail_since(steps: deque[Step], since: float) -> list[Step]:

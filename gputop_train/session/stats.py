@@ -154,6 +154,7 @@ class Observation:
     batch_shape: tuple[int, ...] | None
     batch_bytes: int | None
     pin_memory: bool | None
+    persistent_workers: bool | None
     syncs_per_step: int | None
     sync_sites: tuple[dict, ...]
     flops_per_sample: float | None
