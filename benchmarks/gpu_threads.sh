@@ -2,7 +2,8 @@
 # Why the CPU-bound rungs run faster here than the reference table (device tool, H100).
 # Records how many CPUs the job sees, then runs the demo headless at rungs 0, 1 and 2 with
 # torch's default intra-op threads and with OMP_NUM_THREADS=1, alternating, in one call.
-# Results land in $OUT: cpus.txt, threads-<rung>-<setting>.jsonl, threads.txt.
+# Results land in $OUT: cpus.txt, threads.txt (steady-state figures), and threads.tgz with
+# each run's JSON lines and stderr (the device tool brings back a few files per call).
 set -uo pipefail
 source benchmarks/gpu_env.sh
 {
@@ -28,3 +29,4 @@ for r in 0 1 2; do
   done
 done
 python3 benchmarks/steady_state.py "$OUT"/threads-*.jsonl | tee "$OUT/threads.txt"
+tar czf "$OUT/threads.tgz" -C "$OUT" $(cd "$OUT" && ls threads-*) && rm -f "$OUT"/threads-*

@@ -166,3 +166,38 @@ def test_a_schedule_walks_phases_and_the_summary_has_the_phase_table() -> None:
 def test_a_malformed_schedule_is_refused_before_anything_runs() -> None:
     result = gputop("--headless", "--schedule", "ten:workers=8", str(SCENARIOS), "sleepy")
     assert result.returncode == 2 and "expected STEP:knob=value" in result.stderr
+
+
+def test_torchrun_ranks_are_each_hooked_and_their_samples_add_up(tmp_path: Path) -> None:
+    recording = tmp_path / "ddp.jsonl"
+    result = gputop(
+        "--headless",
+        "--format",
+        "json",
+        "--record",
+        str(recording),
+        "--",
+        sys.executable,
+        "-m",
+        "torch.distributed.run",  # torchrun, with this interpreter
+        "--standalone",
+        "--nproc-per-node",
+        "2",
+        str(SCENARIOS),
+        "ddp",
+        "batch=8",
+        "steps=60",
+        "step_ms=20",
+    )
+    assert result.returncode == 0, result.stderr
+    events = [json.loads(line) for line in recording.read_text().splitlines()]
+    ranks = {e["frame"]["rank"]: e["pid"] for e in events if e["kind"] == "hello"}
+    assert sorted(ranks) == [0, 1]  # no edit to the script, no hook in torchrun itself
+    stepped = {e["pid"] for e in events if e["kind"] == "steps" and e["rows"]}
+    assert stepped == set(ranks.values())
+    summary = json.loads(result.stdout.splitlines()[-1])
+    assert summary["total_steps"] == 60  # rank 0's optimizer steps, not the sum over ranks
+    assert summary["total_samples"] == 2 * 60 * 8  # every rank's samples
+    # samples/s counts both ranks: twice one rank's batches per second.
+    one_rank = 8 * summary["steps_per_s"]
+    assert summary["samples_per_s"] == pytest.approx(2 * one_rank, rel=0.2)

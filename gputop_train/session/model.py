@@ -99,7 +99,6 @@ class Session:
         self._job = JobState()
         self._gpu_names: tuple[str | None, ...] = ()
         self._nvml_error: str | None = None
-        self._total_steps = 0
         self._total_samples: int | None = None
         self._dropped_frames = 0
         self._last_step: dict[int, int] = {}
@@ -221,7 +220,6 @@ class Session:
                     continue  # a re-attach resends the ring's backlog
                 self._last_step[pid] = step.step
                 self._steps.append(step)
-                self._total_steps += 1
                 if step.samples is not None:
                     self._total_samples = (self._total_samples or 0) + step.samples
             self._dropped_frames += len(parsed) - len(good)
@@ -324,7 +322,9 @@ class Session:
                 gpu_names=self._gpu_names,
                 nvml_error=self._nvml_error,
                 hooked=tuple(self._hooked.values()),
-                total_steps=self._total_steps,
+                # The job's steps: the primary process's own counter (every rank of a DDP
+                # job takes the same steps), which also counts steps before a late connect.
+                total_steps=self._last_step.get(primary, 0) if primary is not None else 0,
                 total_samples=self._total_samples,
                 window_s=window_s,
                 steps=observation.steps,

@@ -162,6 +162,41 @@ def knobbed(p: dict[str, float]) -> None:
     print("callbacks on the training thread:", calls, flush=True)
 
 
+def ddp(p: dict[str, float]) -> None:
+    """One torchrun rank: DDP over a DistributedSampler's share of the batches; gloo on the
+    CPU, or NCCL with one GPU per rank with ``cuda=1``."""
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+    from torch.utils.data import TensorDataset
+    from torch.utils.data.distributed import DistributedSampler
+
+    cuda = bool(p.get("cuda", 0))
+    device = torch.device(f"cuda:{os.environ['LOCAL_RANK']}" if cuda else "cpu")
+    if cuda:
+        torch.cuda.set_device(device)
+    dist.init_process_group("nccl" if cuda else "gloo")
+    width = int(p.get("width", 4))  # a wider layer gives the GPUs some work
+    model = DistributedDataParallel(torch.nn.Linear(width, 2).to(device))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    batch, steps = int(p.get("batch", 8)), int(p.get("steps", 40))
+    items = batch * 16 * dist.get_world_size()  # 16 steps an epoch; epochs until ``steps``
+    data = TensorDataset(torch.randn(items, width), torch.randint(0, 2, (items,)))
+    loader = DataLoader(data, batch_size=batch, sampler=DistributedSampler(data))
+    done = 0
+    while done < steps:
+        for x, y in loader:
+            time.sleep(p.get("step_ms", 20) / 1000.0)
+            loss = torch.nn.functional.cross_entropy(model(x.to(device)), y.to(device))
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            done += 1
+            if done == steps:
+                break
+    print(f"rank {dist.get_rank()} of {dist.get_world_size()} done", flush=True)
+    dist.destroy_process_group()
+
+
 def exit_code(p: dict[str, float]) -> None:
     sleepy({"batch_ms": 0, "step_ms": 1, "steps": 3})
     sys.exit(int(p.get("code", 3)))

@@ -1,0 +1,84 @@
+"""The real app in a pseudo-terminal, as over SSH: what it writes for each kind of terminal."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import pty
+import re
+import select
+import struct
+import subprocess
+import sys
+import termios
+import time
+
+import pytest
+
+from tests.conftest import REPO, SCENARIOS
+
+pytest.importorskip("torch")
+
+# SGR colour parameters beyond the 16 ANSI colours: 256-colour (38;5;N) and truecolor (38;2;R;G;B).
+EXTENDED_COLOUR = re.compile(r"\x1b\[[0-9;]*[34]8;[25];")
+SGR = re.compile(r"\x1b\[([0-9;]*)m")
+# The 16 ANSI colours: foreground 30-37 and 90-97, background 40-47 and 100-107.
+ANSI_16 = {str(n) for base in (30, 40, 90, 100) for n in range(base, base + 8)}
+
+
+def run_in_terminal(term: str, seconds: float, **env: str) -> str:
+    """Run the TUI on a short CPU job in an 80x24 pty; quit with q, s; return what it wrote."""
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+    environ = {k: v for k, v in os.environ.items() if k not in ("COLORTERM", "NO_COLOR")}
+    environ.update(TERM=term, **env)
+    job = [str(SCENARIOS), "sleepy", "batch_ms=5", "step_ms=5", "steps=4000"]
+    monitor = subprocess.Popen(
+        [sys.executable, "-m", "gputop_train", "--no-record", *job],
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        cwd=REPO,
+        env=environ,
+        start_new_session=True,
+    )
+    os.close(slave)
+    output = bytearray()
+
+    def pump(duration: float) -> None:
+        deadline = time.monotonic() + duration
+        while (left := deadline - time.monotonic()) > 0:
+            ready, _, _ = select.select([master], [], [], min(left, 0.2))
+            if ready:
+                try:
+                    output.extend(os.read(master, 65536))
+                except OSError:
+                    return
+
+    try:
+        pump(seconds)
+        os.write(master, b"q")
+        pump(1.0)
+        os.write(master, b"s")  # stop the job
+        pump(3.0)
+        monitor.wait(timeout=30)
+    finally:
+        if monitor.poll() is None:
+            monitor.kill()
+        os.close(master)
+    assert monitor.returncode == 130  # the job's exit code: it was stopped with Ctrl+C
+    return output.decode(errors="replace")
+
+
+def test_the_linux_console_gets_only_its_16_colours() -> None:
+    written = run_in_terminal("linux", seconds=8.0)
+    assert "gputop-train" in written and "samples/s" in written  # it drew the dashboard
+    colours = {p for m in SGR.finditer(written) for p in m.group(1).split(";")} & ANSI_16
+    assert len(colours) >= 6  # in colour,
+    assert not EXTENDED_COLOUR.search(written)  # but none the console cannot show
+
+
+def test_xterm_256color_gets_extended_colours() -> None:
+    # The contrast for the test above: the same screens use more than 16 colours here.
+    written = run_in_terminal("xterm-256color", seconds=5.0)
+    assert EXTENDED_COLOUR.search(written)
