@@ -27,6 +27,16 @@ def gib(value: float | None) -> str:
     return NA if value is None else f"{value / 2**30:.1f}"
 
 
+def size(value: float | None) -> str:
+    """Bytes in the largest binary unit that keeps a digit before the point."""
+    if value is None:
+        return NA
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if value >= scale:
+            return f"{value / scale:.1f} {unit}"
+    return f"{value:.0f} B"
+
+
 def mem_pair(used: float | None, total: float | None) -> str:
     if used is None:
         return NA

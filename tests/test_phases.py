@@ -89,3 +89,15 @@ def test_a_reverted_change_marks_its_phase_failed_and_opens_the_restored_one() -
     phases = [row.phase for row in session.snapshot(with_phases=True).phases]
     assert phases[1].failed == "OOM"
     assert phases[2].change == "revert num_workers=0" and phases[2].first_step == 12
+
+
+def test_a_phase_counts_the_samples_of_every_rank() -> None:
+    # Seen on two H200s: the phase table showed one rank's samples/s, the status line both.
+    session = session_with_knob()
+    rank1 = PID + 1
+    session.process_hello(rank1, {"rank": 1})
+    session.add_step_rows(PID, steps_of(1, 100, step_ms=100.0, t0=9_000.0))
+    session.add_step_rows(rank1, steps_of(1, 100, step_ms=100.0, t0=9_000.0))
+    (phase,) = session.snapshot(with_phases=True).phases
+    assert phase.samples_per_s == pytest.approx(2 * 100.0)  # 10 samples per 100 ms, two ranks
+    assert phase.steps == 100 - phase.warmup_steps  # steps are rank 0's

@@ -7,11 +7,16 @@ from pathlib import Path
 import pytest
 from textual.widgets import RichLog, Static, TabbedContent
 
+from gputop_train.collect.fake import FakeGpu, FakeNvml, FakeProcess, FakePsutil
+from gputop_train.collect.nvml import NvmlSampler
+from gputop_train.collect.procs import ProcessSampler
 from gputop_train.record.reader import read
 from gputop_train.record.replay import ReplayController
+from gputop_train.session.model import Session
 from gputop_train.tui.app import GputopApp
 from gputop_train.tui.knob_edit import KnobEditScreen
 from gputop_train.tui.screens import HelpScreen, QuitScreen
+from gputop_train.tui.widgets import panels
 from tests.tui_data import JOB_PID, scripted_recording, scripted_session
 
 
@@ -183,3 +188,25 @@ def test_no_color_80x24(snap_compare, monkeypatch: pytest.MonkeyPatch) -> None: 
     app = make_app()
     assert app.no_color  # monochrome: every figure is a number; only the charts split by colour
     assert snap_compare(app, terminal_size=(80, 24))
+
+
+def test_ranks_and_gpus_of_a_torchrun_job_are_named() -> None:
+    # Seen on two H200s (benchmarks/gpu_ranks.sh): one model name for two GPUs, and two
+    # processes both called "main".
+    session = Session(command=("torchrun", "--nproc-per-node", "2", "train.py"))
+    launcher, rank0, rank1 = 700, 701, 702
+    for pid, rank in ((rank1, 1), (rank0, 0)):
+        session.process_hello(pid, {"rank": rank, "argv": ["train.py"]})
+    gpus = [FakeGpu(name="NVIDIA H200"), FakeGpu(name="NVIDIA H200")]
+    session.set_gpus(NvmlSampler(FakeNvml(gpus)).open())
+    table = [FakeProcess(launcher, 1, "pt_elastic")]
+    table += [FakeProcess(pid, launcher, "python") for pid in (rank1, rank0)]
+    session.set_processes(ProcessSampler(launcher, session.hooked_pids, FakePsutil(table)).sample())
+    snap = session.snapshot()
+    assert "2× NVIDIA H200" in panels.header(snap, launcher, False, "1 min").plain
+    lines = panels.process_table(snap).plain.splitlines()[1:]
+    assert [line.split()[:3] for line in lines] == [
+        ["701", "rank", "0"],
+        ["702", "rank", "1"],
+        ["700", "launcher", "pt_elastic"],
+    ]

@@ -165,7 +165,7 @@ def smaller_transfers(o: Observation) -> Finding | None:
             _wait_evidence(o),
             _worker_evidence(o),
             f"batches are {o.batch_dtype} {list(o.batch_shape or ())} "
-            f"({fmt.gib(o.batch_bytes)} GiB each; hook)",
+            f"({fmt.size(o.batch_bytes)} each; hook)",
         ),
         "send uint8 images (PILToTensor) and convert + normalize on the GPU: "
         "a quarter of the bytes to build, pin and copy; more workers will not help",
@@ -198,7 +198,7 @@ def pinned_copies(o: Observation) -> Finding | None:
         return None
     if o.batch_bytes < 1_000_000:  # small batches copy in microseconds either way
         return None
-    evidence = [f"DataLoader pin_memory=False, {fmt.gib(o.batch_bytes)} GiB batches (hook)"]
+    evidence = [f"DataLoader pin_memory=False, {fmt.size(o.batch_bytes)} batches (hook)"]
     if o.pcie_rx_mibps is not None:
         evidence.append(f"PCIe RX {o.pcie_rx_mibps:.0f} MiB/s (NVML)")
     return Finding(

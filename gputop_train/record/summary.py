@@ -41,7 +41,7 @@ def summarize(session: Session, meta: dict[str, Any]) -> dict[str, Any]:
         "gpu_mem_peak_bytes": max(mem) if mem else None,
         "gpu_power_mean_w": round(sum(power) / len(power), 1) if power else None,
         "gpu_energy_j": round(energy_j, 1) if energy_j is not None else None,
-        "achieved_tflops": round(achieved, 2) if achieved is not None else None,
+        "achieved_tflops": float(f"{achieved:.3g}") if achieved is not None else None,
         "mfu_pct": round(mfu, 2) if mfu is not None else None,
         "phases": phase_dicts(snap),
         "findings": [finding_dict(f) for f in findings(snap.observation)],
@@ -69,9 +69,9 @@ def markdown(summary: dict[str, Any], chart_name: str | None = None) -> str:
         f"- GPU utilization {fmt.pct(f['gpu_util_pct'])} (NVML mean), SM activity "
         f"{fmt.pct(f['sm_active_pct'])}, tensor activity {fmt.pct(f['tensor_active_pct'])} (GPM)",
         f"- GPU memory peak {fmt.gib(summary['gpu_mem_peak_bytes'])} GiB; power "
-        f"{summary['gpu_power_mean_w'] or 'N/A'} W mean; energy "
-        f"{summary['gpu_energy_j'] or 'N/A'} J (NVML)",
-        f"- {summary['achieved_tflops'] or 'N/A'} TFLOP/s achieved, "
+        f"{_or_na(summary['gpu_power_mean_w'])} W mean; energy "
+        f"{_or_na(summary['gpu_energy_j'])} J (NVML)",
+        f"- {_or_na(summary['achieved_tflops'])} TFLOP/s achieved, "
         f"MFU {fmt.pct(summary['mfu_pct'])}",
     ]
     if chart_name:
@@ -185,3 +185,8 @@ def write_all(session: Session, meta: dict[str, Any], recording: Path) -> list[P
     md.write_text(markdown(summary, chart.name))
     js.write_text(json.dumps(summary, indent=2))
     return [md, js, chart]
+
+
+def _or_na(value: object) -> str:
+    """A figure as it is (0 included), N/A only when unmeasured."""
+    return fmt.NA if value is None else str(value)

@@ -118,14 +118,17 @@ def phase_rows(
 ) -> list[PhaseRow]:
     """One row per phase; the speed-up is against the first phase with a throughput."""
     own = [s for s in steps if primary_pid is None or s.pid == primary_pid]
+    # Other ranks: their steps count towards samples/s over the primary's measured window.
+    other_ranks = [s for s in steps if primary_pid is not None and s.pid != primary_pid]
     rows: list[PhaseRow] = []
     baseline: float | None = None
     for index, phase in enumerate(phases):
         end = phases[index + 1].first_step if index + 1 < len(phases) else None
         in_phase = [s for s in own if s.step >= phase.first_step and (end is None or s.step < end)]
         warmup, measured = split_warmup(in_phase)
-        figures = stats.step_stats(measured, primary_pid)
         window = _window(measured)
+        ranks = [s for s in other_ranks if window and window[0] < s.t <= window[1]]
+        figures = stats.step_stats(measured + ranks, primary_pid)
         in_window = (
             [t for t in gpu_ticks if t and window[0] <= t[0].t <= window[1]] if window else []
         )

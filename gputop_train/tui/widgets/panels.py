@@ -29,7 +29,7 @@ def header(
     chart_window: str,
     replay_status: str | None = None,
 ) -> Text:
-    gpus = ", ".join(sorted({n for n in snap.gpu_names if n})) or "no GPU (N/A)"
+    gpus = _gpu_names(snap.gpu_names) or "no GPU (N/A)"
     if snap.job.running:
         state = Text("running", style="green")
     elif snap.job.exit_code == 0:
@@ -55,6 +55,12 @@ def header(
     return text
 
 
+def _gpu_names(names: tuple[str | None, ...]) -> str:
+    """ "2× NVIDIA H200": each model once, with its count."""
+    models = sorted({n for n in names if n})
+    return ", ".join(f"{names.count(m)}× {m}" if names.count(m) > 1 else m for m in models)
+
+
 def _short_command(command: tuple[str, ...]) -> tuple[str, ...]:
     if command and command[0].rsplit("/", 1)[-1].startswith("python"):
         return ("python", *command[1:])
@@ -70,7 +76,7 @@ def steps_panel(snap: Snapshot) -> Text:
         ("samples/s", fmt.rate(s.samples_per_s, ""), "steps/s", fmt.rate(s.steps_per_s, "")),
         ("step p50", fmt.ms(s.step_ms_p50), "p95", fmt.ms(s.step_ms_p95)),
         ("data-wait", fmt.pct(s.data_wait_pct), "GPU time", fmt.pct(s.gpu_time_pct)),
-        ("syncs/step", _syncs(snap), "steps", str(snap.total_steps)),
+        ("syncs", _syncs(snap), "steps", str(snap.total_steps)),
         ("MFU", fmt.pct(mfu), "TFLOP/s", fmt.NA if achieved is None else f"{achieved:.3g}"),
     )
     for label, value, label2, value2 in rows:
@@ -87,7 +93,7 @@ def _syncs(snap: Snapshot) -> str:
     observation = snap.observation
     if observation is None or observation.syncs_per_step is None:
         return fmt.NA  # not scanned yet
-    return str(observation.syncs_per_step)
+    return f"{observation.syncs_per_step}/step"
 
 
 def gpu_panel(snap: Snapshot) -> Text:
@@ -141,12 +147,15 @@ def process_rows(snap: Snapshot) -> list[tuple[str, ...]]:
             if proc.sm_pct is not None:
                 gpu_sm[proc.pid] = gpu_sm.get(proc.pid, 0.0) + proc.sm_pct
     order = {"main": 0, "launcher": 1, "worker": 2, "child": 3}
+    ranks = {h.pid: h.rank for h in snap.hooked if h.rank is not None}
     rows = []
-    for p in sorted(snap.processes, key=lambda p: (order.get(p.role, 9), p.pid)):
+    for p in sorted(
+        snap.processes, key=lambda p: (order.get(p.role, 9), ranks.get(p.pid, -1), p.pid)
+    ):
         rows.append(
             (
                 str(p.pid),
-                p.role,
+                f"rank {ranks[p.pid]}" if p.pid in ranks else p.role,
                 p.name[:16],
                 fmt.pct(p.cpu_pct),
                 fmt.gib(p.rss_bytes) + " GiB" if p.rss_bytes is not None else fmt.NA,
@@ -162,7 +171,7 @@ def process_rows(snap: Snapshot) -> list[tuple[str, ...]]:
 
 def process_table(snap: Snapshot) -> Text:
     """The process table as fixed-width text: cheap to redraw, copes with any width."""
-    widths = (7, 8, 16, 6, 9, 10, 10, 9, 9, 5)
+    widths = (7, 9, 16, 6, 9, 10, 10, 9, 9, 5)
     text = Text(no_wrap=True, overflow="crop")
     header = "".join(f"{name:<{w}}" for name, w in zip(PROCESS_COLUMNS, widths, strict=True))
     text.append(header.rstrip() + "\n", style="bold reverse")
