@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +19,17 @@ from gputop_train.session.steps import Step
 
 SCENARIOS = Path(__file__).parent / "scenarios" / "loops.py"
 REPO = Path(__file__).parent.parent
+
+
+class CountingList(list):
+    """A list that counts the items its reversed walks yield: what a redraw reads."""
+
+    walked = 0
+
+    def __reversed__(self) -> Iterator:
+        for item in super().__reversed__():
+            CountingList.walked += 1
+            yield item
 
 
 @pytest.fixture(autouse=True)

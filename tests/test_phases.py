@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from gputop_train.session.model import Session
-from gputop_train.session.phases import WARMUP_S, WARMUP_STEPS, split_warmup
+from gputop_train.session.phases import WARMUP_S, WARMUP_STEPS, Phase, PhaseTable, split_warmup
 from gputop_train.session.steps import Step
+from tests.conftest import CountingList
 
 PID = 7
 
@@ -101,3 +102,23 @@ def test_a_phase_counts_the_samples_of_every_rank() -> None:
     (phase,) = session.snapshot(with_phases=True).phases
     assert phase.samples_per_s == pytest.approx(2 * 100.0)  # 10 samples per 100 ms, two ranks
     assert phase.steps == 100 - phase.warmup_steps  # steps are rank 0's
+
+
+def test_closed_phases_are_kept_and_a_redraw_reads_only_the_open_one() -> None:
+    phases = [
+        Phase(1, "start", 1, 9_000.0),
+        Phase(2, "num_workers=8", 20_001, 9_000.0 + 20_000 * 0.1),
+        Phase(3, "pin_memory=True", 40_001, 9_000.0 + 40_000 * 0.1),
+    ]
+    rows = [
+        [n, 9_000.0 + n * 0.1, 100.0, 1.0, 10, 1, None, None, None, None] for n in range(1, 40_101)
+    ]
+    steps = CountingList(Step.from_row(PID, row) for row in rows)
+    now = 9_000.0 + 40_100 * 0.1
+    table = PhaseTable()
+    first = table.rows(phases, steps, [], PID, now)
+    CountingList.walked = 0
+    again = table.rows(phases, steps, [], PID, now + 0.5)
+    assert CountingList.walked < 200  # the open phase's 100 steps, not the run's 40,100
+    assert again == first == PhaseTable().rows(phases, steps, [], PID, now + 0.5)
+    assert [r.speedup for r in again] == [1.0, 1.0, 1.0]

@@ -3,13 +3,12 @@ with binning from scratch while walking only the newest data."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from gputop_train.collect.nvml import GpuSample
 from gputop_train.session.series import LATE_DATA_S, ChartBinner
 from gputop_train.session.steps import Step
+from tests.conftest import CountingList
 
 T0 = 1_800_000_000.0  # a wall-clock time on a multiple of every bucket width used here
 
@@ -20,17 +19,6 @@ def step_at(t: float, step_ms: float = 100.0, data_ms: float = 20.0, pid: int = 
 
 def tick_at(t: float, util: float) -> tuple[GpuSample, ...]:
     return (GpuSample(0, t, util_pct=util, mem_used_bytes=2**30),)
-
-
-class CountingList(list):
-    """Counts the items a reversed walk yields: what a redraw costs."""
-
-    walked = 0
-
-    def __reversed__(self) -> Iterator:
-        for item in super().__reversed__():
-            CountingList.walked += 1
-            yield item
 
 
 def test_buckets_hold_means_leave_gaps_empty_and_skip_the_open_bucket() -> None:
@@ -71,6 +59,7 @@ def test_a_redraw_walks_only_the_newest_data() -> None:
     binner = ChartBinner(window_s=1800.0, buckets=60)  # the 30-minute window: 30 s buckets
     steps = CountingList(step_at(T0 + i * 0.02) for i in range(90_000))  # 30 min at 50/s
     now = T0 + 1800.0 + 0.5
+    CountingList.walked = 0
     binner.series(steps, [], now, 1)
     first_walk = CountingList.walked
     CountingList.walked = 0

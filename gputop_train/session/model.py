@@ -18,7 +18,7 @@ from typing import Any
 from ..collect.nvml import GpuSample
 from ..collect.procs import ProcSample
 from . import stats
-from .phases import KnobState, Phase, PhaseRow, knob_state, phase_rows
+from .phases import KnobState, Phase, PhaseRow, PhaseTable, knob_state
 from .series import ChartBinner, ChartSeries
 from .steps import Step
 
@@ -115,6 +115,7 @@ class Session:
         self.listener: Callable[[str, dict[str, Any]], None] | None = None
         self._phases: list[Phase] = [Phase(1, "start", 1, self.started_at)]
         self._binners: dict[tuple[float, int], ChartBinner] = {}  # per chart window
+        self._phase_table = PhaseTable()
 
     def _tell(self, kind: str, **payload: Any) -> None:
         if self.listener is not None:
@@ -337,7 +338,9 @@ class Session:
                 charts=charts,
                 knobs=tuple(self._knobs.values()),
                 phases=tuple(
-                    phase_rows(self._phases, self._steps, self._gpu, primary, self._observe)
+                    self._phase_table.rows(
+                        self._phases, self._steps, self._gpu, primary, now, self._observe
+                    )
                 )
                 if with_phases
                 else (),

@@ -18,6 +18,7 @@ from typing import Any
 
 from ..collect.nvml import GpuSample
 from . import stats
+from .series import LATE_DATA_S
 from .steps import Step
 
 # Five steps cover worker start-up and compile (both land in the first one or two steps);
@@ -109,55 +110,111 @@ def split_warmup(steps: Sequence[Step]) -> tuple[list[Step], list[Step]]:
     return timed[:cut], timed[cut:]
 
 
-def phase_rows(
-    phases: Sequence[Phase],
+class PhaseTable:
+    """The phase table. Rows of phases that closed more than ``LATE_DATA_S`` ago are kept, so
+    a redraw reads the open phase's steps only, not the whole run's (up to 100,000 steps)."""
+
+    def __init__(self) -> None:
+        self._kept: dict[tuple[Phase, int], PhaseRow] = {}
+        self._primary_pid: int | None = None
+
+    def rows(
+        self,
+        phases: Sequence[Phase],
+        steps: Sequence[Step],
+        gpu_ticks: Sequence[tuple[GpuSample, ...]],
+        primary_pid: int | None,
+        now: float,
+        observe: Callable[..., Any] | None = None,
+    ) -> list[PhaseRow]:
+        """One row per phase; the speed-up is against the first phase with a throughput."""
+        if primary_pid != self._primary_pid:
+            self._kept.clear()
+            self._primary_pid = primary_pid
+        rows: list[PhaseRow] = []
+        baseline: float | None = None
+        for index, phase in enumerate(phases):
+            following = phases[index + 1] if index + 1 < len(phases) else None
+            key = (phase, following.first_step) if following else None
+            row = self._kept.get(key) if key else None
+            if row is None:
+                end = following.first_step if following else None
+                row = _row(phase, end, steps, gpu_ticks, primary_pid, baseline, observe)
+                if key and following and following.started_at < now - LATE_DATA_S:
+                    self._kept[key] = row
+            if baseline is None and row.samples_per_s:
+                baseline = row.samples_per_s
+            rows.append(row)
+        return rows
+
+
+def _row(
+    phase: Phase,
+    end: int | None,
     steps: Sequence[Step],
     gpu_ticks: Sequence[tuple[GpuSample, ...]],
     primary_pid: int | None,
-    observe: Callable[..., Any] | None = None,
-) -> list[PhaseRow]:
-    """One row per phase; the speed-up is against the first phase with a throughput."""
-    own = [s for s in steps if primary_pid is None or s.pid == primary_pid]
-    # Other ranks: their steps count towards samples/s over the primary's measured window.
-    other_ranks = [s for s in steps if primary_pid is not None and s.pid != primary_pid]
-    rows: list[PhaseRow] = []
-    baseline: float | None = None
-    for index, phase in enumerate(phases):
-        end = phases[index + 1].first_step if index + 1 < len(phases) else None
-        in_phase = [s for s in own if s.step >= phase.first_step and (end is None or s.step < end)]
-        warmup, measured = split_warmup(in_phase)
-        window = _window(measured)
-        ranks = [s for s in other_ranks if window and window[0] < s.t <= window[1]]
-        figures = stats.step_stats(measured + ranks, primary_pid)
-        in_window = (
-            [t for t in gpu_ticks if t and window[0] <= t[0].t <= window[1]] if window else []
-        )
-        gpu = stats.gpu_stats(in_window)
-        if baseline is None and figures.samples_per_s:
-            baseline = figures.samples_per_s
-        warmup_s = sum(s.step_ms for s in warmup if s.step_ms) / 1000.0 if warmup else None
-        observation = None
-        if observe is not None and window is not None:
-            observation = observe(measured, in_window, window[0], window[1])
-        rows.append(
-            PhaseRow(
-                phase=phase,
-                steps=len(measured),
-                warmup_steps=len(warmup),
-                warmup_s=warmup_s,
-                samples_per_s=figures.samples_per_s,
-                step_ms_p50=figures.step_ms_p50,
-                data_wait_pct=figures.data_wait_pct,
-                gpu_util_pct=gpu.util_pct,
-                tensor_active_pct=gpu.tensor_active_pct,
-                peak_mem_bytes=_peak_memory(in_window, measured),
-                speedup=(figures.samples_per_s / baseline)
-                if baseline and figures.samples_per_s
-                else None,
-                observation=observation,
-            )
-        )
-    return rows
+    baseline: float | None,
+    observe: Callable[..., Any] | None,
+) -> PhaseRow:
+    own, other_ranks = _phase_steps(steps, phase.first_step, end, primary_pid)
+    warmup, measured = split_warmup(own)
+    window = _window(measured)
+    # Other ranks' steps count towards samples/s over the primary's measured window.
+    ranks = [s for s in other_ranks if window and window[0] < s.t <= window[1]]
+    figures = stats.step_stats(measured + ranks, primary_pid)
+    in_window = _ticks_between(gpu_ticks, window) if window else []
+    warmup_s = sum(s.step_ms for s in warmup if s.step_ms) / 1000.0 if warmup else None
+    samples_per_s = figures.samples_per_s
+    baseline = baseline or samples_per_s  # the first phase with a throughput is 1.00x
+    return PhaseRow(
+        phase=phase,
+        steps=len(measured),
+        warmup_steps=len(warmup),
+        warmup_s=warmup_s,
+        samples_per_s=samples_per_s,
+        step_ms_p50=figures.step_ms_p50,
+        data_wait_pct=figures.data_wait_pct,
+        gpu_util_pct=stats.gpu_stats(in_window).util_pct,
+        tensor_active_pct=stats.gpu_stats(in_window).tensor_active_pct,
+        peak_mem_bytes=_peak_memory(in_window, measured),
+        speedup=samples_per_s / baseline if baseline and samples_per_s else None,
+        observation=observe(measured, in_window, *window) if observe and window else None,
+    )
+
+
+def _phase_steps(
+    steps: Sequence[Step], first: int, end: int | None, primary_pid: int | None
+) -> tuple[list[Step], list[Step]]:
+    """(the primary's steps numbered first..end-1, other ranks' steps since), newest first
+    walked: steps arrive in time order, so the walk stops at the phase's start."""
+    own: list[Step] = []
+    others: list[Step] = []
+    for step in reversed(steps):
+        if primary_pid is None or step.pid == primary_pid:
+            if step.step < first:
+                break
+            if end is None or step.step < end:
+                own.append(step)
+        else:
+            others.append(step)
+    own.reverse()
+    others.reverse()
+    return own, others
+
+
+def _ticks_between(
+    ticks: Sequence[tuple[GpuSample, ...]], window: tuple[float, float]
+) -> list[tuple[GpuSample, ...]]:
+    found = []
+    for tick in reversed(ticks):
+        if not tick or tick[0].t > window[1]:
+            continue
+        if tick[0].t < window[0]:
+            break
+        found.append(tick)
+    found.reverse()
+    return found
 
 
 def _window(measured: Sequence[Step]) -> tuple[float, float] | None:
