@@ -7,7 +7,6 @@ import contextlib
 import os
 import signal
 import socket
-import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -15,7 +14,7 @@ from typing import Any
 
 from . import __version__
 from .joblog import LogTail
-from .launch import LaunchError, build_command, exit_status, start_job, stop_job, watch_job_end
+from .launch import LaunchedJob, LaunchError, build_command, start_job, watch_job_end
 from .monitor import Monitor
 from .record.paths import new_session_stem
 from .record.recorder import Recorder
@@ -23,6 +22,7 @@ from .record.summary import write_all
 from .session.model import DEFAULT_WINDOW_S, Session
 
 EPILOG = """commands:
+  gputop-train attach PID [OPTIONS]              monitor a running job (one left running)
   gputop-train summary FILE [--format md|json]   the summary of a recorded session
   gputop-train replay FILE                       the TUI on a recording, with a time cursor
   gputop-train sessions                          past recordings and their headline figures
@@ -43,6 +43,35 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"gputop-train {__version__}")
+    _add_monitor_options(parser)
+    parser.add_argument(
+        "--schedule",
+        type=parse_schedule,
+        default=[],
+        metavar='"STEP:knob=value[;knob=value],..."',
+        help="knob changes applied at given step numbers, e.g. 100:num_workers=8,200:compile=true",
+    )
+    parser.add_argument("target", nargs=argparse.REMAINDER, help="SCRIPT [ARGS...] or -- COMMAND")
+    args = parser.parse_args(argv)
+    args.raw_command = bool(args.target) and args.target[0] == "--"
+    if args.raw_command:
+        args.target = args.target[1:]
+    if not args.target:
+        parser.error("give a script to run (gputop-train train.py) or -- COMMAND")
+    return args
+
+
+def parse_attach_args(argv: Sequence[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="gputop-train attach",
+        description="Monitor a running job started by gputop-train (or hooked by its script).",
+    )
+    parser.add_argument("pid", type=int, help="the job's PID (torchrun's: all its ranks)")
+    _add_monitor_options(parser)
+    return parser.parse_args(argv)
+
+
+def _add_monitor_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--headless", action="store_true", help="no TUI: print a status line per interval"
     )
@@ -65,24 +94,9 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         help="seconds between TUI redraws (0.5 = 2 Hz; at least 0.1, the GPU sample rate)",
     )
     parser.add_argument(
-        "--schedule",
-        type=parse_schedule,
-        default=[],
-        metavar='"STEP:knob=value[;knob=value],..."',
-        help="knob changes applied at given step numbers, e.g. 100:num_workers=8,200:compile=true",
-    )
-    parser.add_argument(
         "--record", metavar="PATH", help="write the session recording here (.jsonl)"
     )
     parser.add_argument("--no-record", action="store_true", help="do not record the session")
-    parser.add_argument("target", nargs=argparse.REMAINDER, help="SCRIPT [ARGS...] or -- COMMAND")
-    args = parser.parse_args(argv)
-    args.raw_command = bool(args.target) and args.target[0] == "--"
-    if args.raw_command:
-        args.target = args.target[1:]
-    if not args.target:
-        parser.error("give a script to run (gputop-train train.py) or -- COMMAND")
-    return args
 
 
 def parse_schedule(text: str) -> list[tuple[int, dict[str, str]]]:
@@ -122,17 +136,46 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .sessions_cli import run_subcommand
 
         return run_subcommand(argv)
+    if argv and argv[0] == "attach":
+        return _attach(parse_attach_args(argv[1:]))
     args = parse_args(argv)
     try:
         command = build_command(args.target, args.raw_command)
     except LaunchError as error:
         print(f"gputop-train: {error}", file=sys.stderr)
         return 2
-    if args.headless or not sys.stdout.isatty():
-        if not args.headless:
-            print("gputop-train: stdout is not a terminal: running headless", file=sys.stderr)
-        return _run_headless(args, command)
-    return _run_tui(args, command)
+    session = Session(command=tuple(command))
+    files = _open_record(args, command, session)
+    if _headless(args):
+        launched = _launch(args, command, session, files, output=sys.stderr)
+        return 2 if launched is None else _run_headless(args, session, files, *launched)
+    with files.log.open("ab") as log_file:  # the job writes here: no pipe to break on quit
+        launched = _launch(args, command, session, files, output=log_file)
+    return 2 if launched is None else _run_tui(args, session, files, *launched, LogTail(files.log))
+
+
+def _attach(args: argparse.Namespace) -> int:
+    from .attach import AttachError, find_job
+
+    try:
+        job, command = find_job(args.pid)
+    except (AttachError, OSError) as error:
+        print(f"gputop-train: {error}", file=sys.stderr)
+        return 2
+    session = Session(command=tuple(command))
+    files = _open_record(args, command, session)
+    monitor = Monitor(session, job.pid)
+    monitor.start()
+    if _headless(args):
+        return _run_headless(args, session, files, job, monitor)
+    return _run_tui(args, session, files, job, monitor, None)
+
+
+def _headless(args: argparse.Namespace) -> bool:
+    if not args.headless and not sys.stdout.isatty():
+        print("gputop-train: stdout is not a terminal: running headless", file=sys.stderr)
+        return True
+    return bool(args.headless)
 
 
 def _open_record(args: argparse.Namespace, command: list[str], session: Session) -> SessionFiles:
@@ -178,28 +221,24 @@ def _say(text: str) -> None:
 
 def _launch(
     args: argparse.Namespace, command: list[str], session: Session, files: SessionFiles, output: Any
-) -> tuple[subprocess.Popen[bytes], Monitor] | None:
+) -> tuple[LaunchedJob, Monitor] | None:
     """Start the job and its monitor; None (having said why) when the job cannot start."""
     try:
-        job = start_job(command, stdout=output, stderr=output, schedule=args.schedule)
+        process = start_job(command, stdout=output, stderr=output, schedule=args.schedule)
     except LaunchError as error:
         _say(str(error))
         files.finish(session)
         return None
-    monitor = Monitor(session, job.pid)
+    monitor = Monitor(session, process.pid)
     monitor.start()
-    return job, monitor
+    return LaunchedJob(process), monitor
 
 
-def _run_headless(args: argparse.Namespace, command: list[str]) -> int:
+def _run_headless(
+    args: argparse.Namespace, session: Session, files: SessionFiles, job: Any, monitor: Monitor
+) -> int:
     from .headless import run_headless
 
-    session = Session(command=tuple(command))
-    files = _open_record(args, command, session)
-    launched = _launch(args, command, session, files, output=sys.stderr)
-    if launched is None:
-        return 2
-    job, monitor = launched
     snap = session.snapshot()
     if snap.nvml_error:
         _say(f"GPU figures are N/A: {snap.nvml_error}")
@@ -209,21 +248,22 @@ def _run_headless(args: argparse.Namespace, command: list[str]) -> int:
     return code
 
 
-def _run_tui(args: argparse.Namespace, command: list[str]) -> int:
+def _run_tui(
+    args: argparse.Namespace,
+    session: Session,
+    files: SessionFiles,
+    job: Any,
+    monitor: Monitor,
+    log: LogTail | None,
+) -> int:
+    """``log`` is the job's output file: ours when we launched it, none when attached."""
     from .tui.app import GputopApp
 
-    session = Session(command=tuple(command))
-    files = _open_record(args, command, session)
-    with files.log.open("ab") as log_file:  # the job writes here: no pipe to break on quit
-        launched = _launch(args, command, session, files, output=log_file)
-    if launched is None:
-        return 2
-    job, monitor = launched
-    job_watch = watch_job_end(job, monitor, LogTail(files.log))
+    job_watch = watch_job_end(job, monitor, log)
     app = GputopApp(
         session.snapshot,
         job_pid=job.pid,
-        log=LogTail(files.log),
+        log=LogTail(log.path) if log is not None else None,
         refresh_s=max(0.1, args.refresh),
         window_s=args.window,
         screenshot_dir=str(files.stem.parent),
@@ -234,18 +274,20 @@ def _run_tui(args: argparse.Namespace, command: list[str]) -> int:
     for signum in (signal.SIGHUP, signal.SIGTERM):
         signal.signal(signum, lambda signum, frame: app.exit("leave"))
     choice = app.run()
-    if choice == "leave" and job.poll() is None:
-        _say(f"job PID {job.pid} keeps running; its output goes to {files.log}")
-        code = 0
+    code = 0
+    if choice == "leave" and job.running():
+        where = f"; its output goes to {files.log}" if log is not None else ""
+        _say(f"job PID {job.pid} keeps running{where} (gputop-train attach {job.pid})")
     else:
-        if job.poll() is None:  # "stop", or the app ended some other way (a crash)
-            stop_job(job)
-        code = exit_status(job.wait())
+        if job.running():  # "stop", or the app ended some other way (a crash)
+            job.stop()
         # The watcher reads the job's last frames and records its end, while the monitor
         # still runs: only then is the session complete enough to summarise.
-        job_watch.join(timeout=5.0)
+        job_watch.join(timeout=20.0)
+        code = session.snapshot().job.exit_code or 0
     monitor.stop()
-    for path in [files.log, *files.finish(session)]:
+    written = files.finish(session)
+    for path in [files.log, *written] if log is not None else written:
         _say(f"wrote {path}")
     return code
 

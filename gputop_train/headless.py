@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
 import sys
 import threading
 from typing import Any, TextIO
@@ -12,7 +11,6 @@ from typing import Any, TextIO
 from . import format as fmt
 from .advise.mfu import efficiency
 from .advise.rules import findings
-from .launch import exit_status, signal_job
 from .monitor import Monitor
 from .report import headline_id, phase_dicts, status_fields
 from .session.model import Snapshot
@@ -90,8 +88,7 @@ def summary_text(snap: Snapshot) -> str:
     if len(snap.phases) > 1 or snap.knobs:
         lines.append("")
         lines.extend(phase_table(snap))
-    code = snap.job.exit_code
-    lines.append(f"  job exit code {code if code is not None else 'N/A (still running)'}")
+    lines.append(f"  job exit code {_exit_text(snap)}")
     return "\n".join(lines)
 
 
@@ -151,15 +148,24 @@ def write_status(snap: Snapshot, out: TextIO, as_json: bool) -> None:
     out.flush()
 
 
+def _exit_text(snap: Snapshot) -> str:
+    if snap.job.running:
+        return "N/A (still running)"
+    if snap.job.exit_code is None:
+        return "unknown (an attached monitor cannot read the exit code of another's process)"
+    return str(snap.job.exit_code)
+
+
 def run_headless(
-    job: subprocess.Popen[bytes],
+    job: Any,
     monitor: Monitor,
     interval_s: float,
     window_s: float,
     as_json: bool,
     out: TextIO = sys.stdout,
 ) -> int:
-    """Print a status per interval until the job ends; Ctrl+C is passed on to the job.
+    """Print a status per interval until the job ends. Ctrl+C is passed on to a job we
+    started; from a monitor attached by PID it detaches instead.
 
     SIGTERM or SIGHUP (an SSH drop) stop the monitor only: the job runs in its own
     session and carries on, ready for a later attach.
@@ -167,24 +173,28 @@ def run_headless(
     session = monitor.session
     detached = threading.Event()
     stop_waiting = threading.Event()
+    ended: list[int | None] = []
 
     def forward_interrupt(signum: int, frame: Any) -> None:
-        signal_job(job, signal.SIGINT)
+        job.interrupt()
 
     def detach(signum: int, frame: Any) -> None:
         detached.set()
         stop_waiting.set()
 
-    signal.signal(signal.SIGINT, forward_interrupt)
+    def wait_for_job() -> None:
+        ended.append(job.wait())
+        stop_waiting.set()
+
+    signal.signal(signal.SIGINT, forward_interrupt if job.owned else detach)
     signal.signal(signal.SIGTERM, detach)
     signal.signal(signal.SIGHUP, detach)
-    waiter = threading.Thread(target=lambda: (job.wait(), stop_waiting.set()), daemon=True)
-    waiter.start()
+    threading.Thread(target=wait_for_job, daemon=True).start()
     while not stop_waiting.wait(interval_s):
         write_status(session.snapshot(window_s), out, as_json)
-    if job.poll() is not None:
+    if ended:
         monitor.drain(DRAIN_S)
-        session.job_ended(exit_status(job.returncode))
+        session.job_ended(ended[0])
     monitor.stop()
     final = session.snapshot(window_s=session.clock() - session.started_at + 1.0, with_phases=True)
     if as_json:
@@ -198,7 +208,7 @@ def run_headless(
     else:
         out.write(summary_text(final) + "\n")
     out.flush()
-    if detached.is_set():
+    if not ended:
         print(f"gputop-train: monitor stopped; job PID {job.pid} keeps running", file=sys.stderr)
         return 0
-    return exit_status(job.returncode)
+    return ended[0] if ended[0] is not None else 0

@@ -107,14 +107,42 @@ def stop_job(job: subprocess.Popen[bytes]) -> None:
     job.wait()
 
 
-def watch_job_end(job: subprocess.Popen[bytes], monitor: Any, log: Any) -> threading.Thread:
+class LaunchedJob:
+    """A command we started: its process group (ranks, workers) is ours to signal, and its
+    exit code ours to read. ``attach.AttachedJob`` is the same face on a process found by PID."""
+
+    owned = True
+
+    def __init__(self, process: subprocess.Popen[bytes]) -> None:
+        self.process = process
+        self.pid = process.pid
+
+    def running(self) -> bool:
+        return self.process.poll() is None
+
+    def wait(self) -> int | None:
+        """Block until the job exits; its shell-style exit status."""
+        return exit_status(self.process.wait())
+
+    def interrupt(self) -> None:
+        """What Ctrl+C in the job's own terminal would do."""
+        signal_job(self.process, signal.SIGINT)
+
+    def stop(self) -> None:
+        stop_job(self.process)
+
+
+def watch_job_end(job: Any, monitor: Any, log: Any | None) -> threading.Thread:
     """In a thread: when the job exits, collect its last frames and mark the session."""
 
     def wait() -> None:
-        returncode = job.wait()
+        code = job.wait()
         monitor.drain(3.0)
-        log.read_new()
-        monitor.session.job_ended(exit_status(returncode), log.last(20))
+        tail: tuple[str, ...] = ()
+        if log is not None:
+            log.read_new()
+            tail = log.last(20)
+        monitor.session.job_ended(code, tail)
 
     thread = threading.Thread(target=wait, name="gputop-train-job", daemon=True)
     thread.start()

@@ -68,6 +68,9 @@ class Snapshot:
     gpu: stats.GpuStats
     procs: stats.ProcStats
     latest_gpus: tuple[GpuSample, ...]
+    # Per GPU (as in latest_gpus): NVML utilization averaged over the last second. One 10 Hz
+    # reading swings between 0 and 100% on a GPU that waits for data in bursts.
+    recent_util_pct: tuple[float | None, ...]
     processes: tuple[ProcSample, ...]
     notices: tuple[str, ...]
     dropped_frames: int
@@ -261,7 +264,8 @@ class Session:
         with self._lock:
             self._dropped_frames += frames
 
-    def job_ended(self, exit_code: int, stderr_tail: tuple[str, ...] = ()) -> None:
+    def job_ended(self, exit_code: int | None, stderr_tail: tuple[str, ...] = ()) -> None:
+        """``exit_code`` is None when it cannot be known (a process we attached to)."""
         self._tell("job_ended", exit_code=exit_code, stderr_tail=list(stderr_tail))
         with self._lock:
             self._job = JobState(running=False, exit_code=exit_code, stderr_tail=stderr_tail)
@@ -332,6 +336,7 @@ class Session:
                 gpu=observation.gpu,
                 procs=stats.proc_stats(processes),
                 latest_gpus=self._gpu[-1] if self._gpu else (),
+                recent_util_pct=_mean_util_per_gpu(_tail_since_ticks(self._gpu, now - 1.0)),
                 processes=processes,
                 notices=tuple(self._notices),
                 dropped_frames=self._dropped_frames,
@@ -396,6 +401,17 @@ class Session:
             flops_per_sample=per_sample,
             precision=precision,
         )
+
+
+def _mean_util_per_gpu(ticks: list[tuple[GpuSample, ...]]) -> tuple[float | None, ...]:
+    if not ticks:
+        return ()
+    per_gpu = zip(*(tick for tick in ticks if len(tick) == len(ticks[-1])), strict=True)
+    means = []
+    for samples in per_gpu:
+        known = [g.util_pct for g in samples if g.util_pct is not None]
+        means.append(sum(known) / len(known) if known else None)
+    return tuple(means)
 
 
 def _gpu_record(sample: GpuSample) -> dict[str, Any]:

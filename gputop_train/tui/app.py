@@ -284,6 +284,8 @@ class GputopApp(App[str]):
             code = snap.job.exit_code
             if code == 0:
                 self.notify("The job finished (exit 0). Press q to leave.", timeout=10)
+            elif code is None:
+                self.notify("The job ended (attached: its exit code is its parent's to read).")
             else:
                 tail = "\n".join(snap.job.stderr_tail[-5:])
                 self.notify(f"The job failed: exit {code}\n{tail}", severity="error", timeout=30)

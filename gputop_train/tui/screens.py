@@ -52,7 +52,8 @@ class QuitScreen(ModalScreen[str]):
             yield Static(
                 f"The job (PID {self.pid}) is still running.\n"
                 "[b]s[/b] stop it (Ctrl+C, then SIGTERM)   "
-                "[b]l[/b] leave it running   [b]esc[/b] cancel"
+                "[b]l[/b] leave it running   [b]esc[/b] cancel\n"
+                f"A job left running can be watched again: gputop-train attach {self.pid}"
             )
             with Horizontal():
                 yield Button("Stop job", id="stop", variant="error")

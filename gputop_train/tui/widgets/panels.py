@@ -34,6 +34,8 @@ def header(
         state = Text("running", style="green")
     elif snap.job.exit_code == 0:
         state = Text("exited 0", style="bold")
+    elif snap.job.exit_code is None:
+        state = Text("ended", style="bold")
     else:
         state = Text(f"failed: exit {snap.job.exit_code}", style="bold red")
     text = Text.assemble(
@@ -104,18 +106,19 @@ def gpu_panel(snap: Snapshot) -> Text:
         return text
     if not snap.latest_gpus:
         return Text("GPU (NVML)\n waiting for the first sample…", style="dim")
-    for gpu in snap.latest_gpus:
-        text.append_text(_one_gpu(gpu))
+    recent = snap.recent_util_pct
+    for index, gpu in enumerate(snap.latest_gpus):
+        util_pct = recent[index] if index < len(recent) else gpu.util_pct
+        text.append_text(_one_gpu(gpu, util_pct))
     return text
 
 
-def _one_gpu(gpu: GpuSample) -> Text:
+def _one_gpu(gpu: GpuSample, util_pct: float | None) -> Text:
     text = Text()
     text.append(f"GPU{gpu.index} {gpu.name or ''}\n", style="bold")
-    util = None if gpu.util_pct is None else gpu.util_pct / 100
     text.append(" util ", style="dim")
-    text.append_text(bar(util))
-    text.append(f" {fmt.pct(gpu.util_pct):>4}\n")
+    text.append_text(bar(None if util_pct is None else util_pct / 100))
+    text.append(f" {fmt.pct(util_pct):>4}\n")
     text.append(" GPM  SM ", style="dim")
     text.append(fmt.pct(gpu.sm_active_pct))
     text.append("  tensor ", style="dim")

@@ -1,0 +1,99 @@
+"""``gputop-train attach PID``: find a running job whose hook listens, and face it like a launch.
+
+A job started by gputop-train outlives its monitor ("leave it running", an SSH drop); its hook
+keeps listening on a socket named after its PID, with a ring of recent steps and its knob
+history. Attaching connects a new monitor to it. The process is not our child: it is signalled
+alone (never its group), and its exit code cannot be read.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import getpass
+import os
+import signal
+import time
+from typing import Any
+
+from . import wire
+
+# How long the job gets to finish after SIGINT, then after SIGTERM, before SIGKILL.
+STOP_GRACE_S = (10.0, 5.0)
+# A process that is not our child cannot be waited for: its state is polled.
+POLL_S = 0.25
+
+
+class AttachError(RuntimeError):
+    """Nothing to attach to; the message says why and what to do."""
+
+
+class AttachedJob:
+    """A running process found by PID, with ``launch.LaunchedJob``'s interface."""
+
+    owned = False
+
+    def __init__(self, process: Any) -> None:
+        self.process = process
+        self.pid: int = process.pid
+
+    def running(self) -> bool:
+        with contextlib.suppress(Exception):
+            return self.process.is_running() and self.process.status() != "zombie"
+        return False
+
+    def wait(self) -> int | None:
+        """Block until the process ends (a zombie has ended: its parent has yet to reap it).
+        None: only the parent can read the exit code."""
+        while self.running():
+            time.sleep(POLL_S)
+        return None
+
+    def interrupt(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGINT)
+
+    def stop(self) -> None:
+        """SIGINT (as Ctrl+C), then SIGTERM, then SIGKILL, to this process alone."""
+        for signum, grace_s in zip((signal.SIGINT, signal.SIGTERM), STOP_GRACE_S, strict=True):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signum)
+            deadline = time.monotonic() + grace_s
+            while self.running() and time.monotonic() < deadline:
+                time.sleep(POLL_S)
+            if not self.running():
+                return
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGKILL)
+
+
+def find_job(pid: int, psutil_module: Any = None) -> tuple[AttachedJob, list[str]]:
+    """The process and its command line, if it (or a child: torchrun's ranks) is hooked."""
+    if psutil_module is None:
+        import psutil as psutil_module
+    try:
+        process = psutil_module.Process(pid)
+        command = process.cmdline() or [process.name()]
+    except psutil_module.NoSuchProcess:
+        raise AttachError(f"no process with PID {pid} (is it still running? see ps)") from None
+    except psutil_module.AccessDenied:
+        raise AttachError(f"PID {pid} belongs to another user: attach as that user") from None
+    directory = wire.runtime_dir(create=False)
+    tree = [process]
+    with contextlib.suppress(psutil_module.Error):
+        tree += process.children(recursive=True)
+    if any(wire.socket_path(p.pid, directory).exists() for p in tree):
+        return AttachedJob(process), command
+    owner = None
+    with contextlib.suppress(psutil_module.Error):
+        owner = process.username()
+    if owner is not None and owner != getpass.getuser():
+        raise AttachError(
+            f"PID {pid} ({command[0]}) belongs to {owner}: its hook's socket is in that "
+            f"user's private directory; run gputop-train attach as {owner}"
+        )
+    raise AttachError(
+        f"PID {pid} ({' '.join(command)[:80]}) is not listening for gputop-train: no hook "
+        f"socket in {directory} for it or its children. Start the job with gputop-train, or "
+        f"call gputop_train.hook.install() in the script; a hooked job opens its socket at its "
+        f"first optimizer step"
+    )

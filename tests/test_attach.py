@@ -1,0 +1,112 @@
+"""``gputop-train attach PID``: a new monitor on a job that outlived its first one."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gputop_train.launch import hook_environment
+from tests.conftest import REPO, SCENARIOS
+
+pytest.importorskip("torch")
+
+
+def start_hooked(scenario: str, *params: str, tmp_path: Path) -> subprocess.Popen[bytes]:
+    """A job as gputop-train leaves it after "leave it running": hooked, no monitor."""
+    log = (tmp_path / "job.log").open("wb")
+    return subprocess.Popen(
+        [sys.executable, str(SCENARIOS), scenario, *params],
+        env=hook_environment(os.environ),
+        stdout=log,
+        stderr=log,
+        cwd=REPO,
+        start_new_session=True,
+    )
+
+
+@pytest.fixture
+def running_job(tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
+    job = start_hooked("forever", tmp_path=tmp_path)
+    yield job
+    if job.poll() is None:
+        job.kill()
+    job.wait()
+
+
+def attach(*args: str, wait_s: float | None = None) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "gputop_train", "attach", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+    )
+
+
+def wait_for_socket(pid: int, timeout_s: float = 30.0) -> None:
+    from gputop_train import wire
+
+    deadline = time.monotonic() + timeout_s
+    while not wire.socket_path(pid, wire.runtime_dir(create=False)).exists():
+        assert time.monotonic() < deadline, "the job never opened its hook socket"
+        time.sleep(0.1)
+
+
+def test_ctrl_c_detaches_and_leaves_the_job_running(
+    running_job: subprocess.Popen[bytes], tmp_path: Path
+) -> None:
+    wait_for_socket(running_job.pid)
+    recording = tmp_path / "attached.jsonl"
+    monitor = attach(
+        str(running_job.pid), "--headless", "--format", "json", "--interval", "0.5",
+        "--record", str(recording),
+    )  # fmt: skip
+    time.sleep(4.0)
+    monitor.send_signal(signal.SIGINT)  # Ctrl+C: for an attached monitor, detach
+    out, err = monitor.communicate(timeout=30)
+    assert monitor.returncode == 0, err
+    assert running_job.poll() is None  # the job was not touched
+    assert f"job PID {running_job.pid} keeps running" in err
+    statuses = [json.loads(line) for line in out.splitlines()]
+    assert any(s.get("samples_per_s") for s in statuses if s["type"] == "status")
+    assert statuses[-1]["type"] == "summary" and statuses[-1]["total_steps"] > 0
+    assert recording.exists() and Path(f"{recording.with_suffix('')}.summary.md").exists()
+
+
+def test_the_job_ending_ends_the_attached_monitor(tmp_path: Path) -> None:
+    job = start_hooked("late_monitor", "steps=20", "idle_s=6", tmp_path=tmp_path)
+    wait_for_socket(job.pid)
+    monitor = attach(str(job.pid), "--headless", "--format", "json", "--no-record")
+    out, err = monitor.communicate(timeout=60)
+    job.wait()
+    summary = json.loads(out.splitlines()[-1])
+    assert monitor.returncode == 0, err
+    assert summary["total_steps"] == 20  # the ring's backlog: steps from before the attach
+    assert summary["job_running"] is False and summary["exit_code"] is None  # not our child
+
+
+def test_a_pid_that_does_not_exist_is_refused_with_the_reason() -> None:
+    missing = 2**22 + 12345  # above the default pid_max
+    result = attach(str(missing))
+    _, err = result.communicate(timeout=30)
+    assert result.returncode == 2 and f"no process with PID {missing}" in err
+
+
+def test_a_process_without_the_hook_is_refused_with_what_to_do() -> None:
+    plain = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        result = attach(str(plain.pid))
+        _, err = result.communicate(timeout=30)
+    finally:
+        plain.kill()
+        plain.wait()
+    assert result.returncode == 2
+    assert "not listening for gputop-train" in err and "gputop_train.hook.install()" in err
