@@ -77,3 +77,15 @@ def test_snapshot_windows_recent_steps_and_ignores_resent_backlog() -> None:
     assert snap.total_steps == 9
     assert snap.steps.steps == 4  # steps ending in the last 5 s: t = 1996..1999
     assert session.add_step_rows(11, [["bad"], [10, 1.0, -5.0] + [None] * 7]) == 2
+
+
+def test_the_gpu_panel_reads_utilization_over_the_last_second() -> None:
+    # On the H100 at rung 4 one 10 Hz NVML reading said 0% while SM activity was 75%.
+    clock = [1000.0]
+    session = Session(clock=lambda: clock[0])
+    for i, util in enumerate([90.0] * 9 + [0.0]):
+        clock[0] = 1000.0 + i * 0.1
+        session.add_gpu_samples((GpuSample(0, clock[0], util_pct=util),))
+    snap = session.snapshot()
+    assert snap.latest_gpus[0].util_pct == 0.0
+    assert snap.recent_util_pct == pytest.approx((81.0,))
