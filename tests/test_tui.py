@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from rich.text import Text
 from textual.widgets import RichLog, Static, TabbedContent
 
 from gputop_train.collect.fake import FakeGpu, FakeNvml, FakeProcess, FakePsutil
@@ -210,3 +211,18 @@ def test_ranks_and_gpus_of_a_torchrun_job_are_named() -> None:
         ["702", "rank", "1"],
         ["700", "launcher", "pt_elastic"],
     ]
+
+
+async def test_a_finding_that_wraps_onto_more_lines_gets_the_room() -> None:
+    # Seen on the H100: a longer action wrapped onto a second line and pushed the evidence
+    # out of a panel sized for the previous text (same number of newlines, more rows).
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.paused = True  # no refresh replaces the texts under test
+        findings = app.query_one("#findings", Static)
+        app._show("#findings", Text("▶ short\n  evidence"))
+        await pilot.pause()
+        before = findings.size.height
+        app._show("#findings", Text("▶ " + "a much longer action " * 6 + "\n  evidence"))
+        await pilot.pause()
+        assert findings.size.height > before

@@ -90,6 +90,7 @@ class GputopApp(App[str]):
         self._job_pid = job_pid
         self._shown_notices: tuple[str, ...] = ()
         self._shown: dict[str, Text] = {}
+        self._heights: dict[str, int] = {}
         self._log = log
         self._refresh_s = refresh_s
         self._window_s = window_s
@@ -233,13 +234,16 @@ class GputopApp(App[str]):
         self.refresh_data()
 
     def _show(self, selector: str, text: Text) -> None:
-        """Update a panel only when its text changed, and re-layout only when its height did."""
-        previous = self._shown.get(selector)
-        if previous == text:
+        """Update a panel only when its text changed, and re-layout only when its height did
+        (wrapped lines count: a longer finding wraps onto a line the panel must make room for)."""
+        if self._shown.get(selector) == text:
             return
         self._shown[selector] = text
-        same_height = previous is not None and previous.plain.count("\n") == text.plain.count("\n")
-        self.query_one(selector, Static).update(text, layout=not same_height)
+        widget = self.query_one(selector, Static)
+        height = len(text.wrap(self.console, max(1, widget.content_size.width)))
+        same_height = self._heights.get(selector) == height
+        self._heights[selector] = height
+        widget.update(text, layout=not same_height)
 
     def _apply_charts(self, snap: Snapshot) -> None:
         charts = snap.charts
@@ -348,6 +352,7 @@ class GputopApp(App[str]):
         self.set_focus(None)
         self.query_one(TabbedContent).active = tab
         self._shown.clear()  # hidden panels were not kept current
+        self._heights.clear()
         self.refresh_data()
         if tab == "knobs":
             self.query_one("#knob-list", OptionList).focus()
