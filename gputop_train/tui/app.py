@@ -240,7 +240,10 @@ class GputopApp(App[str]):
             return
         self._shown[selector] = text
         widget = self.query_one(selector, Static)
-        height = len(text.wrap(self.console, max(1, widget.content_size.width)))
+        width = max(1, widget.content_size.width)
+        lines = text.plain.split("\n")
+        wraps = not text.no_wrap and any(len(line) > width for line in lines)
+        height = len(text.wrap(self.console, width)) if wraps else len(lines)
         same_height = self._heights.get(selector) == height
         self._heights[selector] = height
         widget.update(text, layout=not same_height)
