@@ -14,7 +14,7 @@ from typing import Any
 
 from . import __version__
 from .joblog import LogTail
-from .launch import LaunchedJob, LaunchError, build_command, start_job, watch_job_end
+from .launch import Job, LaunchedJob, LaunchError, build_command, start_job, watch_job_end
 from .monitor import Monitor
 from .record.paths import new_session_stem
 from .record.recorder import Recorder
@@ -235,7 +235,7 @@ def _launch(
 
 
 def _run_headless(
-    args: argparse.Namespace, session: Session, files: SessionFiles, job: Any, monitor: Monitor
+    args: argparse.Namespace, session: Session, files: SessionFiles, job: Job, monitor: Monitor
 ) -> int:
     from .headless import run_headless
 
@@ -252,7 +252,7 @@ def _run_tui(
     args: argparse.Namespace,
     session: Session,
     files: SessionFiles,
-    job: Any,
+    job: Job,
     monitor: Monitor,
     log: LogTail | None,
 ) -> int:

@@ -11,6 +11,7 @@ from typing import Any, TextIO
 from . import format as fmt
 from .advise.mfu import efficiency
 from .advise.rules import findings
+from .launch import Job
 from .monitor import Monitor
 from .report import headline_id, phase_dicts, status_fields
 from .session.model import Snapshot
@@ -157,7 +158,7 @@ def _exit_text(snap: Snapshot) -> str:
 
 
 def run_headless(
-    job: Any,
+    job: Job,
     monitor: Monitor,
     interval_s: float,
     window_s: float,

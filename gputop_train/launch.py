@@ -11,7 +11,7 @@ import sys
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 from . import wire
 from .hook.agent import MONITOR_PID_ENV
@@ -107,6 +107,22 @@ def stop_job(job: subprocess.Popen[bytes]) -> None:
     job.wait()
 
 
+class Job(Protocol):
+    """What the front ends need of a job, launched (``LaunchedJob``) or attached
+    (``attach.AttachedJob``)."""
+
+    pid: int
+    owned: bool  # started by us: Ctrl+C is passed on, and the exit code is known
+
+    def running(self) -> bool: ...
+
+    def wait(self) -> int | None: ...
+
+    def interrupt(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+
 class LaunchedJob:
     """A command we started: its process group (ranks, workers) is ours to signal, and its
     exit code ours to read. ``attach.AttachedJob`` is the same face on a process found by PID."""
@@ -132,7 +148,7 @@ class LaunchedJob:
         stop_job(self.process)
 
 
-def watch_job_end(job: Any, monitor: Any, log: Any | None) -> threading.Thread:
+def watch_job_end(job: Job, monitor: Any, log: Any | None) -> threading.Thread:
     """In a thread: when the job exits, collect its last frames and mark the session."""
 
     def wait() -> None:
