@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from . import __version__
+from . import __version__, wire
 from .joblog import LogTail
 from .launch import Job, LaunchedJob, LaunchError, build_command, start_job, watch_job_end
 from .monitor import Monitor
@@ -159,7 +159,7 @@ def _attach(args: argparse.Namespace) -> int:
 
     try:
         job, command = find_job(args.pid)
-    except (AttachError, OSError) as error:
+    except (AttachError, wire.UnsafeRuntimeDir, OSError) as error:
         print(f"gputop-train: {error}", file=sys.stderr)
         return 2
     session = Session(command=tuple(command))

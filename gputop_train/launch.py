@@ -65,9 +65,13 @@ def start_job(
 ) -> subprocess.Popen[bytes]:
     """Start the job in a new session: a hang-up of our terminal does not reach it."""
     try:
+        env = hook_environment(os.environ, schedule)
+    except wire.UnsafeRuntimeDir as error:
+        raise LaunchError(f"the hook's socket directory is not private: {error}") from error
+    try:
         return subprocess.Popen(
             list(command),
-            env=hook_environment(os.environ, schedule),
+            env=env,
             stdin=subprocess.DEVNULL,
             stdout=stdout,
             stderr=stderr,

@@ -201,3 +201,14 @@ def test_torchrun_ranks_are_each_hooked_and_their_samples_add_up(tmp_path: Path)
     # samples/s counts both ranks: twice one rank's batches per second.
     one_rank = 8 * summary["steps_per_s"]
     assert summary["samples_per_s"] == pytest.approx(2 * one_rank, rel=0.2)
+
+
+def test_a_socket_directory_open_to_others_is_refused_with_the_fix(tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o777)
+    shared.chmod(0o777)
+    env = {**os.environ, "GPUTOP_TRAIN_RUNTIME_DIR": str(shared)}
+    for args in (("--headless", str(SCENARIOS), "sleepy"), ("attach", str(os.getpid()))):
+        result = gputop(*args, env=env)
+        assert result.returncode == 2, args
+        assert f"chmod 700 {shared}" in result.stderr and "Traceback" not in result.stderr
