@@ -16,9 +16,8 @@ import time
 from typing import Any
 
 from . import wire
+from .launch import STOP_GRACE_S
 
-# How long the job gets to finish after SIGINT, then after SIGTERM, before SIGKILL.
-STOP_GRACE_S = (10.0, 5.0)
 # A process that is not our child cannot be waited for: its state is polled.
 POLL_S = 0.25
 

@@ -172,7 +172,6 @@ def run_headless(
     session and carries on, ready for a later attach.
     """
     session = monitor.session
-    detached = threading.Event()
     stop_waiting = threading.Event()
     ended: list[int | None] = []
 
@@ -180,7 +179,6 @@ def run_headless(
         job.interrupt()
 
     def detach(signum: int, frame: Any) -> None:
-        detached.set()
         stop_waiting.set()
 
     def wait_for_job() -> None:

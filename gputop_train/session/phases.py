@@ -164,6 +164,7 @@ def _row(
     ranks = [s for s in other_ranks if window and window[0] < s.t <= window[1]]
     figures = stats.step_stats(measured + ranks, primary_pid)
     in_window = _ticks_between(gpu_ticks, window) if window else []
+    gpu = stats.gpu_stats(in_window)
     warmup_s = sum(s.step_ms for s in warmup if s.step_ms) / 1000.0 if warmup else None
     samples_per_s = figures.samples_per_s
     baseline = baseline or samples_per_s  # the first phase with a throughput is 1.00x
@@ -175,8 +176,8 @@ def _row(
         samples_per_s=samples_per_s,
         step_ms_p50=figures.step_ms_p50,
         data_wait_pct=figures.data_wait_pct,
-        gpu_util_pct=stats.gpu_stats(in_window).util_pct,
-        tensor_active_pct=stats.gpu_stats(in_window).tensor_active_pct,
+        gpu_util_pct=gpu.util_pct,
+        tensor_active_pct=gpu.tensor_active_pct,
         peak_mem_bytes=_peak_memory(in_window, measured),
         speedup=samples_per_s / baseline if baseline and samples_per_s else None,
         observation=observe(measured, in_window, *window) if observe and window else None,
