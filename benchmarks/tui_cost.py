@@ -121,10 +121,15 @@ def main() -> None:
     parser.add_argument(
         "--rounds", type=int, default=1, help="run the modes this many times, alternating"
     )
+    parser.add_argument(
+        "--script",
+        default="demos/resnet.py",
+        help="the training script (a GPU-less box can use tests/scenarios/loops.py sleepy ...)",
+    )
     parser.add_argument("demo_args", nargs=argparse.REMAINDER)
     args = parser.parse_args()
     columns, rows = (int(v) for v in args.size.split("x"))
-    demo = ["demos/resnet.py", *[a for a in args.demo_args if a != "--"]]
+    demo = [args.script, *[a for a in args.demo_args if a != "--"]]
     runs: dict[str, list[dict[str, float]]] = {}
     for _ in range(args.rounds):
         for mode in args.modes.split(","):

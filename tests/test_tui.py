@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from rich.text import Text
-from textual.widgets import RichLog, Static, TabbedContent
+from textual.widgets import RichLog, TabbedContent
 
 from gputop_train.collect.fake import FakeGpu, FakeNvml, FakeProcess, FakePsutil
 from gputop_train.collect.nvml import NvmlSampler
@@ -18,6 +18,7 @@ from gputop_train.tui.app import GputopApp
 from gputop_train.tui.knob_edit import KnobEditScreen
 from gputop_train.tui.screens import HelpScreen, QuitScreen
 from gputop_train.tui.widgets import panels
+from gputop_train.tui.widgets.live_text import LiveText
 from tests.tui_data import JOB_PID, scripted_recording, scripted_session
 
 
@@ -33,7 +34,7 @@ def make_app(with_gpu: bool = True, requests: list | None = None) -> GputopApp:
 
 
 def text_of(app: GputopApp, selector: str) -> str:
-    return str(app.query_one(selector, Static).render())
+    return app.query_one(selector, LiveText).text.plain
 
 
 async def test_number_keys_switch_tabs() -> None:
@@ -219,7 +220,7 @@ async def test_a_finding_that_wraps_onto_more_lines_gets_the_room() -> None:
     app = make_app()
     async with app.run_test(size=(80, 24)) as pilot:
         app.paused = True  # no refresh replaces the texts under test
-        findings = app.query_one("#findings", Static)
+        findings = app.query_one("#findings", LiveText)
         app._show("#findings", Text("▶ short\n  evidence"))
         await pilot.pause()
         before = findings.size.height

@@ -25,6 +25,7 @@ from .knob_edit import KnobEditScreen
 from .screens import HelpScreen, QuitScreen
 from .widgets import panels
 from .widgets.chart import BrailleChart
+from .widgets.live_text import LiveText
 
 CHART_WINDOWS_S = (60.0, 300.0, 1800.0)
 # One bucket per second at the 1-minute window: charts move once a second.
@@ -89,8 +90,6 @@ class GputopApp(App[str]):
         self._source = source
         self._job_pid = job_pid
         self._shown_notices: tuple[str, ...] = ()
-        self._shown: dict[str, Text] = {}
-        self._heights: dict[str, int] = {}
         self._log = log
         self._refresh_s = refresh_s
         self._window_s = window_s
@@ -107,22 +106,22 @@ class GputopApp(App[str]):
         self.last_snapshot: Snapshot | None = None
 
     def compose(self) -> ComposeResult:
-        yield Static(id="header")
+        yield LiveText(id="header")
         with TabbedContent(initial="overview"):
             with TabPane("1 Overview", id="overview"):
                 with Horizontal(id="top"):
-                    yield Static(id="steps")
-                    yield Static(id="gpus")
-                yield Static(id="findings")
+                    yield LiveText(id="steps")
+                    yield LiveText(id="gpus")
+                yield LiveText(id="findings")
                 with Grid(id="charts"):
                     yield BrailleChart("samples/s", "cyan", id="chart-throughput")
                     yield BrailleChart("step ms", "blue", under_color="red", id="chart-step")
                     yield BrailleChart("GPU %", "green", under_color="magenta", id="chart-util")
                     yield BrailleChart("GPU mem", "yellow", id="chart-mem")
                 with VerticalScroll(id="overview-procs"):
-                    yield Static(id="overview-procs-text")
+                    yield LiveText(id="overview-procs-text")
             with TabPane("2 Processes", id="processes"), VerticalScroll(id="procs"):
-                yield Static(id="procs-text")
+                yield LiveText(id="procs-text")
             with TabPane("3 Log", id="log"):
                 yield RichLog(id="joblog", max_lines=2000, wrap=False, markup=False)
             with TabPane("4 Knobs", id="knobs"):
@@ -133,7 +132,7 @@ class GputopApp(App[str]):
                 )
                 yield OptionList(id="knob-list")
                 with VerticalScroll(id="phases"):
-                    yield Static(id="phases-text")
+                    yield LiveText(id="phases-text")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -234,19 +233,7 @@ class GputopApp(App[str]):
         self.refresh_data()
 
     def _show(self, selector: str, text: Text) -> None:
-        """Update a panel only when its text changed, and re-layout only when its height did
-        (wrapped lines count: a longer finding wraps onto a line the panel must make room for)."""
-        if self._shown.get(selector) == text:
-            return
-        self._shown[selector] = text
-        widget = self.query_one(selector, Static)
-        width = max(1, widget.content_size.width)
-        lines = text.plain.split("\n")
-        wraps = not text.no_wrap and any(len(line) > width for line in lines)
-        height = len(text.wrap(self.console, width)) if wraps else len(lines)
-        same_height = self._heights.get(selector) == height
-        self._heights[selector] = height
-        widget.update(text, layout=not same_height)
+        self.query_one(selector, LiveText).show(text)
 
     def _apply_charts(self, snap: Snapshot) -> None:
         charts = snap.charts
@@ -342,7 +329,7 @@ class GputopApp(App[str]):
             header = panels.header(
                 self.last_snapshot, pid, self.paused, window, self._replay_status()
             )
-            self.query_one("#header", Static).update(header)
+            self._show("#header", header)
 
     def action_cycle_window(self) -> None:
         self._chart_window_index = (self._chart_window_index + 1) % len(CHART_WINDOWS_S)
@@ -354,8 +341,6 @@ class GputopApp(App[str]):
         # Drop the focus first: a focused widget left in the old pane would pull it back.
         self.set_focus(None)
         self.query_one(TabbedContent).active = tab
-        self._shown.clear()  # hidden panels were not kept current
-        self._heights.clear()
         self.refresh_data()
         if tab == "knobs":
             self.query_one("#knob-list", OptionList).focus()

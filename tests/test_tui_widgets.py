@@ -1,0 +1,111 @@
+"""The dashboard's own widgets: what they draw, and that a tick repaints only what changed."""
+
+from __future__ import annotations
+
+import random
+
+from rich.text import Text
+from textual.app import App, ComposeResult
+
+from gputop_train.tui.widgets.chart import braille_rows
+from gputop_train.tui.widgets.live_text import LiveText
+
+_DOTS = ((0x01, 0x02, 0x04, 0x40), (0x08, 0x10, 0x20, 0x80))
+
+
+def braille_by_dots(values: list[float | None], top: float, width: int, height: int) -> list[str]:
+    """The chart's definition, dot by dot: each point fills its dot column up to its level."""
+    if not values or width <= 0 or height <= 0:
+        return [" " * max(width, 0)] * max(height, 0)
+    cells = [[0] * width for _ in range(height)]
+    dots_high = 4 * height
+    step = len(values) / (2 * width)  # resampled as the chart does
+    for x in range(2 * width):
+        value = values[min(len(values) - 1, int(x * step))]
+        if value is None or value <= 0 or top <= 0:
+            continue
+        top_dot = dots_high - 1 - round(min(1.0, value / top) * (dots_high - 1))
+        for y in range(top_dot, dots_high):
+            cells[y // 4][x // 2] |= _DOTS[x % 2][y % 4]
+    return ["".join(chr(0x2800 + c) if c else " " for c in row) for row in cells]
+
+
+def test_braille_rows_match_the_dot_by_dot_definition() -> None:
+    rng = random.Random(7)
+    for _ in range(2000):
+        values = [
+            None if rng.random() < 0.1 else rng.uniform(-5, 130) for _ in range(rng.randint(0, 130))
+        ]
+        top = rng.choice([100.0, 50.0, 1e-9, 0.0, -1.0])
+        width, height = rng.randint(0, 40), rng.randint(0, 10)
+        assert braille_rows(values, top, width, height) == braille_by_dots(
+            values, top, width, height
+        )
+
+
+def test_a_full_scale_value_fills_its_column_and_zero_leaves_it_blank() -> None:
+    rows = braille_rows([100.0, 0.0], 100.0, 2, 2)
+    assert rows == ["⣿ ", "⣿ "]
+
+
+class CountingText(LiveText):
+    """Records which lines Textual asked it to draw."""
+
+    drawn: list[int]
+
+    def render_line(self, y: int):  # type: ignore[no-untyped-def]
+        self.drawn.append(y)
+        return super().render_line(y)
+
+
+class OnePanel(App[None]):
+    CSS = "LiveText { width: 30; }"
+
+    def compose(self) -> ComposeResult:
+        panel = CountingText(id="panel")
+        panel.drawn = []
+        yield panel
+
+
+async def test_live_text_repaints_only_the_lines_that_changed() -> None:
+    app = OnePanel()
+    async with app.run_test(size=(40, 10)) as pilot:
+        panel = app.query_one(CountingText)
+        panel.show(Text("samples/s 100\nstep p50 20 ms\ndata-wait 5%"))
+        await pilot.pause()
+        assert panel.size.height == 3
+        panel.drawn.clear()
+        panel.show(Text("samples/s 100\nstep p50 21 ms\ndata-wait 5%"))
+        await pilot.pause()
+        assert panel.drawn == [1]
+        lines = [panel.render_line(y).text for y in range(3)]
+        assert [line.rstrip() for line in lines] == [
+            "samples/s 100",
+            "step p50 21 ms",
+            "data-wait 5%",
+        ]
+
+
+async def test_live_text_grows_when_its_text_wraps_onto_more_lines() -> None:
+    app = OnePanel()
+    async with app.run_test(size=(40, 10)) as pilot:
+        panel = app.query_one(LiveText)
+        panel.show(Text("▶ short\n  evidence"))
+        await pilot.pause()
+        assert panel.size.height == 2
+        panel.show(Text("▶ " + "a longer action " * 3 + "\n  evidence"))
+        await pilot.pause()
+        assert panel.size.height == 3  # same newlines, one more wrapped row
+        assert panel.text.plain.endswith("evidence")
+
+
+async def test_live_text_cuts_a_no_wrap_line_with_an_ellipsis() -> None:
+    app = OnePanel()
+    async with app.run_test(size=(40, 10)) as pilot:
+        panel = app.query_one(LiveText)
+        header = Text("gputop-train │ running │ " + "python train.py " * 4)
+        header.no_wrap, header.overflow = True, "ellipsis"
+        panel.show(header)
+        await pilot.pause()
+        assert panel.size.height == 1
+        assert panel.render_line(0).text == header.plain[:29] + "…"
