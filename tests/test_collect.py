@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import time
+
+import psutil as real_psutil
 import pytest
 
 from gputop_train.collect.fake import FakeGpu, FakeNvml, FakeProcess, FakePsutil
 from gputop_train.collect.nvml import NvmlSampler, NvmlUnavailable
-from gputop_train.collect.procs import ProcessSampler
+from gputop_train.collect.procs import ProcessSampler, procfs_children_supported
 
 
 class Clock:
@@ -127,3 +133,27 @@ def test_vanished_and_forbidden_processes_do_not_stop_sampling() -> None:
     assert pids[103].cpu_pct is None  # N/A, not 0
     del psutil.processes[100]
     assert sampler.sample() == ()  # the whole job is gone
+
+
+@pytest.mark.skipif(not procfs_children_supported(), reason="no /proc/PID/task/*/children")
+def test_the_proc_children_files_find_the_same_tree_as_psutil() -> None:
+    # A child that starts a grandchild: the tree walk must reach both, as psutil's does.
+    code = (
+        "import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', "
+        "'import time; time.sleep(30)']); time.sleep(30)"
+    )
+    child = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        deadline = time.monotonic() + 10
+        while len(real_psutil.Process(child.pid).children()) < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        by_proc = {p.pid for p in ProcessSampler(os.getpid()).sample()}
+        by_psutil = {p.pid for p in ProcessSampler(os.getpid(), psutil_module=real_psutil).sample()}
+        grandchild = real_psutil.Process(child.pid).children()[0].pid
+        assert {os.getpid(), child.pid, grandchild} <= by_proc
+        assert by_proc == by_psutil
+    finally:
+        for process in real_psutil.Process(child.pid).children(recursive=True):
+            process.kill()
+        child.kill()
+        child.wait()

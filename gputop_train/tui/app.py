@@ -32,6 +32,10 @@ CHART_WINDOWS_S = (60.0, 300.0, 1800.0)
 CHART_POINTS = 60
 # 2 Hz is the issue's default: fresh enough to watch a step-time change, cheap over SSH.
 DEFAULT_REFRESH_S = 0.5
+# Processes are sampled, chart buckets close and the header's clock moves once a second: the
+# panels of that data are redrawn together in one frame a second, not in whichever tick each
+# happens to change in (every frame costs the compositor a pass over the screen).
+SLOW_PANELS_S = 1.0
 
 
 class SnapshotSource(Protocol):
@@ -101,6 +105,8 @@ class GputopApp(App[str]):
         self._knob_names: tuple[str, ...] | None = None
         self._knob_prompts: dict[str, Text] = {}
         self._chart_window_index = 0
+        self._ticks = 0
+        self._slow_every = max(1, round(SLOW_PANELS_S / refresh_s))
         self.paused = False
         self._reported_end = False
         self.last_snapshot: Snapshot | None = None
@@ -138,36 +144,43 @@ class GputopApp(App[str]):
     def on_mount(self) -> None:
         self.refresh_data()
         if self._auto_refresh:
-            self.set_interval(self._refresh_s, self.refresh_data)
+            self.set_interval(self._refresh_s, self._tick)
 
     @property
     def chart_window_s(self) -> float:
         return CHART_WINDOWS_S[self._chart_window_index]
 
-    def refresh_data(self) -> None:
-        """One tick: a snapshot from the session, applied in one batched update."""
+    def _tick(self) -> None:
+        self._ticks += 1
+        self.refresh_data(slow_panels=self._ticks % self._slow_every == 0)
+
+    def refresh_data(self, slow_panels: bool = True) -> None:
+        """One tick: a snapshot from the session, applied in one batched update. The panels of
+        once-a-second data (header, findings, charts, processes) only with ``slow_panels``."""
         if self.paused:
             return
         knobs_shown = self.query_one(TabbedContent).active == "knobs"
-        snap = self._source(self._window_s, self.chart_window_s, CHART_POINTS, knobs_shown)
+        chart_points = CHART_POINTS if slow_panels else 0
+        snap = self._source(self._window_s, self.chart_window_s, chart_points, knobs_shown)
         self.last_snapshot = snap
         with self.batch_update():
-            self._apply(snap)
+            self._show("#steps", panels.steps_panel(snap))
+            self._show("#gpus", panels.gpu_panel(snap))
+            self._apply_knobs(snap)
+            self._apply_log(snap)
+            if slow_panels:
+                self._apply_slow(snap)
 
-    def _apply(self, snap: Snapshot) -> None:
+    def _apply_slow(self, snap: Snapshot) -> None:
         pid = self._job_pid
         window = f"{self.chart_window_s / 60:g} min"
         self._show("#header", panels.header(snap, pid, self.paused, window, self._replay_status()))
-        self._show("#steps", panels.steps_panel(snap))
-        self._show("#gpus", panels.gpu_panel(snap))
         self._show("#findings", panels.findings_panel(snap))
-        self._apply_knobs(snap)
         self._apply_charts(snap)
         active = self.query_one(TabbedContent).active
         if active in ("overview", "processes"):
             table_id = "#overview-procs-text" if active == "overview" else "#procs-text"
             self._show(table_id, panels.process_table(snap))
-        self._apply_log(snap)
 
     def _replay_status(self) -> str | None:
         replay = self._replay

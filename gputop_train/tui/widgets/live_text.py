@@ -51,10 +51,11 @@ class LiveText(Widget):
             self._strips.clear()
             self.refresh(layout=True)
             return
-        for y, (old, new) in enumerate(zip(before, after, strict=True)):
-            if old != new:
-                self._strips.pop(y, None)
-                self.refresh(Region(0, y, width, 1))
+        changed = [y for y, (old, new) in enumerate(zip(before, after, strict=True)) if old != new]
+        for y in changed:
+            self._strips.pop(y, None)
+        if changed:
+            self.refresh(*(Region(0, y, width, 1) for y in changed))
 
     def _wrap(self, width: int) -> list[Text]:
         text = self._text
