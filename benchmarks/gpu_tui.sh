@@ -4,10 +4,21 @@
 #     8 workers running), then the monitor's cost, TUI vs headless in a 160x48 pty, three
 #     alternating rounds;
 #   part "all": the same, plus an SVG screenshot of the running TUI at rung 4 (workers busy,
-#     GPU partly idle) and the hook overhead on the ~2 ms/step loop.
+#     GPU partly idle) and the hook overhead on the ~2 ms/step loop;
+#   part "ab OLD_TREE": the TUI's cost side by side with an earlier version (OLD_TREE: a
+#     `git archive` of it inside this tree), three alternating rounds, no samplers benchmark.
 set -uo pipefail
 part=${1:-all}
 source benchmarks/gpu_env.sh
+if [ "$part" = ab ]; then
+  for round in 1 2 3; do
+    (cd "$2" && PYTHONPATH=/tmp/site:$PWD python3 benchmarks/tui_cost.py --size 160x48 \
+      --warmup 15 --measure 30 --modes tui -- --workers 8) | tail -1 | sed 's/^/old /'
+    python3 benchmarks/tui_cost.py --size 160x48 --warmup 15 --measure 30 --modes tui \
+      -- --workers 8 | tail -1 | sed 's/^/new /'
+  done | tee "$OUT/tui_cost_ab.txt"
+  exit 0
+fi
 python3 demos/resnet.py --workers 8 --steps 2500 > /tmp/run/demo.log 2>&1 &
 demo=$!
 sleep 25
