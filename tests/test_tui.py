@@ -13,7 +13,7 @@ from gputop_train.collect.nvml import NvmlSampler
 from gputop_train.collect.procs import ProcessSampler
 from gputop_train.record.reader import read
 from gputop_train.record.replay import ReplayController
-from gputop_train.session.model import Session
+from gputop_train.session.model import Session, Snapshot
 from gputop_train.tui.app import GputopApp
 from gputop_train.tui.knob_edit import KnobEditScreen
 from gputop_train.tui.screens import HelpScreen, QuitScreen
@@ -55,6 +55,28 @@ async def test_pause_freezes_the_display_and_says_so() -> None:
         assert app.last_snapshot is before  # nothing new is drawn while paused
         await pilot.press("p")
         assert not app.paused and "PAUSED" not in text_of(app, "#header")
+
+
+async def test_once_a_second_panels_wait_for_every_second_tick() -> None:
+    # At the default 2 Hz the steps panel follows every tick; the header, charts and
+    # processes (data that changes once a second) are redrawn on every second tick only.
+    session = scripted_session()
+    asked_for_charts = []
+
+    def source(window_s: float, chart_window_s: float, points: int, phases: bool) -> Snapshot:
+        asked_for_charts.append(points > 0)
+        return session.snapshot(window_s, chart_window_s, points, phases)
+
+    app = GputopApp(source, job_pid=JOB_PID, auto_refresh=False)
+    async with app.run_test(size=(80, 24)) as pilot:
+        session.job_ended(0, ())
+        app._tick()  # a fast tick
+        await pilot.pause()
+        assert "running" in text_of(app, "#header")
+        app._tick()  # the once-a-second one
+        await pilot.pause()
+        assert "exited 0" in text_of(app, "#header")
+    assert asked_for_charts == [True, False, True]  # mount, fast tick, slow tick
 
 
 async def test_w_cycles_the_chart_window() -> None:
