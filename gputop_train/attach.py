@@ -65,8 +65,9 @@ class AttachedJob:
             os.kill(self.pid, signal.SIGKILL)
 
 
-def find_job(pid: int, psutil_module: Any = None) -> tuple[AttachedJob, list[str]]:
-    """The process and its command line, if it (or a child: torchrun's ranks) is hooked."""
+def find_job(pid: int, psutil_module: Any = None) -> tuple[AttachedJob, list[str], bool]:
+    """The process, its command line, and whether it (or a child: torchrun's ranks) is hooked.
+    A process of another user is refused: neither its socket nor its memory is ours to read."""
     if psutil_module is None:
         import psutil as psutil_module
     try:
@@ -81,7 +82,7 @@ def find_job(pid: int, psutil_module: Any = None) -> tuple[AttachedJob, list[str
     with contextlib.suppress(psutil_module.Error):
         tree += process.children(recursive=True)
     if any(wire.socket_path(p.pid, directory).exists() for p in tree):
-        return AttachedJob(process), command
+        return AttachedJob(process), command, True
     owner = None
     with contextlib.suppress(psutil_module.Error):
         owner = process.username()
@@ -90,9 +91,15 @@ def find_job(pid: int, psutil_module: Any = None) -> tuple[AttachedJob, list[str
             f"PID {pid} ({command[0]}) belongs to {owner}: its hook's socket is in that "
             f"user's private directory; run gputop-train attach as {owner}"
         )
-    raise AttachError(
+    return AttachedJob(process), command, False
+
+
+def no_hook_advice(pid: int, command: list[str]) -> str:
+    """What a job without the hook misses, and how to get it."""
+    return (
         f"PID {pid} ({' '.join(command)[:80]}) is not listening for gputop-train: no hook "
-        f"socket in {directory} for it or its children. Start the job with gputop-train, or "
-        f"call gputop_train.hook.install() in the script; a hooked job opens its socket at its "
-        f"first optimizer step"
+        f"socket in {wire.runtime_dir(create=False)} for it or its children. Step times, "
+        f"knobs and sync scans need the hook: start the job with gputop-train, or call "
+        f"gputop_train.hook.install() in the script (a hooked job opens its socket at its "
+        f"first optimizer step)"
     )

@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__, wire
+from .collect.stacks import WINDOW_S as STACK_WINDOW_S
+from .collect.stacks import StackSampler, StacksUnavailable
 from .joblog import LogTail
 from .launch import Job, LaunchedJob, LaunchError, build_command, start_job, watch_job_end
 from .monitor import Monitor
@@ -64,9 +66,18 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
 def parse_attach_args(argv: Sequence[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="gputop-train attach",
-        description="Monitor a running job started by gputop-train (or hooked by its script).",
+        description=(
+            "Monitor a running job: one started by gputop-train or hooked by its script, or "
+            "any Python training process, sampled with py-spy"
+        ),
     )
     parser.add_argument("pid", type=int, help="the job's PID (torchrun's: all its ranks)")
+    parser.add_argument(
+        "--stack-window",
+        type=_positive,
+        default=STACK_WINDOW_S,
+        help=f"a job without the hook: seconds per py-spy window ({STACK_WINDOW_S:g})",
+    )
     _add_monitor_options(parser)
     return parser.parse_args(argv)
 
@@ -155,16 +166,30 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _attach(args: argparse.Namespace) -> int:
-    from .attach import AttachError, find_job
+    from .attach import AttachError, find_job, no_hook_advice
 
     try:
-        job, command = find_job(args.pid)
+        job, command, hooked = find_job(args.pid)
     except (AttachError, wire.UnsafeRuntimeDir, OSError) as error:
         print(f"gputop-train: {error}", file=sys.stderr)
         return 2
+    stacks = None
+    if not hooked:  # still worth watching: GPU, processes, and where its time goes (py-spy)
+        stacks = StackSampler(job.pid, window_s=args.stack_window)
+        try:
+            stacks.check()
+        except StacksUnavailable as error:
+            print(f"gputop-train: {no_hook_advice(job.pid, command)}.", file=sys.stderr)
+            print(f"gputop-train: nor can its stacks be sampled: {error}", file=sys.stderr)
+            return 2
+        print(
+            f"gputop-train: {no_hook_advice(job.pid, command)}. Meanwhile its training thread "
+            f"is sampled with py-spy, a {stacks.window_s:g} s window at a time.",
+            file=sys.stderr,
+        )
     session = Session(command=tuple(command))
     files = _open_record(args, command, session)
-    monitor = Monitor(session, job.pid)
+    monitor = Monitor(session, job.pid, stacks=stacks)
     monitor.start()
     if _headless(args):
         return _run_headless(args, session, files, job, monitor)

@@ -34,12 +34,19 @@ def status_line(snap: Snapshot) -> str:
         f"[{fmt.duration(snap.elapsed_s):>7}] phase {snap.phase} step {snap.total_steps}"
         f" | {fmt.rate(steps.steps_per_s, 'steps/s')} {fmt.rate(steps.samples_per_s, 'samples/s')}"
         f" | step {fmt.ms(steps.step_ms_p50)} (p95 {fmt.ms(steps.step_ms_p95)})"
-        f" | data-wait {fmt.pct(steps.data_wait_pct)} | GPU time {fmt.pct(steps.gpu_time_pct)}"
+        f" | data-wait {fmt.pct(steps.data_wait_pct)}{_wait_source(snap)}"
+        f" | GPU time {fmt.pct(steps.gpu_time_pct)}"
         f" | GPU util {fmt.pct(gpu.util_pct)}{gpm}"
         f" | mem {fmt.mem_pair(gpu.mem_used_bytes, gpu.mem_total_bytes)}"
         f" | {workers} | main {fmt.pct(procs.main_cpu_pct)} CPU"
         f" | {headline(snap)}"
     )
+
+
+def _wait_source(snap: Snapshot) -> str:
+    """A data-wait that is a share of py-spy samples says so (the hook's is of step time)."""
+    observation = snap.observation
+    return " (py-spy)" if observation and observation.data_wait_source == "py-spy" else ""
 
 
 def headline(snap: Snapshot) -> str:
@@ -57,12 +64,16 @@ def summary_text(snap: Snapshot) -> str:
         f"  throughput {fmt.rate(steps.samples_per_s, 'samples/s')}, "
         f"{fmt.rate(steps.steps_per_s, 'steps/s')}; step p50 {fmt.ms(steps.step_ms_p50)}, "
         f"p95 {fmt.ms(steps.step_ms_p95)}",
-        f"  data-wait {fmt.pct(steps.data_wait_pct)} of step time; GPU time "
+        f"  data-wait {fmt.pct(steps.data_wait_pct)} of "
+        f"{'its samples' if _wait_source(snap) else 'step time'}{_wait_source(snap)}; GPU time "
         f"{fmt.pct(steps.gpu_time_pct)}; GPU util {fmt.pct(gpu.util_pct)} (NVML mean)",
     ]
     if snap.nvml_error:
         lines.append(f"  GPU figures N/A: {snap.nvml_error}")
-    if snap.total_steps == 0:
+    if snap.stacks is not None and not snap.hooked:
+        shares = ", ".join(f"{name} {fmt.pct(pct)}" for name, pct in snap.stacks.shares.items())
+        lines.append(f"  no hook; last py-spy window of {snap.stacks.thread}: {shares}")
+    elif snap.total_steps == 0:
         lines.append(
             "  no training steps seen: the hook reports a step at each optimizer.step(); "
             "was torch imported and an optimizer stepped?"

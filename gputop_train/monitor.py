@@ -12,6 +12,7 @@ from .advise.rules import findings
 from .client import HookClient
 from .collect.nvml import NvmlSampler, NvmlUnavailable
 from .collect.procs import ProcessSampler
+from .collect.stacks import StackSampler, StacksUnavailable
 from .hook.knobs import validate
 from .report import finding_dict
 from .session.model import Session
@@ -33,6 +34,7 @@ class Monitor:
         psutil_module: Any = None,
         gpu_period_s: float = GPU_PERIOD_S,
         process_period_s: float = PROCESS_PERIOD_S,
+        stacks: StackSampler | None = None,
     ) -> None:
         self.session = session
         self._stop = threading.Event()
@@ -41,6 +43,7 @@ class Monitor:
         self.nvml = NvmlSampler(nvml)
         self.procs = ProcessSampler(root_pid, session.hooked_pids, psutil_module)
         self.client = HookClient(session, lambda: self.procs.pids() | {root_pid})
+        self.stacks = stacks
         self._threads: list[threading.Thread] = []
         self._request_id = 0
         self._last_headline: str | None = None
@@ -75,6 +78,8 @@ class Monitor:
         self._spawn("procs", lambda: self._every(self._process_period_s, self._sample_procs))
         self._spawn("hook-client", self._client_loop)
         self._spawn("findings", lambda: self._every(FINDINGS_PERIOD_S, self._note_findings))
+        if self.stacks is not None:
+            self._spawn("stacks", self._stacks_loop)
 
     def stop(self) -> None:
         self._stop.set()
@@ -114,6 +119,23 @@ class Monitor:
 
     def _sample_procs(self) -> None:
         self.session.set_processes(self.procs.sample())
+
+    def _stacks_loop(self) -> None:
+        """py-spy windows back to back, until the monitor stops or py-spy cannot go on."""
+        assert self.stacks is not None
+        while not self._stop.is_set():
+            try:
+                shares = self.stacks.sample(self._stop)
+            except StacksUnavailable as error:
+                self.session.add_notice(f"stack sampling stopped: {error}")
+                return
+            except Exception as error:  # a sampler bug must not end the session
+                self.session.add_notice(f"stack sampler error: {error!r}")
+                return
+            if shares is not None:
+                self.session.set_stack_shares(shares)
+            else:
+                self._stop.wait(1.0)  # nothing sampled (the job ended?): do not spin
 
     def _note_findings(self) -> None:
         """Record the findings when the headline changes (the record's view of the advice)."""

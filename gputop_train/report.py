@@ -27,6 +27,8 @@ def status_fields(snap: Snapshot) -> dict[str, Any]:
         "step_ms_p50": _round(steps.step_ms_p50, 2),
         "step_ms_p95": _round(steps.step_ms_p95, 2),
         "data_wait_pct": _round(steps.data_wait_pct, 1),
+        "data_wait_source": snap.observation.data_wait_source if snap.observation else "hook",
+        "stacks": vars(snap.stacks) if snap.stacks else None,
         "gpu_time_pct": _round(steps.gpu_time_pct, 1),
         "gpu_util_pct": _round(gpu.util_pct, 1),
         "sm_active_pct": _round(gpu.sm_active_pct, 1),

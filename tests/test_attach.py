@@ -100,8 +100,8 @@ def test_a_pid_that_does_not_exist_is_refused_with_the_reason() -> None:
     assert result.returncode == 2 and f"no process with PID {missing}" in err
 
 
-def test_a_process_without_the_hook_is_refused_with_what_to_do() -> None:
-    plain = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+def test_a_process_that_is_not_python_is_refused_with_what_to_do() -> None:
+    plain = subprocess.Popen(["sleep", "30"])
     try:
         result = attach(str(plain.pid))
         _, err = result.communicate(timeout=30)
@@ -110,3 +110,55 @@ def test_a_process_without_the_hook_is_refused_with_what_to_do() -> None:
         plain.wait()
     assert result.returncode == 2
     assert "not listening for gputop-train" in err and "gputop_train.hook.install()" in err
+    # py-spy says why it cannot help either: not Python (or, without ptrace rights, that).
+    assert "not a Python process" in err or "ptrace" in err
+
+
+def test_a_job_without_the_hook_is_watched_through_py_spy(tmp_path: Path) -> None:
+    from gputop_train.collect.stacks import StackSampler, StacksUnavailable
+
+    # The loop waits ~75% of each step for its one worker: 30 ms batches, 10 ms steps.
+    params = ("workers=1", "batch_ms=30", "step_ms=10", "steps=100000")
+    log = (tmp_path / "job.log").open("wb")
+    job = subprocess.Popen(
+        [sys.executable, str(SCENARIOS), "sleepy", *params], stdout=log, stderr=log, cwd=REPO
+    )
+    try:
+        try:
+            time.sleep(3)  # past the imports
+            StackSampler(job.pid).check()
+        except StacksUnavailable as error:
+            pytest.skip(f"py-spy cannot sample here: {error}")
+        monitor = subprocess.Popen(
+            [
+                *(sys.executable, "-m", "gputop_train", "attach", str(job.pid)),
+                *("--headless", "--format", "json", "--stack-window", "3", "--no-record"),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=REPO,
+        )
+        windows: list[dict] = []  # each new py-spy window, as the status lines carry it
+        deadline = time.monotonic() + 90
+        assert monitor.stdout is not None
+        while len(windows) < 3 and time.monotonic() < deadline:
+            line = monitor.stdout.readline()
+            if line.startswith("{"):
+                status = json.loads(line)
+                if status.get("stacks") and (
+                    not windows or status["stacks"] != windows[-1]["stacks"]
+                ):
+                    windows.append(status)
+        sampled = windows[-1] if windows else None  # the first may still see the start-up
+        monitor.send_signal(signal.SIGINT)  # detach
+        _, err = monitor.communicate(timeout=30)
+    finally:
+        job.kill()
+        job.wait()
+    assert "is not listening for gputop-train" in err and "sampled with py-spy" in err
+    assert sampled is not None, err
+    assert sampled["data_wait_source"] == "py-spy"
+    assert sampled["stacks"]["thread"].startswith("MainThread")
+    assert 40.0 <= sampled["data_wait_pct"] <= 95.0  # the loop's truth is ~75%
+    assert sampled["samples_per_s"] is None  # step figures need the hook: N/A, not 0

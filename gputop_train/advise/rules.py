@@ -95,6 +95,9 @@ def _input_bound(o: Observation) -> bool:
 
 
 def _wait_evidence(o: Observation) -> str:
+    if o.data_wait_source == "py-spy":
+        share = fmt.pct(o.steps.data_wait_pct)
+        return f"the training thread waits for data in {share} of its samples (py-spy)"
     return f"data-wait {fmt.pct(o.steps.data_wait_pct)} of the step (hook)"
 
 
@@ -335,8 +338,9 @@ RULES: tuple[Callable[[Observation], Finding | None], ...] = (
 
 
 def findings(o: Observation | None) -> list[Finding]:
-    """Every rule that fires, best first; empty before there is anything to judge."""
-    if o is None or o.steps.steps == 0:
+    """Every rule that fires, best first; empty before there is anything to judge: measured
+    steps, or for a job without the hook, a window of py-spy samples."""
+    if o is None or (o.steps.steps == 0 and o.data_wait_source != "py-spy"):
         return []
     fired = [f for f in (rule(o) for rule in RULES) if f is not None]
     return sorted(fired, key=lambda f: f.score, reverse=True)

@@ -64,7 +64,8 @@ def markdown(summary: dict[str, Any], chart_name: str | None = None) -> str:
         f"exit code {summary['exit_code'] if summary['exit_code'] is not None else 'N/A'}",
         f"- throughput {fmt.rate(f['samples_per_s'], 'samples/s')}; step p50 "
         f"{fmt.ms(f['step_ms_p50'])}, p95 {fmt.ms(f['step_ms_p95'])} (whole run, hook)",
-        f"- data-wait {fmt.pct(f['data_wait_pct'])} of step time; GPU time "
+        f"- data-wait {fmt.pct(f['data_wait_pct'])} of "
+        f"{_wait_basis(f.get('data_wait_source'))}; GPU time "
         f"{fmt.pct(f['gpu_time_pct'])}",
         f"- GPU utilization {fmt.pct(f['gpu_util_pct'])} (NVML mean), SM activity "
         f"{fmt.pct(f['sm_active_pct'])}, tensor activity {fmt.pct(f['tensor_active_pct'])} (GPM)",
@@ -190,3 +191,8 @@ def write_all(session: Session, meta: dict[str, Any], recording: Path) -> list[P
 def _or_na(value: object) -> str:
     """A figure as it is (0 included), N/A only when unmeasured."""
     return fmt.NA if value is None else str(value)
+
+
+def _wait_basis(source: str | None) -> str:
+    """The hook's data-wait is a share of step time; py-spy's, of the thread's samples."""
+    return "the training thread's py-spy samples (no hook)" if source == "py-spy" else "step time"

@@ -17,6 +17,7 @@ from typing import Any
 
 from ..collect.nvml import GpuSample
 from ..collect.procs import ProcSample
+from ..collect.stacks import DATA_WAIT, WINDOW_S, StackShares
 from . import stats
 from .phases import KnobState, Phase, PhaseRow, PhaseTable, knob_state
 from .series import ChartBinner, ChartSeries
@@ -79,6 +80,7 @@ class Snapshot:
     phases: tuple[PhaseRow, ...] = ()
     observation: stats.Observation | None = None
     phase: int = 1  # the number of the phase now running
+    stacks: StackShares | None = None  # the latest py-spy window, for a job without the hook
 
     @property
     def elapsed_s(self) -> float:
@@ -119,6 +121,7 @@ class Session:
         self._phases: list[Phase] = [Phase(1, "start", 1, self.started_at)]
         self._binners: dict[tuple[float, int], ChartBinner] = {}  # per chart window
         self._phase_table = PhaseTable()
+        self._stacks: tuple[float, StackShares] | None = None
 
     def _tell(self, kind: str, **payload: Any) -> None:
         if self.listener is not None:
@@ -244,6 +247,12 @@ class Session:
             self._processes = processes
             self._proc_ticks.append((self.clock(), workers, sum(mains) if mains else None))
 
+    def set_stack_shares(self, stacks: StackShares) -> None:
+        """A window of py-spy samples of the training thread (a job without the hook)."""
+        self._tell("stacks", thread=stacks.thread, samples=stacks.samples, shares=stacks.shares)
+        with self._lock:
+            self._stacks = (self.clock(), stacks)
+
     def add_fact(self, pid: int, frame: dict[str, Any]) -> None:
         """The primary process's latest loader / syncs / flops frame."""
         self._tell("fact", pid=pid, frame=frame)
@@ -351,6 +360,7 @@ class Session:
                 else (),
                 observation=observation,
                 phase=len(self._phases),
+                stacks=self._stacks[1] if self._stacks else None,
             )
         return snapshot
 
@@ -382,8 +392,12 @@ class Session:
         if isinstance(flops.get("flops"), int) and flops.get("samples"):
             per_sample = flops["flops"] / flops["samples"]
         shape = loader.get("shape")
+        step_stats, wait_source = stats.step_stats(steps, primary), "hook"
+        if not step_stats.steps and self._stacks and start - WINDOW_S <= self._stacks[0] <= end:
+            step_stats = _replace(step_stats, data_wait_pct=self._stacks[1].shares[DATA_WAIT])
+            wait_source = "py-spy"
         return stats.Observation(
-            steps=stats.step_stats(steps, primary),
+            steps=step_stats,
             gpu=stats.gpu_stats(gpu_ticks),
             gpu_name=next((n for n in self._gpu_names if n), None),
             pcie_rx_mibps=stats.mean_pcie_rx(gpu_ticks),
@@ -400,6 +414,7 @@ class Session:
             sync_sites=tuple(syncs.get("sites") or ()) if syncs else (),
             flops_per_sample=per_sample,
             precision=precision,
+            data_wait_source=wait_source,
         )
 
 

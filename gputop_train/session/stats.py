@@ -159,6 +159,9 @@ class Observation:
     sync_sites: tuple[dict, ...]
     flops_per_sample: float | None
     precision: str | None
+    # Where steps.data_wait_pct comes from: the hook's step timer, or, for a job without the
+    # hook, the share of py-spy samples in which the training thread waited on the DataLoader.
+    data_wait_source: str = "hook"
 
 
 def mean_worker_cpu(

@@ -8,6 +8,7 @@ from ... import format as fmt
 from ...advise.mfu import efficiency
 from ...advise.rules import findings
 from ...collect.nvml import GpuSample
+from ...collect.stacks import DATA_WAIT
 from ...session.model import Snapshot
 from ...session.phases import KnobState
 
@@ -70,6 +71,8 @@ def _short_command(command: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def steps_panel(snap: Snapshot) -> Text:
+    if snap.stacks is not None and not snap.hooked:
+        return stacks_panel(snap)
     s = snap.steps
     achieved, mfu = efficiency(snap.observation)
     text = Text()
@@ -88,6 +91,27 @@ def steps_panel(snap: Snapshot) -> Text:
         text.append(f"{value2.strip()}\n")
     if not snap.hooked:
         text.append(" waiting for the first training step…", style="italic dim")
+    return text
+
+
+def stacks_panel(snap: Snapshot) -> Text:
+    """A job without the hook: where its training thread is, in py-spy's latest window."""
+    stacks = snap.stacks
+    assert stacks is not None
+    shares = {name: fmt.pct(share) for name, share in stacks.shares.items()}
+    text = Text()
+    text.append("Training thread (py-spy samples)\n", style="bold")
+    rows = (
+        ("data wait", shares[DATA_WAIT], "forward", shares["forward"]),
+        ("backward", shares["backward"], "optimizer", shares["optimizer"]),
+        ("other", shares["other"], "samples", str(stacks.samples)),
+    )
+    for label, value, label2, value2 in rows:
+        text.append(f" {label:<10}", style="dim")
+        text.append(f"{value.strip():<9}")
+        text.append(f" {label2:<9} ", style="dim")
+        text.append(f"{value2.strip()}\n")
+    text.append(f" {stacks.thread}; no hook: step times N/A", style="italic dim")
     return text
 
 
