@@ -100,7 +100,7 @@ def stacks_panel(snap: Snapshot) -> Text:
     assert stacks is not None
     shares = {name: fmt.pct(share) for name, share in stacks.shares.items()}
     text = Text()
-    text.append("Training thread (py-spy samples)\n", style="bold")
+    text.append(f"Training thread {stacks.thread}, py-spy\n", style="bold")
     rows = (
         ("data wait", shares[DATA_WAIT], "forward", shares["forward"]),
         ("backward", shares["backward"], "optimizer", shares["optimizer"]),
@@ -111,7 +111,7 @@ def stacks_panel(snap: Snapshot) -> Text:
         text.append(f"{value.strip():<9}")
         text.append(f" {label2:<9} ", style="dim")
         text.append(f"{value2.strip()}\n")
-    text.append(f" {stacks.thread}; no hook: step times N/A", style="italic dim")
+    text.append(" no hook: step times N/A", style="italic dim")
     return text
 
 
