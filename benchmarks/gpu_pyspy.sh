@@ -15,7 +15,7 @@ rung() {  # name, demo arguments
   sleep 10
   timeout -s INT 60 python3 -m gputop_train attach "$job" --headless --format json \
     --no-record > "/tmp/pyspy/$name-pyspy.jsonl" 2> "/tmp/pyspy/$name-pyspy.err"
-  kill -INT "$job"; wait "$job"
+  kill -TERM "$job"; wait "$job"  # a background job of a script ignores SIGINT
 }
 rung rung0
 rung rung1 --workers 8
