@@ -1,10 +1,13 @@
 """What the monitor's samplers cost: wall time and CPU time of the calling thread.
 
-    python benchmarks/sampler_cost.py [--reps 50] [--pid PID] [--json FILE]
+    python benchmarks/sampler_cost.py [--reps 50] [--pid PID [--stack-window S]] [--no-nvml]
+        [--json FILE]
 
 Times each NVML call the GPU sampler makes, then one whole ``NvmlSampler.sample()`` in its
 fast and its medium tier as the monitor calls it, and with ``--pid`` one
-``ProcessSampler.sample()`` of that process tree (a training job with its workers). Wall time
+``ProcessSampler.sample()`` of that process tree (a training job with its workers), and with
+``--stack-window S`` also what one py-spy window on that PID costs (a job without the hook:
+py-spy runs as a child, so its CPU is read from the children's rusage). Wall time
 is what a call delays its sampler thread; CPU time is what it takes from the monitor's CPU
 budget (a call that waits on the driver costs wall time, not CPU).
 """
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import statistics
 import time
 from collections.abc import Callable
@@ -21,6 +25,7 @@ from typing import Any
 
 from gputop_train.collect import nvml as nvml_sampler
 from gputop_train.collect.procs import ProcessSampler
+from gputop_train.collect.stacks import StackSampler
 
 
 def cost(call: Callable[[], Any], reps: int) -> dict[str, float | str]:
@@ -40,16 +45,40 @@ def cost(call: Callable[[], Any], reps: int) -> dict[str, float | str]:
     }
 
 
+def stack_window_cost(pid: int, window_s: float, rounds: int = 3) -> dict[str, float]:
+    """CPU of py-spy (a child process) per window, median of ``rounds`` windows."""
+    sampler = StackSampler(pid, window_s=window_s)
+    cpus = []
+    for _ in range(rounds):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        sampler.sample()
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+    cpu = statistics.median(cpus)
+    return {
+        "window_s": sampler.window_s,
+        "cpu_ms": round(cpu * 1000, 1),
+        "pct_of_a_core": round(100 * cpu / sampler.window_s, 2),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--reps", type=int, default=50)
     parser.add_argument("--pid", type=int, help="also time the process sampler on this tree")
+    parser.add_argument("--stack-window", type=float, help="also time py-spy windows on --pid")
+    parser.add_argument("--no-nvml", action="store_true", help="skip the NVML calls (no GPU)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     results: dict[str, Any] = {}
     if args.pid:
         procs = ProcessSampler(args.pid)
         results["process_sampler"] = {**cost(procs.sample, 10), "processes": len(procs.sample())}
+        if args.stack_window:
+            results["py_spy_window"] = stack_window_cost(args.pid, args.stack_window)
+    if args.no_nvml:
+        report(results, args.json)
+        return
     import pynvml as nv
 
     nv.nvmlInit()
@@ -92,10 +121,14 @@ def main() -> None:
             "cpu_us": round(statistics.median(c for _, c in timings) * 1e6, 1),
             "calls": len(timings),
         }
+    report(results, args.json)
+
+
+def report(results: dict[str, Any], path: Path | None) -> None:
     for name, result in results.items():
         print(f"{name:24} {json.dumps(result)}")
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=2))
+    if path:
+        path.write_text(json.dumps(results, indent=2))
 
 
 if __name__ == "__main__":

@@ -65,7 +65,7 @@ def summary_text(snap: Snapshot) -> str:
         f"{fmt.rate(steps.steps_per_s, 'steps/s')}; step p50 {fmt.ms(steps.step_ms_p50)}, "
         f"p95 {fmt.ms(steps.step_ms_p95)}",
         f"  data-wait {fmt.pct(steps.data_wait_pct)} of "
-        f"{'its samples' if _wait_source(snap) else 'step time'}{_wait_source(snap)}; GPU time "
+        f"{'its samples (py-spy)' if _wait_source(snap) else 'step time'}; GPU time "
         f"{fmt.pct(steps.gpu_time_pct)}; GPU util {fmt.pct(gpu.util_pct)} (NVML mean)",
     ]
     if snap.nvml_error:

@@ -76,9 +76,10 @@ def write_raw(raw: str) -> str:
 
 def test_a_window_of_samples_from_the_recorder(tmp_path: Path) -> None:
     body = f"assert '--idle' in args and '--nonblocking' in args\n{write_raw(RAW)}"
-    sampler = StackSampler(4242, fake_py_spy(tmp_path, body), window_s=1)
+    sampler = StackSampler(4242, fake_py_spy(tmp_path, body), window_s=1.4)
     shares = sampler.sample()
     assert shares is not None and shares.shares[DATA_WAIT] == 30.0
+    assert shares.window_s == 1.0  # py-spy records whole seconds
 
 
 @pytest.mark.parametrize(
@@ -111,12 +112,13 @@ def test_stopping_the_monitor_ends_a_window_early(tmp_path: Path) -> None:
     assert time.monotonic() - started < 5
 
 
-def shares(data_wait: float) -> StackShares:
+def shares(data_wait: float, window_s: float = 10.0) -> StackShares:
     rest = (100.0 - data_wait) / 4
     return StackShares(
         "MainThread (1)",
         500,
         {DATA_WAIT: data_wait, "forward": rest, "backward": rest, "optimizer": rest, "other": rest},
+        window_s,
     )
 
 
@@ -147,3 +149,11 @@ def test_an_old_window_is_not_the_live_figure() -> None:
     session.set_stack_shares(shares(60.0))
     clock[0] += 60.0  # py-spy stopped a minute ago
     assert session.snapshot().steps.data_wait_pct is None
+
+
+def test_a_long_window_stays_the_live_figure_until_the_next_is_due() -> None:
+    clock = [1000.0]
+    session = Session(clock=lambda: clock[0])
+    session.set_stack_shares(shares(60.0, window_s=30.0))
+    clock[0] += 25.0  # the next 30 s window is not in yet
+    assert session.snapshot().steps.data_wait_pct == 60.0

@@ -16,7 +16,7 @@ import sys
 import tempfile
 import threading
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 # One py-spy run per window: its start-up (about 0.1 s of CPU) is most of its cost.
@@ -37,6 +37,7 @@ class StackShares:
     thread: str
     samples: int
     shares: dict[str, float]
+    window_s: float = WINDOW_S  # how long the window was (how long the figure stays current)
 
 
 def category(stack: str) -> str:
@@ -96,7 +97,7 @@ class StackSampler:
         rate_hz: int = RATE_HZ,
     ) -> None:
         self.pid = pid
-        self.window_s = window_s
+        self.window_s = float(max(1, round(window_s)))  # py-spy's --duration: whole seconds
         self.rate_hz = rate_hz
         self._executable = executable or find_py_spy()
 
@@ -116,7 +117,7 @@ class StackSampler:
                 "--pid",
                 str(self.pid),
                 "--duration",
-                str(max(1, round(self.window_s))),
+                str(int(self.window_s)),
                 "--rate",
                 str(self.rate_hz),
                 "--format",
@@ -134,7 +135,8 @@ class StackSampler:
                 if not _is_running(self.pid):
                     return None  # the job ended during the window
                 raise StacksUnavailable(self._explain(error))
-            return classify(output.read_text()) if output.exists() else None
+            shares = classify(output.read_text()) if output.exists() else None
+            return replace(shares, window_s=self.window_s) if shares else None
 
     def _run(self, args: list[str], stop: threading.Event | None) -> tuple[int, str]:
         if self._executable is None:

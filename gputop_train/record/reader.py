@@ -10,7 +10,7 @@ from typing import Any
 
 from ..collect.nvml import GpuProcess, GpuSample
 from ..collect.procs import ProcSample
-from ..collect.stacks import StackShares
+from ..collect.stacks import WINDOW_S, StackShares
 from ..session.model import Session
 from .recorder import FORMAT_VERSION
 
@@ -116,7 +116,9 @@ _APPLY = {
     "procs": lambda s, e: s.set_processes(tuple(ProcSample(**p) for p in e["samples"])),
     "fact": lambda s, e: s.add_fact(e["pid"], e["frame"]),
     "notice": lambda s, e: s.add_notice(e["text"]),
-    "stacks": lambda s, e: s.set_stack_shares(StackShares(e["thread"], e["samples"], e["shares"])),
+    "stacks": lambda s, e: s.set_stack_shares(
+        StackShares(e["thread"], e["samples"], e["shares"], e.get("window_s", WINDOW_S))
+    ),
     "job_ended": lambda s, e: s.job_ended(e["exit_code"], tuple(e.get("stderr_tail") or ())),
 }
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from ..collect.nvml import GpuSample
 from ..collect.procs import ProcSample
-from ..collect.stacks import DATA_WAIT, WINDOW_S, StackShares
+from ..collect.stacks import DATA_WAIT, StackShares
 from . import stats
 from .phases import KnobState, Phase, PhaseRow, PhaseTable, knob_state
 from .series import ChartBinner, ChartSeries
@@ -249,7 +249,7 @@ class Session:
 
     def set_stack_shares(self, stacks: StackShares) -> None:
         """A window of py-spy samples of the training thread (a job without the hook)."""
-        self._tell("stacks", thread=stacks.thread, samples=stacks.samples, shares=stacks.shares)
+        self._tell("stacks", **vars(stacks))
         with self._lock:
             self._stacks = (self.clock(), stacks)
 
@@ -393,9 +393,11 @@ class Session:
             per_sample = flops["flops"] / flops["samples"]
         shape = loader.get("shape")
         step_stats, wait_source = stats.step_stats(steps, primary), "hook"
-        if not step_stats.steps and self._stacks and start - WINDOW_S <= self._stacks[0] <= end:
-            step_stats = _replace(step_stats, data_wait_pct=self._stacks[1].shares[DATA_WAIT])
-            wait_source = "py-spy"
+        if not step_stats.steps and self._stacks:
+            seen, stacks = self._stacks  # current until the next window is due
+            if start - stacks.window_s <= seen <= end:
+                step_stats = _replace(step_stats, data_wait_pct=stacks.shares[DATA_WAIT])
+                wait_source = "py-spy"
         return stats.Observation(
             steps=step_stats,
             gpu=stats.gpu_stats(gpu_ticks),
