@@ -14,7 +14,7 @@ from . import wire
 from .session.model import Session
 
 # Frames that carry a fact about the job; the session keeps the latest of each.
-FACTS = (wire.LOADER, wire.SYNCS, wire.FLOPS)
+FACTS = (wire.LOADER, wire.SYNCS, wire.FLOPS, wire.MODEL)
 # How often to look for sockets of new processes (ranks start late, workers never listen).
 DISCOVERY_PERIOD_S = 0.5
 

@@ -30,7 +30,8 @@ KNOBS = "knobs"  # the knobs the script declared (also in hello)
 KNOB_APPLIED = "knob_applied"  # the outcome of a change: the value in force, or why not
 SYNCS = "syncs"  # a sync scan of one step: count and call sites
 FLOPS = "flops"  # FLOPs of one whole step, counted once
-LOADER = "loader"  # facts about the DataLoader and its batches, once per iterator
+LOADER = "loader"  # facts about the DataLoader and its batches, once per epoch it feeds
+MODEL = "model"  # facts about the forward pass: CUDA, autocast, parameter dtype, TF32, layout
 
 # Monitor -> hook.
 SET_KNOB = "set_knob"  # change one knob at the next step boundary

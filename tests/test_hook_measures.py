@@ -53,3 +53,26 @@ def test_a_loop_without_dataloader_is_still_seen_step_by_step(tmp_path: Path) ->
 def test_a_cpu_job_reports_no_gpu_time_or_memory(tmp_path: Path) -> None:
     run = run_hooked("sleepy", "batch_ms=0", "step_ms=1", "steps=3", tmp_path=tmp_path)
     assert all(s.gpu_ms is None and s.mem_alloc is None for s in run.steps)
+
+
+def test_a_validation_pass_between_steps_is_not_training_data(tmp_path: Path) -> None:
+    # Every 10 steps, 5 validation batches of 32 (20 ms each) run between two training steps:
+    # their time stays in that step's wall time, but not in its data-wait or its samples.
+    run = run_hooked("with_eval", "steps=30", "every=10", "val_batches=5", tmp_path=tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert [s.samples for s in run.steps] == [8] * 30
+    assert [s.batches for s in run.steps] == [1] * 30
+    after_eval = [s for s in run.steps if s.step in (11, 21)]
+    assert all(s.step_ms >= 100.0 and s.data_ms < 50.0 for s in after_eval)
+    loaders = run.session.facts("loader")  # the training loader's epoch only
+    assert [frame["shape"] for frame in loaders] == [[8, 4]]
+
+
+def test_the_precision_facts_come_from_the_forward_pass(tmp_path: Path) -> None:
+    run = run_hooked("autocast_loop", "steps=6", tmp_path=tmp_path)
+    frames = run.session.facts("model")
+    assert frames and frames[0]["step"] == 2
+    assert frames[0]["autocast"] == "bfloat16" and frames[0]["param_dtype"] == "float32"
+    assert frames[0]["cuda"] is False and frames[0]["compiled"] is False
+    plain = run_hooked("sleepy", "batch_ms=0", "step_ms=1", "steps=3", tmp_path=tmp_path)
+    assert [frame["autocast"] for frame in plain.session.facts("model")] == ["off"]

@@ -44,19 +44,26 @@ def knob(
     choices: Sequence[Any] | None = None,
     minimum: int | None = None,
     maximum: int | None = None,
+    role: str | None = None,
 ) -> None:
     """Declare a knob the monitor can change live; ``apply(new_value)`` runs on the training
     thread at a step boundary and should raise if it cannot take the value.
 
     The kind follows from the arguments: ``choices`` makes a choice, a bool value a switch,
-    an int value a number within ``minimum``..``maximum``. Without a hook it does nothing.
+    an int value a number within ``minimum``..``maximum``. ``role`` says what the knob does
+    (``workers``, ``pin_memory``, ``batch_size``, ``precision``, ``compile``,
+    ``channels_last``, ``input_format``, ``syncs``, ``persistent_workers``, or a tag of
+    your own): the autopilot changes only knobs whose role a finding names (docs/knobs.md).
+    Without a hook it does nothing.
     """
     from .knobs import Knob
 
     agent = current_agent()
     if agent is None or not agent.enabled:
         return
-    spec = Knob(name, value, apply, help, tuple(choices) if choices else None, minimum, maximum)
+    spec = Knob(
+        name, value, apply, help, tuple(choices) if choices else None, minimum, maximum, role
+    )
     agent.board.declare(spec)
 
 

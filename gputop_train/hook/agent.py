@@ -21,7 +21,15 @@ from .. import wire
 from .batch_size import describe_batch, infer_batch_size
 from .cuda_timer import CudaStepTimer
 from .knobs import KnobBoard
-from .probes import FLOP_COUNT_STEP, FlopCounter, SyncScanner
+from .probes import (
+    FLOP_COUNT_STEP,
+    MODEL_FACTS_STEP,
+    PROBE_AFTER_CHANGE_STEPS,
+    SYNC_SCAN_EVERY_STEPS,
+    FlopCounter,
+    SyncScanner,
+    model_facts,
+)
 
 # Enough history for a monitor that attaches minutes late, at a few KB per 100 steps.
 RING_STEPS = 8192
@@ -33,6 +41,20 @@ MAX_STEPS_AWAITING_GPU = 256
 MONITOR_PID_ENV = "GPUTOP_TRAIN_MONITOR_PID"
 # How long an exiting job waits for the monitor that launched it to connect.
 WAIT_FOR_MONITOR_S = 3.0
+
+
+class _Feed:
+    """One DataLoader iterator's share of the current step interval."""
+
+    __slots__ = ("batches", "data_s", "exhausted_pass", "facts", "samples", "started")
+
+    def __init__(self) -> None:
+        self.data_s = 0.0
+        self.samples: int | None = None
+        self.batches = 0
+        self.started = False  # (re)started by DataLoader.__iter__ in this interval
+        self.exhausted_pass = False  # started and run to StopIteration in this interval
+        self.facts: dict[str, Any] | None = None  # loader facts of a new epoch, to publish
 
 
 class Agent:
@@ -49,11 +71,13 @@ class Agent:
         self._lock = threading.Lock()
         self._step = 0
         self._last_end: float | None = None
-        self._data_s = 0.0
-        self._samples = 0
-        self._samples_known = False
-        self._batches = 0
+        # DataLoader iterators active since the last optimizer step, by id().
+        self._feeds: dict[int, _Feed] = {}
+        self._counted_samples: int | None = None  # count_samples() for loops without a loader
+        self._batches = 0  # batches of any loader since the last step (starts the GPU timer)
         self._dataloader_seen = False
+        self._autocast_dtype: str | None = None  # the autocast entered during this step
+        self._probe_due_step = MODEL_FACTS_STEP
         self._primary_optimizer: weakref.ref[Any] | None = None
         self._timer: CudaStepTimer | None = None
         self._awaiting_gpu: deque[list[Any]] = deque()
@@ -61,7 +85,6 @@ class Agent:
         self._started_at = time.time()
         self.board = KnobBoard()
         self._frames: deque[bytes] = deque(maxlen=256)
-        self._loader_facts: dict[str, Any] | None = None
         self._latest: dict[str, dict[str, Any]] = {}
         self._syncs = SyncScanner(torch_module)
         self._flops = FlopCounter()
@@ -70,39 +93,49 @@ class Agent:
 
     # -- events from the patched torch entry points (training thread) ---------------------
 
-    def on_iterator_created(self, seconds: float, loader: Any) -> None:
+    def on_iterator_created(self, seconds: float, loader: Any, iterator: Any) -> None:
         """Starting an epoch's iterator (forking workers) is time spent waiting for data."""
         self._open_first_step(seconds)
         self._dataloader_seen = True
-        self._data_s += seconds
-        self._loader_facts = {
+        feed = self._feed(iterator)
+        feed.data_s += seconds
+        feed.started, feed.exhausted_pass = True, False
+        feed.facts = {
             "num_workers": getattr(loader, "num_workers", None),
             "pin_memory": getattr(loader, "pin_memory", None),
             "persistent_workers": getattr(loader, "persistent_workers", None),
             "batch_size": getattr(loader, "batch_size", None),
         }
 
-    def on_batch(self, seconds: float, batch: Any) -> None:
+    def on_batch(self, seconds: float, batch: Any, iterator: Any) -> None:
         self._open_first_step(seconds)
         self._dataloader_seen = True
-        self._data_s += seconds
-        self._batches += 1
+        feed = self._feed(iterator)
+        feed.data_s += seconds
+        feed.batches += 1
         size = infer_batch_size(batch)
         if size is not None:
-            self._samples += size
-            self._samples_known = True
+            feed.samples = (feed.samples or 0) + size
+        if feed.facts is not None and "dtype" not in feed.facts:
+            feed.facts.update(describe_batch(batch))  # the epoch's first batch
+        self._batches += 1
         if self._batches == 1:
             if self._timer is not None:
                 self._timer.mark_start()
             self._begin_step()
-        if self._loader_facts is not None:  # the first batch of a new iterator
-            facts, self._loader_facts = self._loader_facts, None
-            self._publish(wire.LOADER, **facts, **describe_batch(batch))
+
+    def on_iterator_exhausted(self, seconds: float, iterator: Any) -> None:
+        """StopIteration: an iterator started in this interval has made a whole pass."""
+        feed = self._feed(iterator)
+        feed.data_s += seconds
+        feed.exhausted_pass = feed.started
+
+    def on_autocast(self, dtype: Any) -> None:
+        self._autocast_dtype = str(dtype).removeprefix("torch.")
 
     def count_samples(self, samples: int) -> None:
         """Samples a step consumed, for loops that do not use a DataLoader."""
-        self._samples += int(samples)
-        self._samples_known = True
+        self._counted_samples = (self._counted_samples or 0) + int(samples)
 
     def on_optimizer_step(self, optimizer: Any) -> None:
         if not self._is_primary(optimizer):
@@ -110,27 +143,65 @@ class Agent:
         self._activate()
         now = time.perf_counter()
         self._step += 1
+        data_s, samples, batches = self._take_feeds()
+        if self._counted_samples is not None:
+            samples = (samples or 0) + self._counted_samples
         row = [
             self._step,
             time.time(),
             # The first step's start is unknown unless a batch or iterator opened it.
             None if self._last_end is None else (now - self._last_end) * 1000.0,
-            self._data_s * 1000.0 if self._dataloader_seen else None,
-            self._samples if self._samples_known else None,
-            self._batches,
+            data_s * 1000.0 if self._dataloader_seen else None,
+            samples,
+            batches,
             None,
             *self._memory(now),
         ]
         self._last_end = now
-        self._data_s = 0.0
-        self._samples = 0
-        self._samples_known = False
+        self._counted_samples = None
         self._batches = 0
         self._finish_row(row)
-        self._end_probes(row[4])
-        self.board.apply_pending(self._step)
+        self._end_probes(samples, optimizer)
+        if self.board.apply_pending(self._step):
+            self._probe_due_step = self._step + PROBE_AFTER_CHANGE_STEPS
+            self._syncs.due_at = self._probe_due_step
         if not self._dataloader_seen:
             self._begin_step()  # no DataLoader: the next step starts now
+
+    def _feed(self, iterator: Any) -> _Feed:
+        feed = self._feeds.get(id(iterator))
+        if feed is None:
+            feed = self._feeds[id(iterator)] = _Feed()
+        return feed
+
+    def _take_feeds(self) -> tuple[float, int | None, int]:
+        """The step's data wait, samples and batches from the iterators that fed it.
+
+        An iterator started and run to its end within one step interval, beside another that
+        also fetched, is an evaluation pass (a validation loop between two training steps):
+        its time stays in the step's wall time but not in its data-wait or samples.
+        """
+        feeds = self._feeds
+        evaluation = len(feeds) > 1
+        data_s, samples, batches = 0.0, None, 0
+        for feed in feeds.values():
+            if evaluation and feed.exhausted_pass:
+                continue
+            data_s += feed.data_s
+            batches += feed.batches
+            if feed.samples is not None:
+                samples = (samples or 0) + feed.samples
+            if feed.facts is not None and "dtype" in feed.facts:
+                self._publish(wire.LOADER, **feed.facts)
+                feed.facts = None
+        # The iterators that go on into the next interval, emptied (their epoch's facts kept
+        # until its first batch).
+        self._feeds = {}
+        for key, feed in feeds.items():
+            if not feed.exhausted_pass and (feed.batches or feed.started):
+                following = self._feeds[key] = _Feed()
+                following.facts = feed.facts
+        return data_s, samples, batches
 
     # -- internals ----------------------------------------------------------------------
 
@@ -142,11 +213,15 @@ class Agent:
         if upcoming == FLOP_COUNT_STEP and not self._flops.done:
             self._flops.start()
 
-    def _end_probes(self, samples: int | None) -> None:
+    def _end_probes(self, samples: int | None, optimizer: Any) -> None:
         if self._syncs.active:
             self._publish(wire.SYNCS, step=self._step, **self._syncs.stop())
         if self._flops.active:
             self._publish(wire.FLOPS, step=self._step, flops=self._flops.stop(), samples=samples)
+        autocast, self._autocast_dtype = self._autocast_dtype, None
+        if self._step == self._probe_due_step or self._step % SYNC_SCAN_EVERY_STEPS == 0:
+            facts = model_facts(self._torch, optimizer, autocast)
+            self._publish(wire.MODEL, step=self._step, **facts)
 
     def _publish(self, frame_type: str, **fields: Any) -> None:
         """Send a fact now, and keep the latest of its kind for monitors that come later."""

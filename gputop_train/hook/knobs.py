@@ -28,6 +28,7 @@ class Knob:
     choices: tuple[Any, ...] | None = None
     minimum: int | None = None
     maximum: int | None = None
+    role: str | None = None  # what it does, for the autopilot (docs/knobs.md)
 
     @property
     def kind(self) -> str:
@@ -44,6 +45,7 @@ class Knob:
             "choices": list(self.choices) if self.choices is not None else None,
             "min": self.minimum,
             "max": self.maximum,
+            "role": self.role,
         }
 
 
@@ -144,12 +146,13 @@ class KnobBoard:
 
     # -- training thread ------------------------------------------------------------------
 
-    def apply_pending(self, step: int) -> None:
-        """At a step boundary: due scheduled changes, then requested ones, in order."""
+    def apply_pending(self, step: int) -> bool:
+        """At a step boundary: due scheduled changes, then requested ones, in order. True when
+        a knob took a new value (the probes look at the new configuration)."""
         if self._last_applied is not None and step - self._last_applied[0] > CONFIRM_AFTER_STEPS:
             self._last_applied = None
         if not self._queue and not (self.schedule and self.schedule[0][0] <= step):
-            return
+            return False
         with self._lock:
             due: list[_Change] = []
             while self.schedule and self.schedule[0][0] <= step:
@@ -159,6 +162,7 @@ class KnobBoard:
             self._queue.clear()
         for change in due:
             self._apply(change, step)
+        return self._last_applied is not None and self._last_applied[0] == step
 
     def _apply(self, change: _Change, step: int) -> None:
         knob = self.knobs.get(change.name)

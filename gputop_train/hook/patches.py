@@ -28,6 +28,7 @@ def install(torch_module: Any) -> Agent:
     if _state["installed"]:
         return _state["agent"]
     _patch_dataloader()
+    _patch_autocast()
     _register_optimizer_hook()
     _state["installed"] = True
     if _state["agent"] is None:
@@ -65,14 +66,18 @@ def _patch_dataloader() -> None:
 
     def __next__(self: Any) -> Any:
         started = time.perf_counter()
-        batch = original_next(self)
-        _guarded("on_batch", time.perf_counter() - started, batch)
+        try:
+            batch = original_next(self)
+        except StopIteration:
+            _guarded("on_iterator_exhausted", time.perf_counter() - started, self)
+            raise
+        _guarded("on_batch", time.perf_counter() - started, batch, self)
         return batch
 
     def __iter__(self: Any) -> Any:
         started = time.perf_counter()
         iterator = original_iter(self)
-        _guarded("on_iterator_created", time.perf_counter() - started, self)
+        _guarded("on_iterator_created", time.perf_counter() - started, self, iterator)
         return iterator
 
     __next__.__wrapped__ = original_next  # type: ignore[attr-defined]
@@ -83,6 +88,26 @@ def _patch_dataloader() -> None:
     def undo() -> None:
         iterator_cls.__next__ = original_next
         dataloader.DataLoader.__iter__ = original_iter
+
+    _state["undo"].append(undo)
+
+
+def _patch_autocast() -> None:
+    """Note each autocast entered, for the precision facts (probes.model_facts)."""
+    autocast_cls = importlib.import_module("torch.amp.autocast_mode").autocast
+    original_enter = autocast_cls.__enter__
+
+    def __enter__(self: Any) -> Any:
+        result = original_enter(self)
+        if getattr(self, "_enabled", False):
+            _guarded("on_autocast", getattr(self, "fast_dtype", None))
+        return result
+
+    __enter__.__wrapped__ = original_enter  # type: ignore[attr-defined]
+    autocast_cls.__enter__ = __enter__
+
+    def undo() -> None:
+        autocast_cls.__enter__ = original_enter
 
     _state["undo"].append(undo)
 

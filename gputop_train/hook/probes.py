@@ -1,4 +1,5 @@
-"""Occasional in-process probes: host-device sync sites, and FLOPs per sample for MFU.
+"""Occasional in-process probes: host-device sync sites, FLOPs per sample for MFU, and the
+precision and layout the step runs in.
 
 Each probe covers exactly one training step (from its first batch to its optimizer step),
 on sampled steps only, so its cost stays off the common path.
@@ -14,8 +15,15 @@ from collections import Counter
 from typing import Any
 
 # One scanned step early on, then one every this many: warn mode slows every sync while on.
-FIRST_SYNC_SCAN_STEP = 50
+# Step 5, not later: a 40-step gradient-accumulation run on the H100 finished in 4 s and its
+# .item() per micro-batch went unseen with a first scan at step 50 (issue: diagnosis).
+FIRST_SYNC_SCAN_STEP = 5
 SYNC_SCAN_EVERY_STEPS = 500
+# A knob change can add or remove syncs or change the precision: probe again this many steps
+# after it (the first full step in the new configuration, past its first-step compile).
+PROBE_AFTER_CHANGE_STEPS = 3
+# The forward pass's facts: on an early step, then as often as the sync scan.
+MODEL_FACTS_STEP = 2
 # Count FLOPs once, on this step: after start-up, before most runs would compile.
 FLOP_COUNT_STEP = 3
 _SYNC_WARNING = "synchroniz"  # "called a synchronizing CUDA operation"
@@ -34,13 +42,14 @@ class SyncScanner:
         self._cuda = torch_module.cuda
         self._torch_dir = os.path.dirname(getattr(torch_module, "__file__", None) or "/nonexistent")
         self.requested = False
+        self.due_at = FIRST_SYNC_SCAN_STEP  # moved on by a knob change
         self.active = False
         self._sites: Counter[tuple[str, int]] = Counter()
         self._saved_showwarning: Any = None
 
     def due(self, step: int) -> bool:
         periodic = step > 0 and step % SYNC_SCAN_EVERY_STEPS == 0
-        return self.requested or step == FIRST_SYNC_SCAN_STEP or periodic
+        return self.requested or step in (FIRST_SYNC_SCAN_STEP, self.due_at) or periodic
 
     def start(self) -> None:
         self.requested = False
@@ -121,3 +130,52 @@ class FlopCounter:
     @property
     def active(self) -> bool:
         return self._mode is not None
+
+
+def model_facts(torch_module: Any, optimizer: Any, autocast_dtype: str | None) -> dict[str, Any]:
+    """What the step ran in: the advisor's precision facts (docs/advisor.md).
+
+    ``autocast_dtype`` is the dtype of the autocast the step entered, if any. A compiled
+    function may enter autocast inside its graph, where no ``__enter__`` runs: there an
+    autocast not seen is unknown (None), elsewhere it is "off".
+    """
+    cuda = torch_module.cuda.is_initialized()
+    compiled = _dynamo_compiled()
+    param = _first_float_param(optimizer)
+    facts: dict[str, Any] = {
+        "cuda": cuda,
+        "capability": list(torch_module.cuda.get_device_capability()) if cuda else None,
+        "autocast": autocast_dtype or (None if compiled else "off"),
+        "param_dtype": str(param.dtype).removeprefix("torch.") if param is not None else None,
+        "tf32_matmul": torch_module.get_float32_matmul_precision() != "highest",
+        "tf32_cudnn": bool(torch_module.backends.cudnn.allow_tf32),
+        "channels_last": _channels_last(torch_module, optimizer),
+        "compiled": compiled,
+    }
+    return facts
+
+
+def _dynamo_compiled() -> bool:
+    """Whether torch.compile made any graph in this process (dynamo is never imported here)."""
+    dynamo_utils = sys.modules.get("torch._dynamo.utils")
+    if dynamo_utils is None:
+        return False
+    return bool(dynamo_utils.counters["stats"].get("unique_graphs"))
+
+
+def _params(optimizer: Any) -> Any:
+    for group in getattr(optimizer, "param_groups", ()):
+        yield from group.get("params", ())
+
+
+def _first_float_param(optimizer: Any) -> Any:
+    return next((p for p in _params(optimizer) if p.dtype.is_floating_point), None)
+
+
+def _channels_last(torch_module: Any, optimizer: Any) -> bool | None:
+    """The layout of the first convolution weight (4-D parameter); None without one."""
+    weight = next((p for p in _params(optimizer) if p.dim() == 4), None)
+    if weight is None:
+        return None
+    layout = torch_module.channels_last
+    return bool(weight.is_contiguous(memory_format=layout) and not weight.is_contiguous())

@@ -197,6 +197,35 @@ def ddp(p: dict[str, float]) -> None:
     dist.destroy_process_group()
 
 
+def with_eval(p: dict[str, float]) -> None:
+    """A training loader, and every ``every`` steps a full validation pass over another one
+    (as trainers do): the validation batches are not training data."""
+    model, optimizer = _model()
+    train = DataLoader(SleepyBatches(int(p.get("steps", 30)), 8, 2), batch_size=None)
+    val = DataLoader(SleepyBatches(int(p.get("val_batches", 5)), 32, 20), batch_size=None)
+    every = int(p.get("every", 10))
+    for step, (x, y) in enumerate(train, start=1):
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        if step % every == 0:
+            with torch.no_grad():
+                for vx, _ in val:
+                    model(vx)
+
+
+def autocast_loop(p: dict[str, float]) -> None:
+    """A loop whose forward runs under CPU autocast in bfloat16."""
+    model, optimizer = _model()
+    loader = DataLoader(SleepyBatches(int(p.get("steps", 10)), 4, 0), batch_size=None)
+    for x, y in loader:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = torch.nn.functional.cross_entropy(model(x).float(), y)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+
+
 def exit_code(p: dict[str, float]) -> None:
     sleepy({"batch_ms": 0, "step_ms": 1, "steps": 3})
     sys.exit(int(p.get("code", 3)))
