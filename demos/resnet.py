@@ -155,12 +155,14 @@ class Trainer:
             minimum=0,
             maximum=64,
             help="DataLoader worker processes (rung 1)",
+            role="workers",
         )
         hook.knob(
             "pin_memory",
             c.pin_memory,
             self.set_pin_memory,
             help="page-locked batches + non_blocking copies (rung 2)",
+            role="pin_memory",
         )
         hook.knob(
             "batch_size",
@@ -169,6 +171,7 @@ class Trainer:
             minimum=1,
             maximum=8192,
             help="samples per step (rung 3: 512; with AMP 1024)",
+            role="batch_size",
         )
         hook.knob(
             "input",
@@ -176,6 +179,7 @@ class Trainer:
             self.set_input,
             choices=("float", "uint8", "gpu-resize"),
             help="what crosses PCIe: float32, uint8 (rung 4), 32px uint8 resized on GPU (rung 8)",
+            role="input_format",
         )
         hook.knob(
             "precision",
@@ -183,13 +187,21 @@ class Trainer:
             self.set_precision,
             choices=("fp32", "fp16", "bf16"),
             help="autocast dtype; fp16 uses a GradScaler (rung 6)",
+            role="precision",
         )
-        hook.knob("compile", c.compile, self.set_compile, help="torch.compile the model (rung 7)")
+        hook.knob(
+            "compile",
+            c.compile,
+            self.set_compile,
+            help="torch.compile the model (rung 7)",
+            role="compile",
+        )
         hook.knob(
             "channels_last",
             c.channels_last,
             self.set_channels_last,
             help="NHWC memory format (rung 8)",
+            role="channels_last",
         )
         hook.knob(
             "set_to_none",
@@ -202,6 +214,7 @@ class Trainer:
             c.sync_loss,
             self.set_sync_loss,
             help="a loss with nonzero/unique/boolean-mask host-device syncs",
+            role="syncs",
         )
 
     def _rebuild_loader(self) -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__, wire
+from .autopilot.plan import parse_settings
 from .collect.stacks import WINDOW_S as STACK_WINDOW_S
 from .collect.stacks import StackSampler, StacksUnavailable
 from .joblog import LogTail
@@ -55,6 +56,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     )
     parser.add_argument("target", nargs=argparse.REMAINDER, help="SCRIPT [ARGS...] or -- COMMAND")
     args = parser.parse_args(argv)
+    if args.schedule and (args.autopilot or args.tries):
+        parser.error("--schedule changes knobs itself: use it without --autopilot and --try")
     args.raw_command = bool(args.target) and args.target[0] == "--"
     if args.raw_command:
         args.target = args.target[1:]
@@ -108,6 +111,28 @@ def _add_monitor_options(parser: argparse.ArgumentParser) -> None:
         "--record", metavar="PATH", help="write the session recording here (.jsonl)"
     )
     parser.add_argument("--no-record", action="store_true", help="do not record the session")
+    pilot = parser.add_mutually_exclusive_group()
+    pilot.add_argument(
+        "--autopilot",
+        action="store_true",
+        help="follow the advice on the script's declared knobs: try, measure, keep or revert",
+    )
+    pilot.add_argument(
+        "--try",
+        dest="tries",
+        action="append",
+        type=_settings,
+        default=[],
+        metavar='"knob=value[;knob=value]"',
+        help="measure this change against the baseline, then revert it (repeatable)",
+    )
+    parser.add_argument(
+        "--autopilot-budget",
+        type=_positive,
+        default=10.0,
+        metavar="MIN",
+        help="minutes the autopilot may spend trying changes (10)",
+    )
 
 
 def parse_schedule(text: str) -> list[tuple[int, dict[str, str]]]:
@@ -129,6 +154,13 @@ def parse_schedule(text: str) -> list[tuple[int, dict[str, str]]]:
             raise argparse.ArgumentTypeError(f"{part!r}: expected STEP:knob=value")
         entries.append((step, settings))
     return entries
+
+
+def _settings(text: str) -> tuple[tuple[str, str], ...]:
+    try:
+        return parse_settings(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def _positive(text: str) -> float:
@@ -189,8 +221,9 @@ def _attach(args: argparse.Namespace) -> int:
         )
     session = Session(command=tuple(command))
     files = _open_record(args, command, session)
-    monitor = Monitor(session, job.pid, stacks=stacks)
+    monitor = Monitor(session, job.pid, stacks=stacks, window_s=args.window)
     monitor.start()
+    _start_pilot(args, monitor)
     if _headless(args):
         return _run_headless(args, session, files, job, monitor)
     return _run_tui(args, session, files, job, monitor, None)
@@ -254,9 +287,15 @@ def _launch(
         _say(str(error))
         files.finish(session)
         return None
-    monitor = Monitor(session, process.pid)
+    monitor = Monitor(session, process.pid, window_s=args.window)
     monitor.start()
+    _start_pilot(args, monitor)
     return LaunchedJob(process), monitor
+
+
+def _start_pilot(args: argparse.Namespace, monitor: Monitor) -> None:
+    if args.autopilot or args.tries:
+        monitor.start_pilot(args.tries, budget_s=60.0 * args.autopilot_budget)
 
 
 def _run_headless(

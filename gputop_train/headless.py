@@ -13,7 +13,7 @@ from .advise.mfu import efficiency
 from .advise.rules import findings
 from .launch import Job
 from .monitor import Monitor
-from .report import headline_id, phase_dicts, status_fields
+from .report import TRIAL_COLUMNS, headline_id, phase_dicts, status_fields, trial_rows
 from .session.model import Snapshot
 
 # After the job exits, how long to wait for its hook's last frames.
@@ -39,8 +39,12 @@ def status_line(snap: Snapshot) -> str:
         f" | GPU util {fmt.pct(gpu.util_pct)}{gpm}"
         f" | mem {fmt.mem_pair(gpu.mem_used_bytes, gpu.mem_total_bytes)}"
         f" | {workers} | main {fmt.pct(procs.main_cpu_pct)} CPU"
-        f" | {headline(snap)}"
+        f" | {headline(snap)}{_autopilot_text(snap)}"
     )
+
+
+def _autopilot_text(snap: Snapshot) -> str:
+    return f" | autopilot: {snap.autopilot['state']}" if snap.autopilot else ""
 
 
 def _wait_source(snap: Snapshot) -> str:
@@ -51,7 +55,9 @@ def _wait_source(snap: Snapshot) -> str:
 
 def headline(snap: Snapshot) -> str:
     top = findings(snap.observation)
-    return f"▶ {top[0].title}: {top[0].action}" if top else "▶ no findings yet"
+    if top:
+        return f"▶ {top[0].title}: {top[0].action}"
+    return f"▶ no findings: {snap.advice_wait}" if snap.advice_wait else "▶ no findings"
 
 
 def summary_text(snap: Snapshot) -> str:
@@ -100,6 +106,9 @@ def summary_text(snap: Snapshot) -> str:
     if len(snap.phases) > 1 or snap.knobs:
         lines.append("")
         lines.extend(phase_table(snap))
+    if snap.autopilot:
+        lines += ["", f"{snap.autopilot['mode']}: {snap.autopilot['state']}"]
+        lines += ["  " + " | ".join(row) for row in [TRIAL_COLUMNS, *trial_rows(snap.autopilot)]]
     lines.append(f"  job exit code {_exit_text(snap)}")
     return "\n".join(lines)
 

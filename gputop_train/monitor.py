@@ -9,18 +9,20 @@ from typing import Any
 
 from . import wire
 from .advise.rules import findings
+from .autopilot.pilot import Pilot
 from .client import HookClient
 from .collect.nvml import NvmlSampler, NvmlUnavailable
 from .collect.procs import ProcessSampler
 from .collect.stacks import StackSampler, StacksUnavailable
 from .hook.knobs import validate
 from .report import finding_dict
-from .session.model import Session
+from .session.model import DEFAULT_WINDOW_S, Session
 
 # NVML utilization at 10 Hz, as in the reference measurements (optimizations.md).
 GPU_PERIOD_S = 0.1
 PROCESS_PERIOD_S = 1.0
 FINDINGS_PERIOD_S = 5.0
+PILOT_PERIOD_S = 1.0
 
 
 class Monitor:
@@ -35,8 +37,10 @@ class Monitor:
         gpu_period_s: float = GPU_PERIOD_S,
         process_period_s: float = PROCESS_PERIOD_S,
         stacks: StackSampler | None = None,
+        window_s: float = DEFAULT_WINDOW_S,
     ) -> None:
         self.session = session
+        self.window_s = window_s  # the live window the user chose: the record's findings too
         self._stop = threading.Event()
         self._gpu_period_s = gpu_period_s
         self._process_period_s = process_period_s
@@ -47,6 +51,7 @@ class Monitor:
         self._threads: list[threading.Thread] = []
         self._request_id = 0
         self._last_headline: str | None = None
+        self.pilot: Pilot | None = None
 
     def request_knob(self, name: str, value: Any) -> str | None:
         """Validate a change against the advertised knob and send it; returns why not, or None."""
@@ -62,6 +67,15 @@ class Monitor:
         self.client.send(wire.encode(wire.SET_KNOB, id=self._request_id, name=name, value=value))
         return None
 
+    def start_pilot(
+        self, tries: list[tuple[tuple[str, str], ...]] | None = None, budget_s: float = 600.0
+    ) -> Pilot:
+        """The autopilot (or, with ``tries``, the --try survey), ticking on its own thread."""
+        pilot = Pilot(self.session, self.request_knob, self.window_s, tries or (), budget_s)
+        self.pilot = pilot
+        self._spawn("autopilot", lambda: self._every(PILOT_PERIOD_S, pilot.tick))
+        return pilot
+
     def scan_syncs(self) -> None:
         """Ask every hooked process to run a sync scan on its next step."""
         self.client.send(wire.encode(wire.SCAN_SYNCS))
@@ -74,7 +88,7 @@ class Monitor:
             self._spawn("gpu", self._gpu_loop)
         except NvmlUnavailable as error:
             self.session.set_gpus([], error=str(error))
-        self.session.set_processes(self.procs.sample())
+        self._sample_procs()
         self._spawn("procs", lambda: self._every(self._process_period_s, self._sample_procs))
         self._spawn("hook-client", self._client_loop)
         self._spawn("findings", lambda: self._every(FINDINGS_PERIOD_S, self._note_findings))
@@ -118,7 +132,7 @@ class Monitor:
         self.session.add_gpu_samples(self.nvml.sample())
 
     def _sample_procs(self) -> None:
-        self.session.set_processes(self.procs.sample())
+        self.session.set_processes(self.procs.sample(), self.procs.system_cpu_pct)
 
     def _stacks_loop(self) -> None:
         """py-spy windows back to back, until the monitor stops or py-spy cannot go on."""
@@ -139,7 +153,8 @@ class Monitor:
 
     def _note_findings(self) -> None:
         """Record the findings when the headline changes (the record's view of the advice)."""
-        found = [finding_dict(f) for f in findings(self.session.snapshot().observation)]
+        observation = self.session.snapshot(self.window_s).observation
+        found = [finding_dict(f) for f in findings(observation)]
         headline = found[0]["id"] if found else None
         if headline != self._last_headline:
             self._last_headline = headline

@@ -43,6 +43,8 @@ def status_fields(snap: Snapshot) -> dict[str, Any]:
         "achieved_tflops": _round(achieved, 2),
         "mfu_pct": _round(mfu, 2),
         "findings": [finding_dict(f) for f in findings(snap.observation)],
+        "advice_wait": snap.advice_wait,
+        "autopilot": snap.autopilot,
     }
 
 
@@ -54,6 +56,8 @@ def finding_dict(finding: Finding) -> dict[str, Any]:
         "action": finding.action,
         "expected_gain": finding.expected_gain,
         "confidence": finding.confidence,
+        "changes": [{"role": c.role, "value": c.value} for c in finding.changes],
+        "rules_out": list(finding.rules_out),
     }
 
 
@@ -89,3 +93,33 @@ def headline_id(observation: Any) -> str:
 
 def _round(value: float | None, digits: int) -> float | None:
     return None if value is None else round(value, digits)
+
+
+TRIAL_COLUMNS = ("change", "from", "baseline", "samples/s", "gain", "needed", "decision")
+
+
+def trial_rows(autopilot: dict[str, Any] | None) -> list[tuple[str, ...]]:
+    """The autopilot's (or --try's) trial table as text cells, one row per change tried."""
+    rows = []
+    for trial in (autopilot or {}).get("trials") or ():
+        rows.append(
+            (
+                str(trial.get("change")),
+                str(trial.get("source")),
+                _rate(trial.get("baseline_samples_per_s"), trial.get("baseline_phase")),
+                _rate(trial.get("samples_per_s"), trial.get("phase")),
+                _times(trial.get("gain")),
+                _times(trial.get("needed_gain")),
+                f"{trial.get('decision')}: {trial.get('reason')}",
+            )
+        )
+    return rows
+
+
+def _rate(value: Any, phase: Any) -> str:
+    rate = "N/A" if value is None else f"{value:,.0f}"
+    return f"{rate} (phase {phase})" if phase is not None else rate
+
+
+def _times(value: Any) -> str:
+    return "N/A" if value is None else f"{value:.2f}x"

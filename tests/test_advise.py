@@ -8,13 +8,24 @@ import pytest
 
 from gputop_train.advise import rules
 from gputop_train.advise.mfu import achieved_tflops, efficiency, mfu_pct, peak_tflops
-from gputop_train.session.stats import GpuStats, Observation, StepStats
+from gputop_train.session.stats import GpuStats, ModelFacts, Observation, StepStats
 
 GiB = 2**30
+BF16_H100 = ModelFacts(
+    cuda=True,
+    capability=(9, 0),
+    autocast="bfloat16",
+    param_dtype="float32",
+    tf32_matmul=False,
+    tf32_cudnn=True,
+    channels_last=True,
+    compiled=True,
+)
+FP32_H100 = replace(BF16_H100, autocast="off", channels_last=False, compiled=False)
 
 
 def observe(**changes: object) -> Observation:
-    """A healthy GPU-bound step; each test changes what it is about."""
+    """A healthy GPU-bound step on a 16-core box; each test changes what it is about."""
     steps = StepStats(100, 10.0, 5000.0, 100.0, 110.0, 1.0, 99.0)
     gpu = GpuStats(99.0, 92.0, 25.0, 20 * GiB, 80 * GiB, 600.0)
     base = Observation(
@@ -24,7 +35,7 @@ def observe(**changes: object) -> Observation:
         pcie_rx_mibps=100.0,
         workers=4,
         worker_cpu_pct=30.0,
-        main_cpu_pct=95.0,
+        main_cpu_pct=60.0,
         cpu_count=16,
         batch_dtype="torch.uint8",
         batch_shape=(1024, 3, 32, 32),
@@ -34,82 +45,163 @@ def observe(**changes: object) -> Observation:
         syncs_per_step=0,
         sync_sites=(),
         flops_per_sample=5.5e9,
-        precision="bf16",
+        model=BF16_H100,
+        system_cpu_pct=20.0,
+        epochs=0,
+        window_s=10.0,
     )
     step_changes = {k[5:]: v for k, v in changes.items() if k.startswith("step_")}
-    gpu_changes = {k[4:]: v for k, v in changes.items() if k.startswith("gpu_")}
-    other = {k: v for k, v in changes.items() if not k.startswith(("step_", "gpu_"))}
+    gpu_fields = {f"gpu_{name}" for name in GpuStats.__dataclass_fields__}
+    gpu_changes = {k[4:]: v for k, v in changes.items() if k in gpu_fields}
+    other = {k: v for k, v in changes.items() if not k.startswith("step_") and k not in gpu_fields}
     return replace(
         base, steps=replace(steps, **step_changes), gpu=replace(gpu, **gpu_changes), **other
     )
 
 
-def headline(o: Observation) -> str:
-    return rules.findings(o)[0].id
+def ids(o: Observation) -> list[str]:
+    return [f.id for f in rules.findings(o)]
 
 
-# The playbook's rungs as the monitor sees them (docs/benchmarks.md has the H100 runs).
+def headline(o: Observation) -> rules.Finding:
+    return rules.findings(o)[0]
+
+
+# The playbook's rung 0 as the monitor sees it (docs/benchmarks.md has the H100 runs).
 RUNG0 = dict(
     step_data_wait_pct=75.0,
+    step_gpu_time_pct=27.0,
     gpu_sm_active_pct=11.0,
     gpu_util_pct=16.0,
     gpu_tensor_active_pct=1.0,
     gpu_mem_used_bytes=3 * GiB,
     workers=0,
     worker_cpu_pct=None,
+    main_cpu_pct=100.0,
     batch_dtype="torch.float32",
     batch_shape=(32, 3, 224, 224),
     batch_bytes=19 * 2**20,
     pin_memory=False,
-    precision="fp32",
+    model=FP32_H100,
 )
+# The ImageNet-style script of the diagnosis issue: 4 workers at ~95% on 16 cores, most idle.
+IMAGENET_4_WORKERS = {
+    **RUNG0,
+    "step_data_wait_pct": 78.0,
+    "workers": 4,
+    "worker_cpu_pct": 95.0,
+    "main_cpu_pct": 40.0,
+    "pin_memory": True,
+    "system_cpu_pct": 30.0,
+    "batch_shape": (256, 3, 224, 224),
+}
 
 
 def test_a_gpu_bound_step_is_called_healthy() -> None:
-    assert headline(observe()) == "gpu.bound"
+    assert headline(observe()).id == "gpu.bound"
 
 
 def test_no_workers_and_a_long_wait_asks_for_workers() -> None:
-    finding = rules.findings(observe(**RUNG0))[0]
+    finding = headline(observe(**RUNG0))
     assert finding.id == "input.more_workers"
-    assert "75%" in finding.evidence[0] and "num_workers" in finding.action
+    assert "75%" in finding.evidence[0] and "num_workers to 8" in finding.action
+    assert finding.changes == (rules.Change("workers", 8),)
 
 
-def test_saturated_workers_building_float_batches_ask_for_uint8() -> None:
-    o = observe(**{**RUNG0, "workers": 8, "worker_cpu_pct": 98.0, "pin_memory": True})
-    assert headline(o) == "input.uint8"
+def test_busy_workers_with_idle_cores_ask_for_workers_toward_the_idle_cores() -> None:
+    finding = headline(observe(**IMAGENET_4_WORKERS))
+    assert finding.id == "input.more_workers"
+    # 30% of 16 cores busy: 11.2 idle, the training process's share counted; 4 + 11 = 15.
+    assert finding.changes == (rules.Change("workers", 15),)
+    assert "11.2 of 16 cores idle" in " ".join(finding.evidence)
+    assert "will not help" not in finding.action
+    assert all("workers" not in f.rules_out for f in rules.findings(observe(**IMAGENET_4_WORKERS)))
 
 
-def test_saturated_workers_on_uint8_ask_for_gpu_preprocessing_not_more_workers() -> None:
-    o = observe(**{**RUNG0, "workers": 15, "worker_cpu_pct": 97.0, "batch_dtype": "torch.uint8"})
-    ids = [f.id for f in rules.findings(o)]
-    assert ids[0] == "input.gpu_preprocessing" and "input.more_workers" not in ids
+def test_busy_workers_and_no_idle_core_rule_out_more_workers_with_the_evidence() -> None:
+    o = observe(**{**IMAGENET_4_WORKERS, "workers": 16, "system_cpu_pct": 97.0})
+    finding = headline(o)
+    assert finding.id == "input.uint8"  # float images: a quarter of the bytes
+    assert "input.more_workers" not in ids(o)
+    assert finding.rules_out == ("workers",) and "will not help" in finding.action
+    assert "0.5 of 16 cores idle" in " ".join(finding.evidence)  # the evidence for the claim
 
 
-@pytest.mark.parametrize("persistent", [False, True])
-def test_a_wait_with_idle_workers_is_not_blamed_on_their_compute(persistent: bool) -> None:
-    # The 2-core dev box: 2 workers at 4% CPU hold half the cores, yet the step waits.
+def test_more_workers_than_cores_on_a_saturated_machine_are_not_spare_capacity() -> None:
+    # 8 workers sharing 2 cores read about 20% each: contention, not workers waiting.
+    saturated = {"workers": 8, "worker_cpu_pct": 21.0, "system_cpu_pct": 99.0, "main_cpu_pct": 95}
+    o = observe(**{**IMAGENET_4_WORKERS, **saturated}, cpu_count=2)
+    assert headline(o).id == "input.uint8"
+    assert not {"input.main_process", "input.idle_workers", "input.more_workers"} & set(ids(o))
+
+
+def test_busy_uint8_pipeline_with_no_core_left_asks_for_gpu_preprocessing() -> None:
     o = observe(
-        **{**RUNG0, "step_data_wait_pct": 40.0, "workers": 2, "worker_cpu_pct": 4.0},
-        cpu_count=2,
-        persistent_workers=persistent,
+        **{**IMAGENET_4_WORKERS, "workers": 15, "system_cpu_pct": 99.0, "batch_dtype": "uint8"}
     )
-    ids = [f.id for f in rules.findings(o)]
-    assert ids[0] == "input.idle_workers"
-    assert not {"input.more_workers", "input.uint8", "input.gpu_preprocessing"} & set(ids)
-    action = rules.findings(o)[0].action
-    assert ("persistent_workers=True" in action) is (not persistent)
+    assert headline(o).id == "input.gpu_preprocessing"
+    assert headline(o).changes == (rules.Change("input_format", "gpu"),)
 
 
-def test_more_workers_is_not_offered_without_a_core_to_run_them() -> None:
-    o = observe(**{**RUNG0, "workers": 3, "worker_cpu_pct": 60.0}, cpu_count=4)
-    assert "input.more_workers" not in [f.id for f in rules.findings(o)]
+def test_tensors_that_are_not_images_never_get_image_advice() -> None:
+    o = observe(
+        **{**IMAGENET_4_WORKERS, "workers": 16, "system_cpu_pct": 98.0, "batch_shape": (256, 512)}
+    )
+    assert headline(o).id == "input.cpu_bound"
+    assert "uint8" not in headline(o).action and headline(o).changes == ()
+
+
+def test_a_busy_training_process_with_workers_to_spare_is_its_own_case() -> None:
+    o = observe(
+        **{**IMAGENET_4_WORKERS, "workers": 8, "worker_cpu_pct": 35.0, "main_cpu_pct": 104.0}
+    )
+    finding = headline(o)
+    assert finding.id == "input.main_process"
+    assert "input.more_workers" not in ids(o)
+    assert "104%" in " ".join(finding.evidence) and "they wait" in " ".join(finding.evidence)
+    assert finding.changes == (rules.Change("input_format", "uint8"),)
+
+
+@pytest.mark.parametrize(("epochs", "restarts"), [(3, True), (1, False)])
+def test_idle_workers_blame_restarts_only_when_epochs_restarted_in_the_window(
+    epochs: int, restarts: bool
+) -> None:
+    # A single epoch's worker start-up once read as "started anew at every epoch".
+    o = observe(
+        **{
+            **RUNG0,
+            "step_data_wait_pct": 40.0,
+            "workers": 2,
+            "worker_cpu_pct": 4.0,
+            "main_cpu_pct": 50.0,
+        },
+        cpu_count=2,
+        persistent_workers=False,
+        epochs=epochs,
+    )
+    finding = headline(o)
+    assert finding.id == "input.idle_workers"
+    assert ("persistent_workers=True" in finding.action) is restarts
+    assert not {"input.more_workers", "input.uint8", "input.gpu_preprocessing"} & set(ids(o))
+
+
+def test_a_cpu_job_is_never_told_the_gpu_waits_or_given_gpu_fixes() -> None:
+    # The issue's CPU run: no GPU and a dataset of tensors drew "the GPU waits for data"
+    # and "send uint8 images (PILToTensor)".
+    cpu = ModelFacts(cuda=False, autocast="off", param_dtype="float32", compiled=False)
+    tensors = {**IMAGENET_4_WORKERS, "workers": 2, "system_cpu_pct": 99.0, "model": cpu}
+    o = observe(**{**tensors, "batch_shape": (64, 128)}, gpu_name=None, cpu_count=2)
+    found = rules.findings(o)
+    assert found[0].id == "input.cpu_bound" and found[0].changes == ()
+    text = " ".join(f.title + f.action for f in found)
+    assert "GPU" not in text and "uint8" not in text
+    assert not {"copies.pageable", "gpu.mixed_precision", "gpu.larger_batch"} & set(ids(o))
+    images = observe(**tensors, gpu_name=None, cpu_count=2)  # float images on the CPU
+    assert headline(images).id == "input.uint8" and "GPU" not in headline(images).action
 
 
 def test_a_wait_on_data_is_ignored_while_the_gpu_is_saturated() -> None:
-    assert "input.more_workers" not in [
-        f.id for f in rules.findings(observe(step_data_wait_pct=8.0))
-    ]
+    assert "input.more_workers" not in ids(observe(step_data_wait_pct=8.0))
 
 
 def test_an_idle_gpu_with_memory_to_spare_asks_for_a_larger_batch() -> None:
@@ -118,17 +210,15 @@ def test_an_idle_gpu_with_memory_to_spare_asks_for_a_larger_batch() -> None:
         gpu_sm_active_pct=35.0,
         gpu_util_pct=47.0,
         gpu_mem_used_bytes=1 * GiB,
-        gpu_tensor_active_pct=0.5,
-        precision="fp32",
+        step_gpu_time_pct=40.0,
     )
-    assert headline(o) == "gpu.larger_batch"
-    assert "larger_batch" not in headline(observe(gpu_sm_active_pct=35.0))  # memory is not spare
+    assert headline(o).id == "gpu.larger_batch"
+    assert "gpu.larger_batch" not in ids(observe(gpu_sm_active_pct=35.0))  # memory is not spare
 
 
 def test_pageable_copies_of_big_batches_ask_for_pinned_memory() -> None:
-    assert "copies.pageable" in [f.id for f in rules.findings(observe(pin_memory=False))]
-    small = observe(pin_memory=False, batch_bytes=4096)
-    assert "copies.pageable" not in [f.id for f in rules.findings(small)]
+    assert "copies.pageable" in ids(observe(pin_memory=False))
+    assert "copies.pageable" not in ids(observe(pin_memory=False, batch_bytes=4096))
 
 
 def test_sync_sites_are_named_with_file_and_line() -> None:
@@ -137,31 +227,78 @@ def test_sync_sites_are_named_with_file_and_line() -> None:
         f for f in rules.findings(observe(syncs_per_step=4, sync_sites=sites)) if f.id == "syncs"
     )
     assert "resnet.py:104 torch.unique(labels)" in " ".join(finding.evidence)
-    assert "syncs" not in [f.id for f in rules.findings(observe(syncs_per_step=1))]
+    assert finding.changes == (rules.Change("syncs", False),)
+    assert "syncs" not in ids(observe(syncs_per_step=1))
 
 
-def test_idle_tensor_cores_in_fp32_ask_for_amp_but_not_in_bf16() -> None:
-    fp32 = observe(gpu_tensor_active_pct=0.4, gpu_sm_active_pct=70.0, precision="fp32")
-    assert "gpu.tensor_cores_idle" in [f.id for f in rules.findings(fp32)]
-    bf16 = observe(gpu_tensor_active_pct=0.4, gpu_sm_active_pct=70.0, precision="bf16")
-    assert "gpu.tensor_cores_idle" not in [f.id for f in rules.findings(bf16)]
-    waiting = replace(fp32, steps=replace(fp32.steps, data_wait_pct=40.0))
-    assert "gpu.tensor_cores_idle" not in [f.id for f in rules.findings(waiting)]
+def test_fp32_on_a_busy_tensor_core_gpu_asks_for_mixed_precision_whatever_tf32_shows() -> None:
+    # The ImageNet-style script with 16 workers in fp32 on the H100: GPU busy 97% of the
+    # step, SM 63%, tensor activity 8% from TF32 convolutions, no finding at all before.
+    o = observe(
+        model=replace(FP32_H100, tf32_cudnn=True),
+        step_gpu_time_pct=97.0,
+        gpu_sm_active_pct=63.0,
+        gpu_tensor_active_pct=8.0,
+    )
+    finding = headline(o)
+    assert finding.id == "gpu.mixed_precision"
+    assert finding.changes == (rules.Change("precision", "bf16"),)
+    assert "no autocast" in " ".join(finding.evidence) and "TF32 on" in " ".join(finding.evidence)
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        BF16_H100,  # autocast on
+        replace(FP32_H100, param_dtype="bfloat16"),  # pure bf16 training
+        replace(FP32_H100, autocast=None),  # compiled: autocast unknown
+        replace(FP32_H100, capability=(6, 1)),  # no tensor cores
+        ModelFacts(),  # no facts (a job without the hook)
+    ],
+)
+def test_mixed_precision_needs_the_facts_that_prove_fp32(model: ModelFacts) -> None:
+    o = observe(model=model, step_gpu_time_pct=97.0, gpu_sm_active_pct=63.0)
+    assert "gpu.mixed_precision" not in ids(o)
+
+
+def test_mixed_precision_waits_while_the_gpu_waits_for_data_or_idles() -> None:
+    waiting = observe(model=FP32_H100, step_data_wait_pct=40.0, step_gpu_time_pct=50.0)
+    assert "gpu.mixed_precision" not in ids(waiting)
+    idle = observe(model=FP32_H100, step_gpu_time_pct=30.0, gpu_sm_active_pct=20.0)
+    assert "gpu.mixed_precision" not in ids(idle)
+    fp16_only = observe(
+        model=replace(FP32_H100, capability=(7, 0)), step_gpu_time_pct=95.0, gpu_name="V100"
+    )
+    assert headline(fp16_only).changes == (rules.Change("precision", "fp16"),)
+
+
+def test_a_busy_convnet_under_amp_in_nchw_asks_for_channels_last() -> None:
+    nchw = replace(BF16_H100, channels_last=False)
+    assert headline(observe(model=nchw)).changes == (rules.Change("channels_last", True),)
+    assert "gpu.channels_last" not in ids(observe())  # already channels_last
+    no_convs = replace(BF16_H100, channels_last=None)  # no 4-D weights: not a convnet
+    assert "gpu.channels_last" not in ids(observe(model=no_convs))
+    assert "gpu.channels_last" not in ids(observe(model=replace(FP32_H100, channels_last=False)))
 
 
 def test_a_busy_main_thread_and_an_idle_gpu_is_launch_bound() -> None:
     o = observe(gpu_sm_active_pct=40.0, main_cpu_pct=100.0, gpu_mem_used_bytes=60 * GiB)
-    assert headline(o) == "cpu.launch_bound"
-    assert "cpu.launch_bound" not in [f.id for f in rules.findings(observe(main_cpu_pct=40.0))]
+    assert headline(o).id == "cpu.launch_bound"
+    assert "cpu.launch_bound" not in ids(observe(main_cpu_pct=40.0))
 
 
-def test_memory_near_the_limit_is_flagged() -> None:
-    assert "gpu.memory_near_limit" in [
-        f.id for f in rules.findings(observe(gpu_mem_used_bytes=77 * GiB))
-    ]
+def test_memory_near_the_limit_outranks_healthy() -> None:
+    o = observe(gpu_mem_used_bytes=77 * GiB)
+    assert headline(o).id == "gpu.memory_near_limit" and "gpu.bound" in ids(o)
 
 
-def test_nothing_is_said_before_there_are_steps() -> None:
+def test_healthy_proposes_compile_only_when_the_model_is_not_compiled() -> None:
+    assert headline(observe()).changes == ()
+    uncompiled = observe(model=replace(BF16_H100, compiled=False))
+    assert headline(uncompiled).changes == (rules.Change("compile", True),)
+
+
+def test_nothing_is_said_without_an_observation() -> None:
     assert rules.findings(observe(step_steps=0)) == []
     assert rules.findings(None) == []
 
@@ -175,3 +312,13 @@ def test_mfu_uses_the_dense_peak_of_the_gpu_and_precision() -> None:
     assert achieved == pytest.approx(88.0)
     assert mfu_pct(achieved, 989.5) == pytest.approx(8.9, abs=0.05)
     assert efficiency(replace(observe(), gpu_name="unknown"))[1] is None  # unknown GPU: N/A
+    assert efficiency(observe(model=FP32_H100))[1] == pytest.approx(100 * 27.5 / 494.5)
+
+
+def test_no_workers_on_a_machine_with_no_idle_core_makes_no_claim_about_workers() -> None:
+    # On the 2-core CI box the training process loaded on both cores (139% CPU) and 0 workers
+    # beat 1, 2 and 3: more workers are not offered, nor ruled out without a worker to show it.
+    o = observe(**{**RUNG0, "main_cpu_pct": 139.0, "system_cpu_pct": 75.0}, cpu_count=2)
+    assert "input.more_workers" not in ids(o)
+    assert headline(o).id == "input.uint8" and headline(o).rules_out == ()
+    assert "will not help" not in headline(o).action

@@ -195,7 +195,7 @@ def test_the_recording_holds_metadata_phases_and_findings_as_they_happened(tmp_p
             "20:step_ms=2",
             str(SCENARIOS),
             "knobbed",
-            "steps=1500",
+            "steps=4000",  # past its warm-up, long enough for the advisor to judge
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

@@ -49,6 +49,7 @@ def scripted_session(with_gpu: bool = True, recorder: Recorder | None = None) ->
     if recorder is not None:  # record with the fake clock's times, as the monitor would live
         recorder._clock = clock
         session.listener = recorder.record
+    session.cpu_count = 16  # the H100 box of the playbook's measurements
     session.process_hello(JOB_PID, {"rank": None, "argv": ["demos/resnet.py"], "torch": "2.11"})
     session.set_knobs(JOB_PID, KNOBS)
     rows = []
@@ -99,13 +100,15 @@ def scripted_session(with_gpu: bool = True, recorder: Recorder | None = None) ->
         )
         for i in range(1, 9)
     ]
-    sampler_procs = ProcessSampler(JOB_PID, session.hooked_pids, FakePsutil(processes), clock=clock)
+    # 8 workers at ~98% and the training process at 71% keep 53% of 16 cores busy.
+    psutil = FakePsutil(processes, system_cpu_pct=53.0)
+    sampler_procs = ProcessSampler(JOB_PID, session.hooked_pids, psutil, clock=clock)
     clock.now = NOW - 1.0
     sampler_procs.sample()
     clock.now = NOW
     for process in processes[1:]:
         process.read_bytes += 3_000_000  # each worker read 3 MB in that second
-    session.set_processes(sampler_procs.sample())
+    session.set_processes(sampler_procs.sample(), sampler_procs.system_cpu_pct)
     return session
 
 

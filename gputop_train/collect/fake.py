@@ -237,8 +237,12 @@ class FakePsutil:
     AccessDenied = AccessDenied
     ZombieProcess = ZombieProcess
 
-    def __init__(self, processes: list[FakeProcess]) -> None:
+    def __init__(self, processes: list[FakeProcess], system_cpu_pct: float = 25.0) -> None:
         self.processes = {p.pid: p for p in processes}
+        self.system_cpu_pct = system_cpu_pct  # what cpu_percent() says of the whole machine
+
+    def cpu_percent(self, interval: Any = None) -> float:
+        return self.system_cpu_pct
 
     def Process(self, pid: int) -> _ProcessHandle:
         if pid not in self.processes:

@@ -85,6 +85,11 @@ class ProcessSampler:
         self._clock = clock
         self._tracked: dict[int, _Tracked] = {}
         self._last_pids: frozenset[int] = frozenset()
+        # Busy share of all the machine's cores since the previous sample (psutil, 0-100):
+        # the advisor counts the cores nobody uses (more DataLoader workers only pay there).
+        self.system_cpu_pct: float | None = None
+        with contextlib.suppress(Exception):
+            self._psutil.cpu_percent(None)  # the first call only starts the delta
 
     def pids(self) -> set[int]:
         """The PIDs seen in the last sample (the monitor looks for hook sockets among them)."""
@@ -107,7 +112,14 @@ class ProcessSampler:
             if sample is not None:
                 samples.append(sample)
         self._last_pids = frozenset(s.pid for s in samples)
+        self.system_cpu_pct = self._system_cpu()
         return tuple(samples)
+
+    def _system_cpu(self) -> float | None:
+        try:
+            return float(self._psutil.cpu_percent(None))
+        except Exception:
+            return None
 
     def _tree(self) -> list[Any]:
         errors = (self._psutil.NoSuchProcess, self._psutil.AccessDenied)

@@ -113,12 +113,15 @@ _APPLY = {
     "knob_outcome": lambda s, e: s.knob_outcome(e["pid"], e["frame"]),
     "steps": lambda s, e: s.add_step_rows(e["pid"], e["rows"]),
     "gpu": lambda s, e: s.add_gpu_samples(tuple(_gpu_sample(g) for g in e["samples"])),
-    "procs": lambda s, e: s.set_processes(tuple(ProcSample(**p) for p in e["samples"])),
+    "procs": lambda s, e: s.set_processes(
+        tuple(ProcSample(**p) for p in e["samples"]), e.get("system_cpu_pct")
+    ),
     "fact": lambda s, e: s.add_fact(e["pid"], e["frame"]),
     "notice": lambda s, e: s.add_notice(e["text"]),
     "stacks": lambda s, e: s.set_stack_shares(
         StackShares(e["thread"], e["samples"], e["shares"], e.get("window_s", WINDOW_S))
     ),
+    "autopilot": lambda s, e: s.set_autopilot(e["status"]),
     "job_ended": lambda s, e: s.job_ended(e["exit_code"], tuple(e.get("stderr_tail") or ())),
 }
 

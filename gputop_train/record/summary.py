@@ -10,7 +10,7 @@ from typing import Any
 from .. import format as fmt
 from ..advise.mfu import efficiency
 from ..advise.rules import findings
-from ..report import finding_dict, phase_dicts, status_fields
+from ..report import TRIAL_COLUMNS, finding_dict, phase_dicts, status_fields, trial_rows
 from ..session.model import Session, Snapshot
 
 CHART_BUCKETS = 240
@@ -88,6 +88,11 @@ def markdown(summary: dict[str, Any], chart_name: str | None = None) -> str:
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     lines += [_phase_row(p) for p in summary["phases"]]
+    autopilot = summary["figures"].get("autopilot")
+    if autopilot:
+        lines += ["", f"## {autopilot['mode'].capitalize()}: {autopilot['state']}", ""]
+        lines += ["| " + " | ".join(TRIAL_COLUMNS) + " |", "|---" * len(TRIAL_COLUMNS) + "|"]
+        lines += ["| " + " | ".join(row) + " |" for row in trial_rows(autopilot)]
     lines += [
         "",
         "## Findings (whole run; with several phases, read the headline per phase above)",

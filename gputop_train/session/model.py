@@ -19,7 +19,7 @@ from ..collect.nvml import GpuSample
 from ..collect.procs import ProcSample
 from ..collect.stacks import DATA_WAIT, StackShares
 from . import stats
-from .phases import KnobState, Phase, PhaseRow, PhaseTable, knob_state
+from .phases import WARMUP_STEPS, KnobState, Phase, PhaseRow, PhaseTable, knob_state
 from .series import ChartBinner, ChartSeries
 from .steps import Step
 
@@ -30,6 +30,12 @@ MAX_NOTICES = 200
 MAX_PROC_TICKS = 7200  # two hours of 1 Hz process samples
 # The default window for the live figures: long enough to hold several slow steps.
 DEFAULT_WINDOW_S = 10.0
+# The advisor judges a window only with this many measured (post-warm-up) steps covering this
+# many seconds: short runs on the H100 drew "GPU under-used" and "launch-bound" headlines from
+# the seconds before their first steps, and a single epoch's worker start-up read as a
+# per-epoch restart (issue: diagnosis). Two seconds hold 20 NVML and 2 process samples.
+MIN_ADVICE_STEPS = 5
+MIN_ADVICE_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -78,9 +84,14 @@ class Snapshot:
     charts: ChartSeries | None = None
     knobs: tuple[KnobState, ...] = ()
     phases: tuple[PhaseRow, ...] = ()
+    # What the advisor judges: the current phase's measured steps in the window, with the GPU
+    # and CPU figures of the time they ran. None while there are too few (``advice_wait``).
     observation: stats.Observation | None = None
     phase: int = 1  # the number of the phase now running
     stacks: StackShares | None = None  # the latest py-spy window, for a job without the hook
+    advice_wait: str | None = None  # why there is no observation yet
+    # The autopilot's (or --try's) state and trial table, as plain data; None when off.
+    autopilot: dict[str, Any] | None = None
 
     @property
     def elapsed_s(self) -> float:
@@ -111,9 +122,7 @@ class Session:
         self._knob_seq: dict[int, int] = {}
         # loader / syncs / flops frames as they came, to find the one in force at any time
         self._facts: dict[str, list[tuple[float, dict[str, Any]]]] = {}
-        self._proc_ticks: deque[tuple[float, tuple[float, ...], float | None]] = deque(
-            maxlen=MAX_PROC_TICKS
-        )
+        self._proc_ticks: deque[stats.ProcTick] = deque(maxlen=MAX_PROC_TICKS)
         self.cpu_count: int | None = None
         self.driver: str | None = None
         # Called as listener(kind, payload) for every write: the recorder's way in.
@@ -122,6 +131,8 @@ class Session:
         self._binners: dict[tuple[float, int], ChartBinner] = {}  # per chart window
         self._phase_table = PhaseTable()
         self._stacks: tuple[float, StackShares] | None = None
+        self._job_ended_at: float | None = None
+        self._autopilot: dict[str, Any] | None = None
 
     def _tell(self, kind: str, **payload: Any) -> None:
         if self.listener is not None:
@@ -237,15 +248,21 @@ class Session:
         with self._lock:
             self._gpu.append(samples)
 
-    def set_processes(self, processes: tuple[ProcSample, ...]) -> None:
-        self._tell("procs", samples=[vars(p) for p in processes])  # flat: no asdict() copy
+    def set_processes(
+        self, processes: tuple[ProcSample, ...], system_cpu_pct: float | None = None
+    ) -> None:
+        """One process sample, and the busy share of all the machine's cores meanwhile."""
+        self._tell(  # flat: no asdict() copy
+            "procs", samples=[vars(p) for p in processes], system_cpu_pct=system_cpu_pct
+        )
         workers = tuple(
             p.cpu_pct for p in processes if p.role == "worker" and p.cpu_pct is not None
         )
         mains = [p.cpu_pct for p in processes if p.role == "main" and p.cpu_pct is not None]
+        tick = stats.ProcTick(self.clock(), workers, sum(mains) if mains else None, system_cpu_pct)
         with self._lock:
             self._processes = processes
-            self._proc_ticks.append((self.clock(), workers, sum(mains) if mains else None))
+            self._proc_ticks.append(tick)
 
     def set_stack_shares(self, stacks: StackShares) -> None:
         """A window of py-spy samples of the training thread (a job without the hook)."""
@@ -259,6 +276,19 @@ class Session:
         with self._lock:
             if pid == self._primary_pid_locked():
                 self._facts.setdefault(frame["type"], []).append((self.clock(), frame))
+
+    def set_autopilot(self, status: Any) -> None:
+        """The autopilot's state (autopilot/pilot.py PilotStatus, or its recorded dict); the
+        record gets it whenever its state or a trial changes."""
+        record = status if isinstance(status, dict) else asdict(status)
+        with self._lock:
+            previous = self._autopilot
+            self._autopilot = record
+        changed = previous is None or any(
+            previous.get(key) != record.get(key) for key in ("state", "trials", "done")
+        )
+        if changed:
+            self._tell("autopilot", status=record)
 
     def note_findings(self, findings: list[dict[str, Any]]) -> None:
         """For the record: the advisor's findings, as shown live (replay recomputes them)."""
@@ -278,6 +308,7 @@ class Session:
         self._tell("job_ended", exit_code=exit_code, stderr_tail=list(stderr_tail))
         with self._lock:
             self._job = JobState(running=False, exit_code=exit_code, stderr_tail=stderr_tail)
+            self._job_ended_at = self.clock()
 
     # -- readers ------------------------------------------------------------------------
 
@@ -302,6 +333,11 @@ class Session:
         with self._lock:
             return list(self._steps)
 
+    def facts(self, kind: str) -> list[dict[str, Any]]:
+        """The primary process's ``kind`` frames (loader, syncs, flops, model), oldest first."""
+        with self._lock:
+            return [frame for _, frame in self._facts.get(kind, ())]
+
     def knob(self, name: str) -> KnobState | None:
         with self._lock:
             return self._knobs.get(name)
@@ -313,21 +349,24 @@ class Session:
         chart_points: int = 0,
         with_phases: bool = False,
     ) -> Snapshot:
-        """Figures over the last ``window_s``; with ``chart_points``, binned chart series too;
-        with ``with_phases`` the phase table (a pass over every step: ask only to show it)."""
+        """Figures over the last ``window_s`` (once the job has ended, the last ``window_s`` of
+        its training: the screen keeps the final state); with ``chart_points``, binned chart
+        series too; with ``with_phases`` the phase table (a pass over every step: ask only to
+        show it)."""
         now = self.clock()
-        since = now - window_s
         with self._lock:
+            end = self._window_end(now)
+            since = end - window_s
             charts = None
             if chart_points:
                 key = (chart_window_s, chart_points)
                 binner = self._binners.setdefault(key, ChartBinner(*key))
                 charts = binner.series(self._steps, self._gpu, now, self._primary_pid_locked())
-            recent_steps = _tail_since(self._steps, since)
-            recent_gpu = _tail_since_ticks(self._gpu, since)
+            recent_steps = _tail_between(self._steps, since, end)
+            recent_gpu = _ticks_between(self._gpu, since, end)
             primary = self._primary_pid_locked()
             processes = self._processes
-            observation = self._observe(recent_steps, recent_gpu, since, now)
+            observation, advice_wait = self._advice_window(recent_steps, recent_gpu, since, end)
             snapshot = Snapshot(
                 t=now,
                 started_at=self.started_at,
@@ -341,11 +380,11 @@ class Session:
                 total_steps=self._last_step.get(primary, 0) if primary is not None else 0,
                 total_samples=self._total_samples,
                 window_s=window_s,
-                steps=observation.steps,
-                gpu=observation.gpu,
+                steps=self._window_steps(recent_steps, observation),
+                gpu=stats.gpu_stats(recent_gpu),
                 procs=stats.proc_stats(processes),
                 latest_gpus=self._gpu[-1] if self._gpu else (),
-                recent_util_pct=_mean_util_per_gpu(_tail_since_ticks(self._gpu, now - 1.0)),
+                recent_util_pct=_mean_util_per_gpu(_ticks_between(self._gpu, end - 1.0, end)),
                 processes=processes,
                 notices=tuple(self._notices),
                 dropped_frames=self._dropped_frames,
@@ -353,7 +392,7 @@ class Session:
                 knobs=tuple(self._knobs.values()),
                 phases=tuple(
                     self._phase_table.rows(
-                        self._phases, self._steps, self._gpu, primary, now, self._observe
+                        self._phases, self._steps, self._gpu, primary, now, self._observe_measured
                     )
                 )
                 if with_phases
@@ -361,8 +400,70 @@ class Session:
                 observation=observation,
                 phase=len(self._phases),
                 stacks=self._stacks[1] if self._stacks else None,
+                advice_wait=advice_wait,
+                autopilot=self._autopilot,
             )
         return snapshot
+
+    def _window_end(self, now: float) -> float:
+        """Where live windows end: now while the job runs; after it, at its last step."""
+        if self._job.running:
+            return now
+        if self._steps:
+            return min(now, self._steps[-1].t)
+        return min(now, self._job_ended_at or now)
+
+    def _window_steps(
+        self, recent: list[Step], observation: stats.Observation | None
+    ) -> stats.StepStats:
+        """The step figures shown: the window's; a job without the hook, py-spy's data-wait."""
+        figures = stats.step_stats(recent, self._primary_pid_locked())
+        if observation is not None and observation.data_wait_source == "py-spy":
+            return observation.steps
+        return figures
+
+    def _advice_window(
+        self,
+        recent: list[Step],
+        recent_gpu: list[tuple[GpuSample, ...]],
+        since: float,
+        end: float,
+    ) -> tuple[stats.Observation | None, str | None]:
+        """The observation the advisor judges over a live window, or why there is none."""
+        primary = self._primary_pid_locked()
+        if primary is None or not recent:
+            if self._stacks and not self._hooked:
+                seen, stacks = self._stacks  # current until the next window is due
+                if since - stacks.window_s <= seen <= end:
+                    return self._observe([], recent_gpu, since, end), None
+            if primary is None:
+                return None, "no training step seen yet"
+            return None, f"no training step in the last {end - since:g} s"
+        phase = self._phases[-1]
+        # The phase's first steps pay for its start (workers forking, cuDNN autotuning, a
+        # compile): the advisor skips them, as the phase table does (phases.WARMUP_STEPS).
+        first = phase.first_step + WARMUP_STEPS
+        if self._last_step.get(primary, 0) < first:
+            return None, f"phase {phase.index} ({phase.change}) is warming up"
+        own = [s for s in recent if s.pid == primary and s.step >= first]
+        others = [s for s in recent if s.pid != primary]
+        return self._observe_measured(own, others)
+
+    def _observe_measured(
+        self, measured: list[Step], other_ranks: list[Step] = ()
+    ) -> tuple[stats.Observation | None, str | None]:
+        """An observation of measured steps (one phase, warm-up excluded) over the time they
+        ran; None, with the reason, when they are too few to judge."""
+        timed = [s for s in measured if s.step_ms is not None]
+        if len(timed) < MIN_ADVICE_STEPS:
+            return None, f"needs {MIN_ADVICE_STEPS} measured steps (has {len(timed)})"
+        start = timed[0].t - timed[0].step_ms / 1000.0  # type: ignore[operator]
+        stop = timed[-1].t
+        if stop - start < MIN_ADVICE_S:
+            return None, f"needs {MIN_ADVICE_S:g} s of measured steps (has {stop - start:.1f} s)"
+        ranks = [s for s in other_ranks if start < s.t <= stop]
+        ticks = _ticks_between(self._gpu, start, stop)
+        return self._observe(timed + ranks, ticks, start, stop), None
 
     def _fact_at(self, kind: str, t: float) -> dict[str, Any] | None:
         """The latest fact of a kind known at time ``t`` (lock held)."""
@@ -382,22 +483,20 @@ class Session:
     ) -> stats.Observation:
         """What the advisor needs over [start, end] (called with the lock held)."""
         primary = self._primary_pid_locked()
-        procs = [tick for tick in self._proc_ticks if start <= tick[0] <= end]
-        workers, worker_cpu, main_cpu = stats.mean_worker_cpu(procs)
+        procs = _ticks_covering(self._proc_ticks, start, end)
+        workers, worker_cpu, main_cpu, system_cpu = stats.mean_worker_cpu(procs)
         loader = self._fact_at("loader", end) or {}
+        epochs = sum(1 for seen, _ in self._facts.get("loader", ()) if start <= seen <= end)
         syncs = self._fact_at("syncs", end)
         flops = self._fact_at("flops", end) or {}
-        precision = self._knobs["precision"].value if "precision" in self._knobs else None
         per_sample = None
         if isinstance(flops.get("flops"), int) and flops.get("samples"):
             per_sample = flops["flops"] / flops["samples"]
         shape = loader.get("shape")
         step_stats, wait_source = stats.step_stats(steps, primary), "hook"
-        if not step_stats.steps and self._stacks:
-            seen, stacks = self._stacks  # current until the next window is due
-            if start - stacks.window_s <= seen <= end:
-                step_stats = _replace(step_stats, data_wait_pct=stacks.shares[DATA_WAIT])
-                wait_source = "py-spy"
+        if not steps and self._stacks:
+            step_stats = _replace(step_stats, data_wait_pct=self._stacks[1].shares[DATA_WAIT])
+            wait_source = "py-spy"
         return stats.Observation(
             steps=step_stats,
             gpu=stats.gpu_stats(gpu_ticks),
@@ -415,8 +514,11 @@ class Session:
             syncs_per_step=syncs.get("count") if syncs else None,
             sync_sites=tuple(syncs.get("sites") or ()) if syncs else (),
             flops_per_sample=per_sample,
-            precision=precision,
+            model=stats.ModelFacts.from_frame(self._fact_at("model", end)),
             data_wait_source=wait_source,
+            system_cpu_pct=system_cpu,
+            epochs=epochs,
+            window_s=end - start,
         )
 
 
@@ -436,10 +538,26 @@ def _gpu_record(sample: GpuSample) -> dict[str, Any]:
     return {**vars(sample), "processes": [vars(p) for p in sample.processes]}
 
 
-def _tail_since(steps: deque[Step], since: float) -> list[Step]:
-    """The steps after ``since``, walking back from the newest (windows are short)."""
+def _ticks_covering(ticks: deque[stats.ProcTick], start: float, end: float) -> list[Any]:
+    """Process samples whose period (since the sample before) overlaps [start, end]: psutil's
+    CPU % of a sample is its average since the previous one."""
+    out: list[stats.ProcTick] = []
+    previous_t = float("-inf")
+    for tick in ticks:
+        if tick.t > start and previous_t < end:
+            out.append(tick)
+        if tick.t >= end:
+            break
+        previous_t = tick.t
+    return out
+
+
+def _tail_between(steps: deque[Step], since: float, end: float) -> list[Step]:
+    """The steps in (since, end], walking back from the newest (windows are short)."""
     out = []
     for step in reversed(steps):
+        if step.t > end:
+            continue
         if step.t <= since:
             break
         out.append(step)
@@ -447,10 +565,17 @@ def _tail_since(steps: deque[Step], since: float) -> list[Step]:
     return out
 
 
-def _tail_since_ticks(ticks: deque[tuple[GpuSample, ...]], since: float) -> list[Any]:
+def _ticks_between(
+    ticks: deque[tuple[GpuSample, ...]], since: float, end: float
+) -> list[tuple[GpuSample, ...]]:
+    """The GPU ticks in (since, end], walking back from the newest."""
     out = []
     for tick in reversed(ticks):
-        if tick and tick[0].t <= since:
+        if not tick:
+            continue
+        if tick[0].t > end:
+            continue
+        if tick[0].t <= since:
             break
         out.append(tick)
     out.reverse()

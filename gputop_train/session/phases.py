@@ -25,6 +25,9 @@ from .steps import Step
 # three seconds cover a slow first epoch of small steps. Judgement, checked on the H100 runs.
 WARMUP_STEPS = 5
 WARMUP_S = 3.0
+# A phase's noise: the spread of its throughput between this many consecutive blocks of its
+# measured steps (the autopilot keeps a change only when its gain clears it).
+NOISE_BLOCKS = 4
 
 
 @dataclass(frozen=True)
@@ -38,6 +41,7 @@ class KnobState:
     maximum: int | None
     pending: Any = None
     error: str | None = None
+    role: str | None = None  # what the knob does (docs/knobs.md), for the autopilot
 
     @property
     def spec(self) -> dict[str, Any]:
@@ -74,7 +78,9 @@ class PhaseRow:
     tensor_active_pct: float | None
     peak_mem_bytes: int | None
     speedup: float | None
-    observation: Any = None  # stats.Observation over the measured steps
+    observation: Any = None  # stats.Observation over the measured steps (None: too few)
+    measured_s: float | None = None  # seconds the measured steps cover
+    noise_pct: float | None = None  # largest block's deviation from the mean samples/s, %
 
 
 def knob_state(spec: dict[str, Any]) -> KnobState | None:
@@ -92,6 +98,7 @@ def knob_state(spec: dict[str, Any]) -> KnobState | None:
         choices=tuple(choices) if isinstance(choices, list) else None,
         minimum=spec.get("min") if isinstance(spec.get("min"), int) else None,
         maximum=spec.get("max") if isinstance(spec.get("max"), int) else None,
+        role=spec.get("role") if isinstance(spec.get("role"), str) else None,
     )
 
 
@@ -180,8 +187,27 @@ def _row(
         tensor_active_pct=gpu.tensor_active_pct,
         peak_mem_bytes=_peak_memory(in_window, measured),
         speedup=samples_per_s / baseline if baseline and samples_per_s else None,
-        observation=observe(measured, in_window, *window) if observe and window else None,
+        observation=observe(measured, other_ranks)[0] if observe and measured else None,
+        measured_s=window[1] - window[0] if window else None,
+        noise_pct=_noise_pct(measured),
     )
+
+
+def _noise_pct(measured: Sequence[Step]) -> float | None:
+    """How far the throughput of blocks of consecutive steps strays from their mean, in %."""
+    size = len(measured) // NOISE_BLOCKS
+    if size < 2:
+        return None
+    rates = []
+    for block in range(NOISE_BLOCKS):
+        steps = measured[block * size : (block + 1) * size]
+        seconds = sum(s.step_ms or 0.0 for s in steps) / 1000.0
+        samples = sum(s.samples or 0 for s in steps)
+        if seconds <= 0 or not samples:
+            return None
+        rates.append(samples / seconds)
+    mean = sum(rates) / len(rates)
+    return 100.0 * max(abs(rate - mean) for rate in rates) / mean
 
 
 def _phase_steps(

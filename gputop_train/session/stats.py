@@ -139,8 +139,53 @@ def proc_stats(processes: Sequence[ProcSample]) -> ProcStats:
 
 
 @dataclass(frozen=True)
+class ModelFacts:
+    """What the step runs in, from the hook's ``model`` frame; None where not known."""
+
+    cuda: bool | None = None
+    capability: tuple[int, int] | None = None  # CUDA compute capability of the job's device
+    autocast: str | None = None  # "bfloat16", "float16", "off"; None: unknown (compiled)
+    param_dtype: str | None = None  # of the trained parameters
+    tf32_matmul: bool | None = None
+    tf32_cudnn: bool | None = None
+    channels_last: bool | None = None
+    compiled: bool | None = None
+
+    @classmethod
+    def from_frame(cls, frame: dict | None) -> ModelFacts:
+        if not frame:
+            return cls()
+        capability = frame.get("capability")
+        return cls(
+            cuda=_bool_or_none(frame.get("cuda")),
+            capability=tuple(capability[:2]) if isinstance(capability, list) else None,
+            autocast=frame.get("autocast") if isinstance(frame.get("autocast"), str) else None,
+            param_dtype=frame.get("param_dtype")
+            if isinstance(frame.get("param_dtype"), str)
+            else None,
+            tf32_matmul=_bool_or_none(frame.get("tf32_matmul")),
+            tf32_cudnn=_bool_or_none(frame.get("tf32_cudnn")),
+            channels_last=_bool_or_none(frame.get("channels_last")),
+            compiled=_bool_or_none(frame.get("compiled")),
+        )
+
+    @property
+    def precision(self) -> str | None:
+        """ "bf16", "fp16" or "fp32": the autocast dtype, else the parameters' dtype."""
+        dtype = self.autocast if self.autocast not in (None, "off") else self.param_dtype
+        if self.autocast is None and self.param_dtype == "float32":
+            return None  # compiled code may autocast inside its graph: unknown
+        return {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}.get(dtype or "")
+
+
+def _bool_or_none(value: object) -> bool | None:
+    return value if isinstance(value, bool) else None
+
+
+@dataclass(frozen=True)
 class Observation:
-    """Everything the advisor looks at, over one window (the live one, or one phase)."""
+    """Everything the advisor looks at, over one window (the live one, or one phase): the
+    measured steps of one configuration, and the GPU and CPU figures of the time they ran."""
 
     steps: StepStats
     gpu: GpuStats
@@ -158,25 +203,56 @@ class Observation:
     syncs_per_step: int | None
     sync_sites: tuple[dict, ...]
     flops_per_sample: float | None
-    precision: str | None
+    model: ModelFacts = ModelFacts()
     # Where steps.data_wait_pct comes from: the hook's step timer, or, for a job without the
     # hook, the share of py-spy samples in which the training thread waited on the DataLoader.
     data_wait_source: str = "hook"
+    system_cpu_pct: float | None = None  # busy share of all the machine's cores (psutil)
+    epochs: int = 0  # DataLoader epochs (iterators) started within the window
+    window_s: float | None = None  # the seconds of steps the window covers
+
+    @property
+    def precision(self) -> str | None:
+        return self.model.precision
+
+    @property
+    def idle_cores(self) -> float | None:
+        """Cores no process on the machine used over the window (psutil, system-wide)."""
+        if self.cpu_count is None or self.system_cpu_pct is None:
+            return None
+        return self.cpu_count * max(0.0, 100.0 - self.system_cpu_pct) / 100.0
+
+    @property
+    def uses_gpu(self) -> bool:
+        """The job runs on a GPU: the hook says so, or (no hook facts) NVML sees one."""
+        if self.model.cuda is not None:
+            return self.model.cuda
+        return self.gpu_name is not None
+
+
+@dataclass(frozen=True)
+class ProcTick:
+    """What the advisor keeps of one process sample: CPU % of one core, and the machine's."""
+
+    t: float
+    workers: tuple[float, ...]
+    main: float | None
+    system: float | None  # % of all cores busy
 
 
 def mean_worker_cpu(
-    proc_ticks: Sequence[tuple[float, tuple[float, ...], float | None]],
-) -> tuple[int | None, float | None, float | None]:
-    """(workers, mean CPU per worker, mean main CPU) over process samples (t, workers, main)."""
+    proc_ticks: Sequence[ProcTick],
+) -> tuple[int | None, float | None, float | None, float | None]:
+    """(workers, mean CPU per worker, mean main CPU, mean system CPU) over process samples."""
     if not proc_ticks:
-        return None, None, None
-    per_worker = [cpu for _, workers, _ in proc_ticks for cpu in workers]
-    mains = [main for _, _, main in proc_ticks if main is not None]
-    workers = round(sum(len(w) for _, w, _ in proc_ticks) / len(proc_ticks))
+        return None, None, None, None
+    per_worker = [cpu for tick in proc_ticks for cpu in tick.workers]
+    workers = round(sum(len(tick.workers) for tick in proc_ticks) / len(proc_ticks))
     return (
         workers,
         sum(per_worker) / len(per_worker) if per_worker else None,
-        sum(mains) / len(mains) if mains else None,
+        _mean(tick.main for tick in proc_ticks),
+        _mean(tick.system for tick in proc_ticks),
     )
 
 

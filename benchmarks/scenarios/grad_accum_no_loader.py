@@ -1,0 +1,63 @@
+"""Gradient accumulation over micro-batches already on the GPU, logging the loss with .item()
+after every micro-batch: each one makes the CPU wait until the GPU is done.
+
+An MLP (width 1024, 4 layers) on micro-batches of 128, 8 per optimizer step, AdamW, no
+DataLoader (the loop declares its samples with count_samples): the shape of a fine-tuning
+loop with a small per-device batch.
+
+Fixes, as flags and as live knobs: --log-on-gpu (sum the loss on the GPU, .item() once per
+step), --precision bf16.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+import torch.nn.functional as F
+from _scenario import DEVICE, Stop, count_samples, knob, mlp, parser, run
+
+
+def train(args: argparse.Namespace) -> None:
+    width = 256 if args.small else 1024
+    model = mlp(width, 4, 1000).to(DEVICE)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    config = {"item_per_micro": args.item_per_micro, "precision": args.precision}
+
+    def setter(key: str) -> object:
+        def apply(value: object) -> None:
+            config[key] = value
+
+        return apply
+
+    knob("item_per_micro", args.item_per_micro, setter("item_per_micro"), role="syncs",
+         help=".item() after every micro-batch")  # fmt: skip
+    knob("precision", args.precision, setter("precision"), choices=("fp32", "bf16"),
+         role="precision")  # fmt: skip
+    stop, step = Stop(args), 0
+    while not stop.done:
+        running: float | torch.Tensor = 0.0
+        for _ in range(args.accumulate):
+            x = torch.randn(args.micro_batch, width, device=DEVICE)
+            y = torch.randint(0, 1000, (args.micro_batch,), device=DEVICE)
+            bf16 = config["precision"] == "bf16"
+            with torch.autocast(DEVICE, dtype=torch.bfloat16, enabled=bf16):
+                loss = F.cross_entropy(model(x), y) / args.accumulate
+            loss.backward()
+            running = running + (loss.item() if config["item_per_micro"] else loss.detach())
+            count_samples(args.micro_batch)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        step += 1
+        if step % 100 == 0:
+            print(f"step {step} loss {float(running):.3f}", flush=True)
+        stop.step()
+
+
+if __name__ == "__main__":
+    options = parser(__doc__)
+    options.add_argument("--log-on-gpu", dest="item_per_micro", action="store_false")
+    options.add_argument("--precision", choices=("fp32", "bf16"), default="fp32")
+    options.add_argument("--micro-batch", type=int, default=128)
+    options.add_argument("--accumulate", type=int, default=8)
+    run(train, options.parse_args())

@@ -1,0 +1,110 @@
+"""Heavy CPU augmentation on every core: one DataLoader worker per core, all of them busy,
+and the GPU still waits.
+
+FakeData -> RandomResizedCrop -> flip -> ColorJitter -> ToTensor -> Normalize in as many
+workers as the machine has cores, feeding ResNet-18 in bf16 and channels_last (a GPU that
+takes images faster than the CPU can augment them).
+
+Fixes, as flags and as live knobs: --workers N (more workers than cores),
+--input gpu (workers ship small uint8 images; the GPU resizes, flips, jitters, normalizes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+import torch
+import torch.nn.functional as F
+import torchvision
+from _scenario import CUDA, DEVICE, Stop, knob, parser, run, tiny_cnn
+from torch.utils.data import DataLoader
+from torchvision import transforms
+
+MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+
+
+def dataset(side: int, crop: int, input_format: str) -> torchvision.datasets.FakeData:
+    if input_format == "gpu":  # the smallest images there are, as uint8
+        return torchvision.datasets.FakeData(
+            size=1_000_000, image_size=(3, side // 4, side // 4), transform=transforms.PILToTensor()
+        )
+    augment = transforms.Compose(
+        [
+            transforms.RandomResizedCrop(crop),
+            transforms.RandomHorizontalFlip(),
+            transforms.ColorJitter(0.4, 0.4, 0.4),
+            transforms.ToTensor(),
+            transforms.Normalize(MEAN, STD),
+        ]
+    )
+    return torchvision.datasets.FakeData(
+        size=1_000_000, image_size=(3, side, side), transform=augment
+    )
+
+
+def augment_on_gpu(images: torch.Tensor, crop: int) -> torch.Tensor:
+    """Resize, flip, brightness and contrast jitter and normalize a uint8 batch, on its device."""
+    x = F.interpolate(images.float() / 255.0, size=(crop, crop), mode="bilinear")
+    flip = torch.rand(len(x), 1, 1, 1, device=x.device) < 0.5
+    x = torch.where(flip, x.flip(3), x)
+    brightness = 1.0 + 0.8 * (torch.rand(len(x), 1, 1, 1, device=x.device) - 0.5)
+    contrast = 1.0 + 0.8 * (torch.rand(len(x), 1, 1, 1, device=x.device) - 0.5)
+    mean = x.mean(dim=(1, 2, 3), keepdim=True)
+    x = ((x * brightness - mean) * contrast + mean).clamp(0.0, 1.0)
+    mean_c = torch.tensor(MEAN, device=x.device).view(1, 3, 1, 1)
+    std_c = torch.tensor(STD, device=x.device).view(1, 3, 1, 1)
+    return (x - mean_c) / std_c
+
+
+def train(args: argparse.Namespace) -> None:
+    config = {"workers": args.workers, "input": args.input}
+    stale = {"loader": True}
+    side, crop = (128, 112) if args.small else (256, 224)
+    model = tiny_cnn(1000) if args.small else torchvision.models.resnet18(num_classes=1000)
+    model = model.to(DEVICE, memory_format=torch.channels_last)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4)
+
+    def set_workers(value: int) -> None:
+        config["workers"], stale["loader"] = value, True
+
+    def set_input(value: str) -> None:
+        config["input"], stale["loader"] = value, True
+
+    knob("num_workers", args.workers, set_workers, minimum=0, maximum=256, role="workers")
+    knob("input", args.input, set_input, choices=("float", "gpu"), role="input_format")
+    stop, loader = Stop(args), None
+    while not stop.done:
+        if stale["loader"]:
+            stale["loader"] = False
+            loader = DataLoader(
+                dataset(side, crop, config["input"]),
+                batch_size=args.batch_size,
+                num_workers=config["workers"],
+                pin_memory=CUDA,
+                persistent_workers=config["workers"] > 0,
+                drop_last=True,
+            )
+        for images, labels in loader:
+            images = images.to(DEVICE, non_blocking=True)
+            labels = labels.to(DEVICE, non_blocking=True)
+            if config["input"] == "gpu":
+                images = augment_on_gpu(images, crop)
+            images = images.contiguous(memory_format=torch.channels_last)
+            with torch.autocast(DEVICE, dtype=torch.bfloat16):
+                loss = F.cross_entropy(model(images), labels)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            if stop.step() or stale["loader"]:
+                break
+
+
+if __name__ == "__main__":
+    options = parser(__doc__)
+    options.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    options.add_argument("--input", choices=("float", "gpu"), default="float")
+    options.add_argument("--batch-size", type=int, default=None)
+    arguments = options.parse_args()
+    arguments.batch_size = arguments.batch_size or (16 if arguments.small else 256)
+    run(train, arguments)

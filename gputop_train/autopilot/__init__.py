@@ -1,0 +1,1 @@
+"""Follow the advice: try a change, measure it, keep or revert it (docs/autopilot.md)."""

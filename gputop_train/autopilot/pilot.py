@@ -1,0 +1,358 @@
+"""The trial protocol, driven by the session's phases: apply a change, let it warm up, measure
+it against the configuration before it, then keep or revert it.
+
+Two ways to drive it. ``--autopilot`` follows the advisor: the headline finding's change, when
+a declared knob can carry it, kept when its gain clears the baseline's noise, reverted when it
+does not pay or fails; then the next finding, until the advisor says the GPU is the
+bottleneck, no knob can carry the next action, or the budget is spent. ``--try CHANGE`` (the
+diagnosis benchmark's way) measures each given change against the baseline and reverts it,
+so that every change is compared with the same configuration.
+
+A tick runs once a second on a monitor thread; everything it sees comes from session
+snapshots and everything it does is a knob request, as a user's would be.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ..advise.rules import HEALTHY, Finding, findings
+from ..session.model import Session, Snapshot
+from ..session.phases import PhaseRow
+from ..session.stats import Observation
+from .plan import Candidate, candidates, resolve
+
+# A trial is judged on at least this many measured steps covering this many seconds, after
+# the phase's warm-up (docs/phases.md: a compile is warm-up). 20 steps give the noise figure
+# four blocks of five; 5 s hold 50 GPU and 5 process samples.
+MIN_TRIAL_STEPS = 20
+MIN_TRIAL_S = 5.0
+# The least gain to keep a change, whatever the baseline's block-to-block noise says: four
+# blocks of one phase underestimate the drift between phases (the H100 box's rung-1 runs
+# spread 11-16% between calls, a few % within one).
+MIN_GAIN_PCT = 3.0
+# A change not measured within this long is reverted: ResNet-18 compiled in 26-38 s of
+# warm-up on the H100 (docs/benchmarks.md §2); far past that, something is wrong.
+TRIAL_TIMEOUT_S = 240.0
+# How long a knob request may wait for its step boundary before it counts as failed.
+APPLY_TIMEOUT_S = 60.0
+DEFAULT_BUDGET_S = 600.0
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One change tried: what it measured against its baseline, and what was decided."""
+
+    change: str  # "num_workers=15"
+    source: str  # the finding that proposed it, or "requested"
+    baseline_phase: int
+    baseline_samples_per_s: float | None
+    baseline_headline: str | None  # the headline finding of the baseline, by id
+    phase: int | None = None
+    samples_per_s: float | None = None
+    gain: float | None = None  # samples/s against the baseline's
+    needed_gain: float | None = None  # what keeping it took: 1 + the baseline's noise
+    decision: str = "trying"  # "trying", "kept", "reverted", "failed", "measured"
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class PilotStatus:
+    """What the autopilot is doing, for the TUI, headless JSON and the recording."""
+
+    mode: str  # "autopilot" or "try"
+    state: str  # in words: "measuring the baseline (phase 1)", "trying num_workers=15", ...
+    trials: tuple[Trial, ...]
+    plan: tuple[str, ...]  # the next changes it would try, best first
+    done: bool
+    stopped_because: str | None
+    elapsed_s: float
+    budget_s: float
+
+
+@dataclass
+class _Pending:
+    candidate: Candidate
+    index: int  # of its Trial in the pilot's list
+    phase_before: int
+    asked_at: float
+    applied_phase: int | None = None
+    applied_at: float | None = None
+
+
+class Pilot:
+    """``tries`` (one entry per change, each a tuple of (knob, value)) selects the --try
+    survey; without them it follows the advisor."""
+
+    def __init__(
+        self,
+        session: Session,
+        request_knob: Callable[[str, Any], str | None],
+        window_s: float,
+        tries: Sequence[tuple[tuple[str, Any], ...]] = (),
+        budget_s: float = DEFAULT_BUDGET_S,
+        clock: Callable[[], float] = time.monotonic,
+        advise: Callable[[Observation | None], list[Finding]] = findings,
+    ) -> None:
+        self._session = session
+        self._advise = advise
+        self._request_knob = request_knob
+        self._window_s = window_s
+        self._tries = list(tries)
+        self.mode = "try" if tries else "autopilot"
+        self._budget_s = budget_s
+        self._clock = clock
+        self._started = clock()
+        self._lock = threading.Lock()
+        self._state = "measuring the baseline"
+        self._trials: list[Trial] = []
+        self._plan: tuple[str, ...] = ()
+        self._baseline: PhaseRow | None = None
+        self._pending: _Pending | None = None
+        self._reverting: tuple[int, float] | None = None  # (phase before, asked at)
+        self._stopped: str | None = None
+
+    # -- any thread ------------------------------------------------------------------------
+
+    def status(self) -> PilotStatus:
+        with self._lock:
+            return self._status()
+
+    def _status(self) -> PilotStatus:
+        return PilotStatus(
+            mode=self.mode,
+            state=self._state,
+            trials=tuple(self._trials),
+            plan=self._plan,
+            done=self._stopped is not None,
+            stopped_because=self._stopped,
+            elapsed_s=self._clock() - self._started,
+            budget_s=self._budget_s,
+        )
+
+    def stop(self, reason: str = "stopped by the user; the settings in force are kept") -> None:
+        """Stop now and keep every setting as it is (a trial under way stays applied)."""
+        with self._lock:
+            if self._stopped is None:
+                if self._pending is not None:
+                    self._record(self._pending.index, decision="kept", reason="stopped by the user")
+                    self._pending = None
+                self._finish(reason)
+            self._session.set_autopilot(self._status())
+
+    # -- the monitor's thread, once a second ------------------------------------------------
+
+    def tick(self) -> None:
+        with self._lock:
+            if self._stopped is not None:
+                return
+            self._step()
+            self._session.set_autopilot(self._status())
+
+    def _step(self) -> None:
+        """One move of the state machine."""
+        snap = self._session.snapshot(self._window_s, with_phases=True)
+        if not snap.job.running:
+            self._abandon_pending("the job ended")
+            self._finish("the job ended")
+        elif self._reverting is not None:
+            self._await_revert(snap)
+        elif self._pending is not None:
+            self._follow_trial(snap)
+        elif self._clock() - self._started > self._budget_s:
+            self._finish(f"the budget of {self._budget_s / 60:g} min is spent")
+        else:
+            self._measure_baseline(snap)
+
+    def _measure_baseline(self, snap: Snapshot) -> None:
+        row = snap.phases[-1] if snap.phases else None
+        if row is None or not _measured_enough(row):
+            self._state = f"measuring the baseline (phase {snap.phase})"
+            return
+        self._baseline = row
+        candidate, why_not = self._next_candidate(snap, row)
+        if candidate is None:
+            self._finish(why_not)
+            return
+        self._apply(candidate, snap, row)
+
+    def _next_candidate(self, snap: Snapshot, row: PhaseRow) -> tuple[Candidate | None, str]:
+        if self.mode == "try":
+            if not self._tries:
+                return None, "every requested change was measured"
+            asked = self._tries.pop(0)
+            previous = tuple((name, _value_of(snap, name)) for name, _ in asked)
+            settings = tuple((name, resolve(value, _value_of(snap, name))) for name, value in asked)
+            self._plan = tuple(_label(t) for t in self._tries)
+            return Candidate(settings, previous, "requested"), ""
+        tried = {t.change for t in self._trials}
+        for finding in self._advise(row.observation):
+            carried = candidates([finding], snap.knobs, row.observation)
+            fresh = [c for c in carried if c.label not in tried and not c.in_force(snap.knobs)]
+            if fresh:
+                self._plan = tuple(c.label for c in fresh[1:])
+                return fresh[0], ""
+            if not carried:  # what holds the step back now is beyond every declared knob
+                return None, _why_stop(finding)
+            # every change it proposes was tried or is in force: on to the next finding
+        return None, "no finding left to act on"
+
+    def _apply(self, candidate: Candidate, snap: Snapshot, row: PhaseRow) -> None:
+        headline = self._advise(row.observation)
+        trial = Trial(
+            change=candidate.label,
+            source=candidate.source,
+            baseline_phase=row.phase.index,
+            baseline_samples_per_s=row.samples_per_s,
+            baseline_headline=headline[0].id if headline else None,
+        )
+        self._trials.append(trial)
+        index = len(self._trials) - 1
+        for name, value in candidate.settings:
+            error = self._request_knob(name, value)
+            if error:
+                self._record(index, decision="failed", reason=error)
+                self._state = f"{candidate.label} was refused: {error}"
+                return
+        self._pending = _Pending(candidate, index, snap.phase, self._clock())
+        self._state = f"trying {candidate.label} (from {candidate.source})"
+
+    def _follow_trial(self, snap: Snapshot) -> None:
+        pending = self._pending
+        assert pending is not None
+        now = self._clock()
+        if pending.applied_phase is None:
+            if snap.phase > pending.phase_before:  # the change opened the next phase
+                pending.applied_phase, pending.applied_at = pending.phase_before + 1, now
+            elif self._refused(pending.candidate, snap):
+                self._fail(pending, self._refusal(pending.candidate, snap))
+                return
+            elif now - pending.asked_at > APPLY_TIMEOUT_S:
+                self._fail(pending, f"no step boundary within {APPLY_TIMEOUT_S:g} s")
+                return
+            else:
+                return
+        if len(snap.phases) < pending.applied_phase:
+            return
+        row = snap.phases[pending.applied_phase - 1]
+        if row.phase.failed:  # the script reverted it (an OOM, a compile error)
+            self._fail(pending, row.phase.failed, reverted_by_script=True)
+            return
+        if snap.phase > pending.applied_phase:
+            self._abandon_pending("interrupted by another knob change")
+            return
+        if _measured_enough(row):
+            self._decide(pending, row)
+        elif now - (pending.applied_at or now) > TRIAL_TIMEOUT_S:
+            self._revert(pending, f"not measured within {TRIAL_TIMEOUT_S:g} s", row)
+        else:
+            self._state = f"trying {pending.candidate.label}: measuring (phase {row.phase.index})"
+
+    def _decide(self, pending: _Pending, row: PhaseRow) -> None:
+        baseline = self._baseline
+        base_rate = baseline.samples_per_s if baseline else None
+        gain = row.samples_per_s / base_rate if row.samples_per_s and base_rate else None
+        noise = max(MIN_GAIN_PCT, baseline.noise_pct or 0.0) if baseline else MIN_GAIN_PCT
+        needed = 1.0 + noise / 100.0
+        self._trials[pending.index] = replace(
+            self._trials[pending.index],
+            phase=row.phase.index,
+            samples_per_s=row.samples_per_s,
+            gain=gain,
+            needed_gain=needed,
+        )
+        if self.mode == "autopilot" and gain is not None and gain >= needed:
+            self._record(pending.index, decision="kept", reason=f"{gain:.2f}x >= {needed:.2f}x")
+            self._pending = None
+            self._baseline = row
+            self._state = f"kept {pending.candidate.label} ({gain:.2f}x)"
+            return
+        if self.mode == "try":
+            self._revert(pending, "measured; back to the baseline", row, decision="measured")
+        elif gain is None:
+            self._revert(pending, "no throughput measured", row)
+        else:
+            self._revert(pending, f"{gain:.2f}x < {needed:.2f}x: does not pay", row)
+
+    def _revert(
+        self, pending: _Pending, reason: str, row: PhaseRow, decision: str = "reverted"
+    ) -> None:
+        self._record(pending.index, decision=decision, reason=reason)
+        self._pending = None
+        for name, value in pending.candidate.previous:
+            self._request_knob(name, value)
+        self._reverting = (row.phase.index, self._clock())
+        self._state = f"reverting {pending.candidate.label}"
+
+    def _await_revert(self, snap: Snapshot) -> None:
+        phase_before, asked_at = self._reverting or (0, 0.0)
+        if snap.phase > phase_before:
+            self._reverting = None
+            self._state = f"measuring the baseline (phase {snap.phase})"
+            if self._clock() - self._started > self._budget_s:
+                self._finish(f"the budget of {self._budget_s / 60:g} min is spent")
+        elif self._clock() - asked_at > APPLY_TIMEOUT_S:
+            self._reverting = None
+            self._finish("a revert found no step boundary: the settings in force are kept")
+
+    def _fail(self, pending: _Pending, reason: str, reverted_by_script: bool = False) -> None:
+        self._record(pending.index, decision="failed", reason=reason)
+        self._pending = None
+        self._state = f"{pending.candidate.label} failed: {reason}"
+        if not reverted_by_script:  # put back what did take, if anything did
+            for name, value in pending.candidate.previous:
+                state = self._session.knob(name)
+                if state is not None and state.value != value:
+                    self._request_knob(name, value)
+
+    def _abandon_pending(self, reason: str) -> None:
+        if self._pending is not None:
+            self._record(self._pending.index, decision="failed", reason=reason)
+            self._pending = None
+
+    def _record(self, index: int, decision: str, reason: str) -> None:
+        """Decide trial ``index``."""
+        self._trials[index] = replace(self._trials[index], decision=decision, reason=reason)
+
+    def _finish(self, reason: str) -> None:
+        self._stopped = reason
+        self._plan = ()
+        self._state = f"done: {reason}"
+
+    def _refused(self, candidate: Candidate, snap: Snapshot) -> bool:
+        states = {k.name: k for k in snap.knobs}
+        return any(
+            (k := states.get(name)) is not None and k.pending is None and k.error is not None
+            for name, _ in candidate.settings
+        )
+
+    def _refusal(self, candidate: Candidate, snap: Snapshot) -> str:
+        states = {k.name: k for k in snap.knobs}
+        errors = [states[n].error for n, _ in candidate.settings if n in states and states[n].error]
+        return "; ".join(e for e in errors if e) or "refused"
+
+
+def _measured_enough(row: PhaseRow) -> bool:
+    return (
+        row.steps >= MIN_TRIAL_STEPS
+        and (row.measured_s or 0.0) >= MIN_TRIAL_S
+        and row.samples_per_s is not None
+    )
+
+
+def _why_stop(finding: Finding) -> str:
+    if finding.id in HEALTHY:
+        return f"the advisor says: {finding.title}"
+    return f"no declared knob can carry the next action ({finding.id}: {finding.action})"
+
+
+def _value_of(snap: Snapshot, name: str) -> Any:
+    return next((k.value for k in snap.knobs if k.name == name), None)
+
+
+def _label(settings: tuple[tuple[str, Any], ...]) -> str:
+    return Candidate(settings, (), "requested").label

@@ -1,0 +1,263 @@
+"""The autopilot's trial protocol on a simulated job: scripted findings, a step time that
+depends on the knobs, changes applied at step boundaries as the hook applies them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from gputop_train.advise.rules import Change, Finding
+from gputop_train.autopilot.pilot import MIN_TRIAL_S, Pilot
+from gputop_train.autopilot.plan import Candidate, candidates, concrete_value, resolve
+from gputop_train.hook.knobs import validate
+from gputop_train.session.model import Session
+from gputop_train.session.phases import knob_state
+from tests.tui_data import FixedClock
+
+PID = 7
+KNOBS = [
+    {"name": "num_workers", "kind": "int", "value": 0, "min": 0, "max": 16, "role": "workers"},
+    {
+        "name": "precision",
+        "kind": "choice",
+        "value": "fp32",
+        "choices": ["fp32", "bf16"],
+        "role": "precision",
+    },
+    {"name": "compile", "kind": "bool", "value": False, "role": "compile"},
+]
+
+
+class SimulatedJob:
+    """Steps whose time ``step_ms(config)`` gives; a config it raises on is refused at the
+    boundary, as a knob callback that raises is; ``oom_after`` configs fail a few steps after
+    they applied, and the script reverts them (hook.revert_last_change)."""
+
+    def __init__(
+        self,
+        step_ms: Callable[[dict[str, Any]], float],
+        oom: Callable[[dict[str, Any]], bool] = lambda config: False,
+    ) -> None:
+        self.clock = FixedClock(1_000_000.0)
+        self.session = Session(command=("python", "train.py"), clock=self.clock)
+        self.session.process_hello(PID, {"rank": None, "argv": ["train.py"]})
+        self.session.set_knobs(PID, KNOBS)
+        self.config = {k["name"]: k["value"] for k in KNOBS}
+        self._step_ms, self._oom = step_ms, oom
+        self._queue: list[tuple[str, Any]] = []
+        self._step, self._seq = 0, 0
+        self._failed_config: dict[str, Any] | None = None
+
+    def request(self, name: str, value: Any) -> str | None:
+        spec = next(k for k in KNOBS if k["name"] == name)
+        value = validate(spec, value)
+        self.session.knob_requested(name, value)
+        self._queue.append((name, value))
+        return None
+
+    def run(self, seconds: float) -> None:
+        end = self.clock.now + seconds
+        while self.clock.now < end:
+            self._one_step()
+
+    def _one_step(self) -> None:
+        step_ms = self._step_ms(self.config)
+        self.clock.now += step_ms / 1000.0
+        self._step += 1
+        row = [self._step, self.clock.now, step_ms, 0.0, 32, 1, None, None, None, None]
+        self.session.add_step_rows(PID, [row])
+        if self._oom(self.config) and self._failed_config is None:
+            self._failed_config = dict(self.config)
+            self._revert_last()
+        for name, value in self._queue:
+            previous = self.config[name]
+            trial = {**self.config, name: value}
+            try:
+                self._step_ms(trial)
+            except ValueError as error:
+                self._ack(name, previous, value, ok=False, error=str(error))
+                continue
+            self.config = trial
+            self._last = (name, previous, value)
+            self._ack(name, value, previous, ok=True)
+        self._queue.clear()
+
+    def _revert_last(self) -> None:
+        name, previous, failed = self._last
+        self.config[name] = previous
+        self._ack(name, previous, failed, ok=False, error="OutOfMemoryError", reverted=True)
+
+    def _ack(self, name: str, value: Any, previous: Any, ok: bool, **extra: Any) -> None:
+        self._seq += 1
+        frame = {"seq": self._seq, "name": name, "value": value, "previous": previous}
+        frame.update(ok=ok, step=self._step, t=self.clock.now, **extra)
+        self.session.knob_outcome(PID, frame)
+
+
+def scripted(*changes: Change) -> Callable[[Any], list[Finding]]:
+    """An advisor that proposes ``changes``, one finding each, in that order."""
+    found = [
+        Finding(f"finding.{c.role}", c.role, (), "do it", None, 1.0 - i / 10, 2.0, changes=(c,))
+        for i, c in enumerate(changes)
+    ]
+    return lambda observation: found
+
+
+def fly(job: SimulatedJob, pilot: Pilot, seconds: float = 300.0) -> None:
+    """Run the job and tick the pilot once a simulated second, until it is done."""
+    for _ in range(int(seconds)):
+        job.run(1.0)
+        pilot.tick()
+        if pilot.status().done:
+            return
+
+
+def speeds(**step_ms_by_value: float) -> Callable[[dict[str, Any]], float]:
+    """Step time: 100 ms, times the factor of each knob value named ``knob__value``."""
+
+    def step_ms(config: dict[str, Any]) -> float:
+        ms = 100.0
+        for key, factor in step_ms_by_value.items():
+            knob, _, value = key.partition("__")
+            if str(config[knob]).lower() == value:
+                ms *= factor
+        return ms
+
+    return step_ms
+
+
+def test_a_change_that_pays_is_kept_and_one_that_hurts_is_reverted() -> None:
+    job = SimulatedJob(speeds(num_workers__8=0.5, precision__bf16=1.2))
+    pilot = Pilot(
+        job.session,
+        job.request,
+        10.0,
+        clock=job.clock,
+        advise=scripted(Change("workers", 8), Change("precision", "bf16")),
+    )
+    fly(job, pilot)
+    trials = pilot.status().trials
+    assert [(t.change, t.decision) for t in trials] == [
+        ("num_workers=8", "kept"),
+        ("precision=bf16", "reverted"),
+    ]
+    assert trials[0].gain == 2.0 and trials[1].gain < 1.0
+    assert job.config == {"num_workers": 8, "precision": "fp32", "compile": False}
+    assert pilot.status().stopped_because == "no finding left to act on"
+    # The record keeps the trial table: the session's autopilot state, as replay shows it.
+    assert [t["decision"] for t in job.session.snapshot().autopilot["trials"]] == [
+        "kept",
+        "reverted",
+    ]
+
+
+def test_a_gain_inside_the_baselines_noise_is_not_kept() -> None:
+    job = SimulatedJob(speeds(compile__true=0.99))  # 1% faster: below the 3% floor
+    pilot = Pilot(
+        job.session, job.request, 10.0, clock=job.clock, advise=scripted(Change("compile", True))
+    )
+    fly(job, pilot)
+    assert [t.decision for t in pilot.status().trials] == ["reverted"]
+    assert job.config["compile"] is False
+
+
+def test_a_change_the_script_refuses_fails_and_is_not_retried() -> None:
+    def step_ms(config: dict[str, Any]) -> float:
+        if config["precision"] == "bf16":
+            raise ValueError("bf16 is not supported here")
+        return 50.0 if config["num_workers"] == 8 else 100.0
+
+    job = SimulatedJob(step_ms)
+    pilot = Pilot(
+        job.session,
+        job.request,
+        10.0,
+        clock=job.clock,
+        advise=scripted(Change("precision", "bf16"), Change("workers", 8)),
+    )
+    fly(job, pilot)
+    trials = pilot.status().trials
+    assert [(t.change, t.decision) for t in trials] == [
+        ("precision=bf16", "failed"),
+        ("num_workers=8", "kept"),
+    ]
+    assert "not supported" in trials[0].reason
+
+
+def test_a_change_that_fails_later_is_reverted_by_the_script_and_recorded_as_failed() -> None:
+    job = SimulatedJob(speeds(), oom=lambda config: config["num_workers"] == 8)
+    pilot = Pilot(
+        job.session, job.request, 10.0, clock=job.clock, advise=scripted(Change("workers", 8))
+    )
+    fly(job, pilot)
+    trial = pilot.status().trials[0]
+    assert trial.decision == "failed" and "OutOfMemoryError" in trial.reason
+    assert job.config["num_workers"] == 0
+
+
+def test_the_budget_stops_it_and_an_unfinished_trial_is_reverted() -> None:
+    job = SimulatedJob(speeds(num_workers__8=0.5))
+    budget_s = 2 * MIN_TRIAL_S + 2.0  # the baseline fits, the trial does not
+    pilot = Pilot(
+        job.session,
+        job.request,
+        10.0,
+        clock=job.clock,
+        budget_s=budget_s,
+        advise=scripted(Change("workers", 8), Change("precision", "bf16")),
+    )
+    fly(job, pilot)
+    status = pilot.status()
+    assert "budget" in status.stopped_because
+    assert [t.change for t in status.trials] == ["num_workers=8"]  # bf16 never started
+
+
+def test_stopping_keeps_the_settings_in_force() -> None:
+    job = SimulatedJob(speeds(num_workers__8=0.5))
+    pilot = Pilot(
+        job.session, job.request, 10.0, clock=job.clock, advise=scripted(Change("workers", 8))
+    )
+    while not pilot.status().trials:  # up to the first trial's start
+        job.run(1.0)
+        pilot.tick()
+    job.run(2.0)  # the change applied; not yet measured
+    pilot.stop()
+    fly(job, pilot, seconds=30)
+    assert job.config["num_workers"] == 8
+    assert pilot.status().trials[0].decision == "kept" and "user" in pilot.status().stopped_because
+
+
+def test_try_measures_each_change_against_the_baseline_and_reverts_it() -> None:
+    job = SimulatedJob(speeds(num_workers__8=0.5, precision__bf16=0.8))
+    tries = [(("num_workers", "8"),), (("precision", "bf16"), ("compile", "true"))]
+    pilot = Pilot(job.session, job.request, 10.0, tries=tries, clock=job.clock)
+    fly(job, pilot)
+    trials = pilot.status().trials
+    assert [(t.change, t.decision) for t in trials] == [
+        ("num_workers=8", "measured"),
+        ("precision=bf16;compile=true", "measured"),
+    ]
+    assert [round(t.gain, 2) for t in trials] == [2.0, 1.25]
+    # Every trial against a fresh baseline: the first phase, then each revert's phase.
+    assert [t.baseline_phase for t in trials] == [1, 3]
+    assert job.config == {"num_workers": 0, "precision": "fp32", "compile": False}
+
+
+def test_plan_sizes_changes_by_the_evidence_and_skips_what_no_knob_carries() -> None:
+    knobs = [knob_state(spec) for spec in KNOBS]
+    finding = Finding(
+        "f", "t", (), "a", None, 1.0, 2.0, changes=(Change("workers", 40), Change("syncs", False))
+    )
+    found = candidates([finding], knobs, None)
+    assert found == [Candidate((("num_workers", 16),), (("num_workers", 0),), "f")]  # its max
+    assert not found[0].in_force(knobs)
+    resize = knob_state(
+        {"name": "input", "kind": "choice", "value": "float", "choices": ["float", "gpu-resize"]}
+    )
+    assert concrete_value(Change("input_format", "gpu"), resize, None) == "gpu-resize"
+    assert concrete_value(Change("input_format", "uint8"), resize, None) is None
+
+
+def test_a_tried_number_may_be_relative_to_the_value_in_force() -> None:
+    assert resolve("/2", 300_001) == 150_000 and resolve("*2", 8) == 16
+    assert resolve("16", 8) == "16" and resolve("/2", None) == "/2"  # validated later
