@@ -23,7 +23,6 @@ import argparse
 import json
 import os
 import platform
-import signal
 import subprocess
 import sys
 import time
@@ -31,7 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+from monitored import ROOT, run_until_pilot_done
+
 SCENARIOS = ROOT / "benchmarks" / "scenarios"
 # A fix must gain this much to count (the issue's "within 10%"), both ways.
 MARGIN = 1.10
@@ -82,33 +82,10 @@ class Outcome:
 
 def run_scenario(scenario: Scenario, out: Path, extra: list[str]) -> dict[str, Any]:
     """One monitored run with the fixes tried in turn; the summary line, and the knobs."""
-    record = out / f"{scenario.name}.jsonl"
-    command = [sys.executable, "-m", "gputop_train", "--headless", "--format", "json"]
-    command += ["--record", str(record)]
-    for fix in scenario.tries:
-        command += ["--try", fix]
-    command += [str(SCENARIOS / f"{scenario.name}.py"), *scenario.args, *extra]
-    log = (out / f"{scenario.name}.log").open("w")
-    monitor = subprocess.Popen(
-        command, cwd=ROOT, stdout=subprocess.PIPE, stderr=log, text=True, bufsize=1
-    )
-    started, summary, interrupted = time.monotonic(), None, False
-    assert monitor.stdout is not None
-    for line in monitor.stdout:
-        fields = json.loads(line)
-        if fields.get("type") == "summary":
-            summary = fields
-            break
-        pilot = fields.get("autopilot") or {}
-        late = time.monotonic() - started > SCENARIO_TIMEOUT_S
-        if (pilot.get("done") or late) and not interrupted:
-            monitor.send_signal(signal.SIGINT)  # passed on to the job: it stops, we summarise
-            interrupted = True
-    monitor.wait(timeout=120)
-    log.close()
-    if summary is None:
-        raise RuntimeError(f"{scenario.name}: no summary (see {out / scenario.name}.log)")
-    summary["knob_roles"] = _knob_roles(record)
+    options = [arg for fix in scenario.tries for arg in ("--try", fix)]
+    script = [str(SCENARIOS / f"{scenario.name}.py"), *scenario.args, *extra]
+    summary = run_until_pilot_done(options, script, out / scenario.name, SCENARIO_TIMEOUT_S)
+    summary["knob_roles"] = _knob_roles(out / f"{scenario.name}.jsonl")
     return summary
 
 
@@ -121,10 +98,25 @@ def _knob_roles(record: Path) -> dict[str, str | None]:
     return roles
 
 
+def carries(change: dict[str, Any], arm: str, role: str | None) -> bool:
+    """Whether the --try ``arm`` (knob=value) applies the finding's ``change``: same role, and
+    for a switch or a choice the same value ("gpu" is carried by "gpu-resize"); a number is
+    sized by the advisor and by the corpus differently, the role decides."""
+    if role != change["role"]:
+        return False
+    target, value = change["value"], arm.split("=", 1)[1]
+    if isinstance(target, bool):
+        return value.lower() == str(target).lower()
+    if isinstance(target, str) and target != "double":
+        return value == target or value.startswith(f"{target}-")
+    return True
+
+
 def judge(name: str, summary: dict[str, Any]) -> Outcome:
     """The verdict of one scenario from its summary (pure: unit-tested)."""
     phases = summary["phases"]
-    trials = (summary.get("autopilot") or {}).get("trials") or []
+    autopilot = summary.get("autopilot") or summary.get("figures", {}).get("autopilot") or {}
+    trials = autopilot.get("trials") or []
     first = phases[0]
     findings = first.get("findings") or []
     headline = findings[0] if findings else None
@@ -148,9 +140,16 @@ def judge(name: str, summary: dict[str, Any]) -> Outcome:
         verdict = "not measured"
     elif best_gain < MARGIN:
         verdict = "right (healthy)" if headline_id in HEALTHY else "wrong: nothing gains 10%"
-    else:
-        carried = [c for c in measured if roles.get(c) in {ch["role"] for ch in changes}]
-        headline_gain = max((measured[c] for c in carried), default=None)
+    else:  # the gain of the first change that a measured fix carries: the one it would apply
+        headline_gain = next(
+            (
+                measured[arm]
+                for change in changes
+                for arm in measured
+                if carries(change, arm, roles.get(arm))
+            ),
+            None,
+        )
         if headline_gain is not None and headline_gain >= best_gain / MARGIN:
             verdict = "right"
         elif headline_gain is None:
@@ -175,6 +174,21 @@ def judge(name: str, summary: dict[str, Any]) -> Outcome:
         contradictions=contradictions,
         baseline_samples_per_s=first.get("samples_per_s"),
     )
+
+
+def rejudge(directory: Path) -> list[Outcome]:
+    """The verdicts of recorded runs, with the advisor as it is now: replay feeds the recorded
+    inputs to a fresh session, so the headlines are this code's; the gains are as measured."""
+    from gputop_train.record.reader import read, replay_all
+    from gputop_train.record.summary import summarize
+
+    outcomes = []
+    for path in sorted(directory.glob("*.jsonl")):
+        recording = read(path)
+        summary = summarize(replay_all(recording), recording.meta)
+        summary["knob_roles"] = _knob_roles(path)
+        outcomes.append(judge(path.stem, summary))
+    return outcomes
 
 
 def scorecard(outcomes: list[Outcome], machine: str, command: str) -> str:
@@ -212,10 +226,23 @@ def main() -> int:
     parser.add_argument("--only", nargs="*", help="scenario names (default: all)")
     parser.add_argument("--out", type=Path, default=Path("/tmp/gputop-diagnosis"))
     parser.add_argument("--scorecard", type=Path, help="write the Markdown scorecard here")
+    parser.add_argument(
+        "--rejudge",
+        nargs="*",
+        type=Path,
+        metavar="DIR",
+        help="judge the recordings in DIR with the advisor as it is now (no new run)",
+    )
+    parser.add_argument("--machine", help="the machine the recordings were made on")
     parser.add_argument("extra", nargs="*", help="arguments for every scenario (e.g. --small)")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     cores = os.cpu_count() or 1
+    if args.rejudge:
+        outcomes = [o for directory in args.rejudge for o in rejudge(directory)]
+        order = [s.name for s in corpus(cores)]
+        outcomes.sort(key=lambda o: order.index(o.scenario) if o.scenario in order else 99)
+        return _report(args, outcomes, args.machine or "see the recordings' meta")
     chosen = [s for s in corpus(cores) if not args.only or s.name in args.only]
     outcomes = []
     for scenario in chosen:
@@ -225,8 +252,11 @@ def main() -> int:
             outcome = Outcome(scenario.name, None, [], {}, {}, None, "error", error=str(error))
         outcomes.append(outcome)
         print(json.dumps(vars(outcome)), flush=True)
+    return _report(args, outcomes, f"{platform.node()}, {cores} cores, {_gpu_name()}")
+
+
+def _report(args: argparse.Namespace, outcomes: list[Outcome], machine: str) -> int:
     (args.out / "diagnosis.json").write_text(json.dumps([vars(o) for o in outcomes], indent=1))
-    machine = f"{platform.node()}, {cores} cores, {_gpu_name()}"
     text = scorecard(outcomes, machine, " ".join(["python", *sys.argv]))
     (args.out / "diagnosis.md").write_text(text)
     if args.scorecard:

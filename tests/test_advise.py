@@ -119,19 +119,32 @@ def test_busy_workers_with_idle_cores_ask_for_workers_toward_the_idle_cores() ->
 
 
 def test_busy_workers_and_no_idle_core_rule_out_more_workers_with_the_evidence() -> None:
-    o = observe(**{**IMAGENET_4_WORKERS, "workers": 16, "system_cpu_pct": 97.0})
+    o = observe(**{**IMAGENET_4_WORKERS, "workers": 12, "system_cpu_pct": 97.0})
     finding = headline(o)
-    assert finding.id == "input.uint8"  # float images: a quarter of the bytes
+    assert finding.id == "input.gpu_preprocessing"  # float images: GPU work, else uint8
+    assert finding.changes == (
+        rules.Change("input_format", "gpu"),
+        rules.Change("input_format", "uint8"),
+    )
     assert "input.more_workers" not in ids(o)
     assert finding.rules_out == ("workers",) and "will not help" in finding.action
     assert "0.5 of 16 cores idle" in " ".join(finding.evidence)  # the evidence for the claim
+
+
+def test_one_busy_worker_per_core_is_saturation_whatever_the_idle_share_reads() -> None:
+    # 16 workers at 82% on the 16-core H200 box, 2 cores read idle: 32 workers ran 0.88x.
+    busy = {"workers": 16, "worker_cpu_pct": 82.0, "system_cpu_pct": 87.0, "model": BF16_H100}
+    o = observe(**{**IMAGENET_4_WORKERS, **busy})
+    finding = headline(o)
+    assert finding.id == "input.gpu_preprocessing" and finding.rules_out == ("workers",)
+    assert "16 workers on 16 cores: one per core already" in " ".join(finding.evidence)
 
 
 def test_more_workers_than_cores_on_a_saturated_machine_are_not_spare_capacity() -> None:
     # 8 workers sharing 2 cores read about 20% each: contention, not workers waiting.
     saturated = {"workers": 8, "worker_cpu_pct": 21.0, "system_cpu_pct": 99.0, "main_cpu_pct": 95}
     o = observe(**{**IMAGENET_4_WORKERS, **saturated}, cpu_count=2)
-    assert headline(o).id == "input.uint8"
+    assert headline(o).id == "input.gpu_preprocessing"
     assert not {"input.main_process", "input.idle_workers", "input.more_workers"} & set(ids(o))
 
 
@@ -233,17 +246,26 @@ def test_sync_sites_are_named_with_file_and_line() -> None:
 
 def test_fp32_on_a_busy_tensor_core_gpu_asks_for_mixed_precision_whatever_tf32_shows() -> None:
     # The ImageNet-style script with 16 workers in fp32 on the H100: GPU busy 97% of the
-    # step, SM 63%, tensor activity 8% from TF32 convolutions, no finding at all before.
+    # step, SM 63%, tensor activity 8% from TF32, and no finding at all before.
+    transformer = replace(FP32_H100, tf32_cudnn=True, channels_last=None)  # no convolutions
     o = observe(
-        model=replace(FP32_H100, tf32_cudnn=True),
+        model=transformer,
         step_gpu_time_pct=97.0,
         gpu_sm_active_pct=63.0,
         gpu_tensor_active_pct=8.0,
     )
     finding = headline(o)
-    assert finding.id == "gpu.mixed_precision"
+    assert finding.id == "gpu.mixed_precision" and finding.gain == 2.0
     assert finding.changes == (rules.Change("precision", "bf16"),)
     assert "no autocast" in " ".join(finding.evidence) and "TF32 on" in " ".join(finding.evidence)
+
+
+def test_an_nchw_convnet_on_tf32_asks_for_channels_last_before_mixed_precision() -> None:
+    # ResNet-50 in fp32 on the H200: channels_last alone 1.39x, bf16 alone (NCHW) 1.10x.
+    o = observe(model=FP32_H100, step_gpu_time_pct=100.0, gpu_sm_active_pct=86.0)
+    assert headline(o).id == "gpu.channels_last" and "TF32" in headline(o).title
+    amp = next(f for f in rules.findings(o) if f.id == "gpu.mixed_precision")
+    assert amp.expected_gain == "up to 1.1x"
 
 
 @pytest.mark.parametrize(
@@ -266,10 +288,11 @@ def test_mixed_precision_waits_while_the_gpu_waits_for_data_or_idles() -> None:
     assert "gpu.mixed_precision" not in ids(waiting)
     idle = observe(model=FP32_H100, step_gpu_time_pct=30.0, gpu_sm_active_pct=20.0)
     assert "gpu.mixed_precision" not in ids(idle)
-    fp16_only = observe(
+    v100 = observe(  # no TF32: AMP is what brings the tensor cores, NCHW or not
         model=replace(FP32_H100, capability=(7, 0)), step_gpu_time_pct=95.0, gpu_name="V100"
     )
-    assert headline(fp16_only).changes == (rules.Change("precision", "fp16"),)
+    assert headline(v100).changes == (rules.Change("precision", "fp16"),)
+    assert "gpu.channels_last" not in ids(v100)
 
 
 def test_a_busy_convnet_under_amp_in_nchw_asks_for_channels_last() -> None:
@@ -278,7 +301,8 @@ def test_a_busy_convnet_under_amp_in_nchw_asks_for_channels_last() -> None:
     assert "gpu.channels_last" not in ids(observe())  # already channels_last
     no_convs = replace(BF16_H100, channels_last=None)  # no 4-D weights: not a convnet
     assert "gpu.channels_last" not in ids(observe(model=no_convs))
-    assert "gpu.channels_last" not in ids(observe(model=replace(FP32_H100, channels_last=False)))
+    no_tf32 = replace(FP32_H100, tf32_cudnn=False)  # fp32 convolutions off the tensor cores
+    assert "gpu.channels_last" not in ids(observe(model=no_tf32))
 
 
 def test_a_busy_main_thread_and_an_idle_gpu_is_launch_bound() -> None:
@@ -320,5 +344,5 @@ def test_no_workers_on_a_machine_with_no_idle_core_makes_no_claim_about_workers(
     # beat 1, 2 and 3: more workers are not offered, nor ruled out without a worker to show it.
     o = observe(**{**RUNG0, "main_cpu_pct": 139.0, "system_cpu_pct": 75.0}, cpu_count=2)
     assert "input.more_workers" not in ids(o)
-    assert headline(o).id == "input.uint8" and headline(o).rules_out == ()
+    assert headline(o).id == "input.gpu_preprocessing" and headline(o).rules_out == ()
     assert "will not help" not in headline(o).action

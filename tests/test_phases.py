@@ -114,11 +114,26 @@ def test_closed_phases_are_kept_and_a_redraw_reads_only_the_open_one() -> None:
         [n, 9_000.0 + n * 0.1, 100.0, 1.0, 10, 1, None, None, None, None] for n in range(1, 40_101)
     ]
     steps = CountingList(Step.from_row(PID, row) for row in rows)
-    now = 9_000.0 + 40_100 * 0.1
     table = PhaseTable()
-    first = table.rows(phases, steps, [], PID, now)
+    first = table.rows(phases, steps, [], PID)
     CountingList.walked = 0
-    again = table.rows(phases, steps, [], PID, now + 0.5)
+    again = table.rows(phases, steps, [], PID)
     assert CountingList.walked < 200  # the open phase's 100 steps, not the run's 40,100
-    assert again == first == PhaseTable().rows(phases, steps, [], PID, now + 0.5)
+    assert again == first == PhaseTable().rows(phases, steps, [], PID)
     assert [r.speedup for r in again] == [1.0, 1.0, 1.0]
+
+
+def test_a_closed_phases_row_waits_for_its_last_step_however_late_it_arrives() -> None:
+    # A row reaches the monitor once its GPU time is known: the last step of a phase can land
+    # after the next phase has run a while (seen on the H200: 230 ms steps, then a 2 s first
+    # step with new workers). The kept row must count it.
+    session = session_with_knob()
+    rows = steps_of(1, 60, step_ms=100.0, t0=9_000.0)
+    session.add_step_rows(PID, rows[:-1])  # step 60 still waits for its CUDA events
+    session.knob_outcome(
+        PID, {"seq": 1, "name": "num_workers", "ok": True, "value": 8, "previous": 0, "step": 60}
+    )
+    early = session.snapshot(with_phases=True).phases[0]
+    session.add_step_rows(PID, [rows[-1], *steps_of(61, 5, step_ms=50.0, t0=9_006.0)])
+    late = session.snapshot(with_phases=True).phases[0]
+    assert late.steps == early.steps + 1

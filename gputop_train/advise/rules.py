@@ -54,9 +54,12 @@ GPU_TIME_BUSY_PCT = 80.0
 # Compute capability with bf16 tensor cores (Ampere and newer); fp16 ones from Volta.
 BF16_CAPABILITY = (8, 0)
 FP16_CAPABILITY = (7, 0)
-# channels_last under mixed precision: PyTorch's memory-format tutorial measured +22% on
-# ResNet-50 training and 8-35% over a set of convolutional models (V100, AMP).
-CHANNELS_LAST_GAIN = 1.2
+# Convolutions on tensor cores (bf16/fp16, or fp32 as cuDNN's default TF32) want NHWC: in NCHW
+# cuDNN transposes around each. PyTorch's memory-format tutorial measured +22% on ResNet-50
+# with AMP (V100); ResNet-50 in fp32 (TF32) on the H200 gained 39% from channels_last alone,
+# while bf16 alone, still NCHW, gained 10% (docs/diagnosis.md).
+CHANNELS_LAST_GAIN = 1.3
+MIXED_PRECISION_NCHW_GAIN = 1.1
 # A main process this busy with the GPU under-used is launch-bound (one core = 100).
 MAIN_THREAD_BUSY_PCT = 90.0
 LAUNCH_BOUND_GPU_PCT = 60.0
@@ -137,7 +140,12 @@ def _workers_busy(o: Observation) -> bool:
 
 
 def _cores_left(o: Observation) -> bool | None:
-    """Whether a core is idle machine-wide for another worker; None where unknown."""
+    """Whether another worker would get a core: one is idle machine-wide and the workers do
+    not already number one per core; None where unknown. With 16 workers on the 16-core H200
+    box at 82% each the machine read 2 cores idle, yet 32 workers ran 12% slower (scheduling
+    slack, not room for more workers: docs/diagnosis.md)."""
+    if o.workers and o.cpu_count and o.workers >= o.cpu_count and not _workers_idle(o):
+        return False
     idle = o.idle_cores
     return None if idle is None else idle >= IDLE_CORES_FOR_WORKERS
 
@@ -182,6 +190,11 @@ def _wait_evidence(o: Observation) -> str:
 
 def _cores_evidence(o: Observation) -> str:
     idle = o.idle_cores
+    if o.workers and o.cpu_count and o.workers >= o.cpu_count and not _workers_idle(o):
+        return (
+            f"{o.workers} workers on {o.cpu_count} cores: one per core already (machine-wide "
+            f"CPU {fmt.pct(o.system_cpu_pct)}, psutil)"
+        )
     if idle is None:
         return f"{o.cpu_count or fmt.NA} cores, machine-wide use N/A (psutil)"
     return (
@@ -256,24 +269,30 @@ def input_saturated(o: Observation) -> Finding | None:
         return None
     evidence = [_wait_evidence(o), _worker_evidence(o), _cores_evidence(o)]
     no_workers = "; more workers will not help: no core is idle" if o.workers else ""
-    where = "on the GPU" if o.uses_gpu else "a whole batch at once in the training step"
-    if _image_batches(o) and _float_batches(o):
-        evidence.append(_batch_evidence(o))
-        finding_id, title = "input.uint8", "Input-bound: every core is busy building float batches"
-        action = (
-            f"send uint8 images (PILToTensor) and convert + normalize {where}: a quarter of "
-            f"the bytes to build{', pin and copy' if o.uses_gpu else ''}{no_workers}"
-        )
-        changes: tuple[Change, ...] = (Change("input_format", "uint8"),)
-    elif o.uses_gpu and _image_batches(o):
-        evidence.append(_gpu_activity(o)[1])
+    if o.uses_gpu and _image_batches(o):
+        # Preprocessing on the GPU frees the cores of all the per-sample work; uint8 only of
+        # the float conversion: with every core augmenting on the H200 box, GPU preprocessing
+        # ran 4.1x faster (docs/diagnosis.md). uint8 is the fallback where nothing carries it.
+        evidence += [_batch_evidence(o), _gpu_activity(o)[1]]
         finding_id = "input.gpu_preprocessing"
         title = "Input-bound: every core is busy preprocessing, and the GPU idles"
         action = (
-            "move the preprocessing (decode, resize, augmentation) to the GPU, or make it "
-            f"cheaper; ship the smallest images you can{no_workers}"
+            "move the preprocessing (decode, resize, augmentation) to the GPU and ship the "
+            "smallest uint8 images you can"
+            + (" (at least: uint8 batches, normalized on the GPU)" if _float_batches(o) else "")
+            + no_workers
         )
-        changes = (Change("input_format", "gpu"),)
+        changes: tuple[Change, ...] = (Change("input_format", "gpu"),)
+        if _float_batches(o):
+            changes += (Change("input_format", "uint8"),)
+    elif _image_batches(o) and _float_batches(o):  # a CPU job
+        evidence.append(_batch_evidence(o))
+        finding_id, title = "input.uint8", "Input-bound: every core is busy building float batches"
+        action = (
+            "send uint8 images (PILToTensor) and convert + normalize a whole batch at once in "
+            f"the training step: a quarter of the bytes to build{no_workers}"
+        )
+        changes = (Change("input_format", "uint8"),)
     else:
         finding_id, title = "input.cpu_bound", "Input-bound: every core is busy preparing data"
         action = (
@@ -464,31 +483,47 @@ def mixed_precision(o: Observation) -> Finding | None:
     bf16 = facts.capability >= BF16_CAPABILITY
     dtype = "bfloat16" if bf16 else "float16"
     tf32 = "on" if facts.tf32_cudnn or facts.tf32_matmul else "off"
-    evidence = (
+    evidence = [
         busy_text,
         f"no autocast in the forward pass, parameters float32; TF32 {tf32} (hook)",
         f"compute capability {facts.capability[0]}.{facts.capability[1]}: "
         f"{'bf16 and fp16' if bf16 else 'fp16'} tensor cores (hook)",
         f"tensor activity {fmt.pct(o.gpu.tensor_active_pct)} (GPM)",
-    )
+    ]
+    # A convnet in NCHW whose fp32 convolutions already run on the tensor cores (TF32) keeps
+    # the transposes whatever the precision: channels_last first (gpu.channels_last outranks
+    # this), then the full gain. Without TF32 (V100) AMP is what brings the tensor cores.
+    nchw = facts.channels_last is False and _tensor_core_convolutions(o) == "TF32"
+    gain = MIXED_PRECISION_NCHW_GAIN if nchw else 2.0
+    if nchw:
+        evidence.append("convolution weights in NCHW: most of the gain waits for channels_last")
     return Finding(
         "gpu.mixed_precision",
         "The step's arithmetic runs in fp32 on a GPU with "
         f"{'bf16' if bf16 else 'fp16'} tensor cores",
-        evidence,
+        tuple(evidence),
         f"mixed precision: torch.autocast(device_type='cuda', dtype=torch.{dtype}) around the "
         "forward and the loss" + ("" if bf16 else " (fp16 needs a GradScaler)"),
-        "up to 2x",
+        f"up to {gain:g}x",
         0.8,
-        2.0,
+        gain,
         changes=(Change("precision", "bf16" if bf16 else "fp16"),),
     )
 
 
-def channels_last(o: Observation) -> Finding | None:
-    """Convolutions under mixed precision in the NCHW layout: cuDNN transposes around each."""
+def _tensor_core_convolutions(o: Observation) -> str | None:
+    """How convolutions reach the tensor cores: "bf16"/"fp16" autocast or "TF32"; None."""
+    if o.precision in ("bf16", "fp16"):
+        return o.precision
     facts = o.model
-    if not o.uses_gpu or facts.channels_last is not False or o.precision not in ("bf16", "fp16"):
+    tf32 = facts.capability is not None and facts.capability >= BF16_CAPABILITY
+    return "TF32" if o.precision == "fp32" and facts.tf32_cudnn and tf32 else None
+
+
+def channels_last(o: Observation) -> Finding | None:
+    """Convolutions on tensor cores in the NCHW layout: cuDNN transposes around each."""
+    via = _tensor_core_convolutions(o)
+    if not o.uses_gpu or o.model.channels_last is not False or via is None:
         return None
     if _wait(o) >= INPUT_DOMINANT_PCT:
         return None
@@ -497,8 +532,8 @@ def channels_last(o: Observation) -> Finding | None:
         return None
     return Finding(
         "gpu.channels_last",
-        "Convolutions run in NCHW under mixed precision",
-        (busy_text, f"{o.precision} autocast, convolution weights not channels_last (hook)"),
+        f"Convolutions run on the tensor cores ({via}) in NCHW: transposed at every layer",
+        (busy_text, f"{via} convolutions, weights not channels_last (hook)"),
         "model.to(memory_format=torch.channels_last) and the same for the input batches",
         f"up to {CHANNELS_LAST_GAIN:.1f}x",
         0.8,

@@ -392,7 +392,7 @@ class Session:
                 knobs=tuple(self._knobs.values()),
                 phases=tuple(
                     self._phase_table.rows(
-                        self._phases, self._steps, self._gpu, primary, now, self._observe_measured
+                        self._phases, self._steps, self._gpu, primary, self._observe_measured
                     )
                 )
                 if with_phases

@@ -18,7 +18,6 @@ from typing import Any
 
 from ..collect.nvml import GpuSample
 from . import stats
-from .series import LATE_DATA_S
 from .steps import Step
 
 # Five steps cover worker start-up and compile (both land in the first one or two steps);
@@ -118,8 +117,9 @@ def split_warmup(steps: Sequence[Step]) -> tuple[list[Step], list[Step]]:
 
 
 class PhaseTable:
-    """The phase table. Rows of phases that closed more than ``LATE_DATA_S`` ago are kept, so
-    a redraw reads the open phase's steps only, not the whole run's (up to 100,000 steps)."""
+    """The phase table. A closed phase's row is kept once a step of a later phase has arrived
+    (a process sends its rows in order, each one as soon as its GPU time is known), so a
+    redraw reads the open phase's steps only, not the whole run's (up to 100,000 steps)."""
 
     def __init__(self) -> None:
         self._kept: dict[tuple[Phase, int], PhaseRow] = {}
@@ -131,7 +131,6 @@ class PhaseTable:
         steps: Sequence[Step],
         gpu_ticks: Sequence[tuple[GpuSample, ...]],
         primary_pid: int | None,
-        now: float,
         observe: Callable[..., Any] | None = None,
     ) -> list[PhaseRow]:
         """One row per phase; the speed-up is against the first phase with a throughput."""
@@ -140,6 +139,9 @@ class PhaseTable:
             self._primary_pid = primary_pid
         rows: list[PhaseRow] = []
         baseline: float | None = None
+        last_step = next(
+            (s.step for s in reversed(steps) if primary_pid is None or s.pid == primary_pid), 0
+        )
         for index, phase in enumerate(phases):
             following = phases[index + 1] if index + 1 < len(phases) else None
             key = (phase, following.first_step) if following else None
@@ -147,7 +149,7 @@ class PhaseTable:
             if row is None:
                 end = following.first_step if following else None
                 row = _row(phase, end, steps, gpu_ticks, primary_pid, baseline, observe)
-                if key and following and following.started_at < now - LATE_DATA_S:
+                if key and following and last_step >= following.first_step:
                     self._kept[key] = row
             if baseline is None and row.samples_per_s:
                 baseline = row.samples_per_s
