@@ -283,6 +283,13 @@ def test_mixed_precision_needs_the_facts_that_prove_fp32(model: ModelFacts) -> N
     assert "gpu.mixed_precision" not in ids(o)
 
 
+def test_a_gpu_timeline_full_of_gaps_is_not_a_busy_gpu() -> None:
+    # The launch-bound MLP of the corpus on the H200: GPU time 100% of the step (CUDA events
+    # span the gaps), SM activity 3%. fp32, yet precision is not what holds it back.
+    o = observe(model=FP32_H100, step_gpu_time_pct=100.0, gpu_sm_active_pct=3.0)
+    assert "gpu.mixed_precision" not in ids(o) and "gpu.channels_last" not in ids(o)
+
+
 def test_mixed_precision_waits_while_the_gpu_waits_for_data_or_idles() -> None:
     waiting = observe(model=FP32_H100, step_data_wait_pct=40.0, step_gpu_time_pct=50.0)
     assert "gpu.mixed_precision" not in ids(waiting)
@@ -308,6 +315,7 @@ def test_a_busy_convnet_under_amp_in_nchw_asks_for_channels_last() -> None:
 def test_a_busy_main_thread_and_an_idle_gpu_is_launch_bound() -> None:
     o = observe(gpu_sm_active_pct=40.0, main_cpu_pct=100.0, gpu_mem_used_bytes=60 * GiB)
     assert headline(o).id == "cpu.launch_bound"
+    assert headline(o).changes == (rules.Change("compile", "reduce-overhead"),)
     assert "cpu.launch_bound" not in ids(observe(main_cpu_pct=40.0))
 
 
