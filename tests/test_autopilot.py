@@ -151,6 +151,24 @@ def test_a_change_that_pays_is_kept_and_one_that_hurts_is_reverted() -> None:
     ]
 
 
+def test_a_change_that_did_not_pay_is_tried_again_once_the_bottleneck_moved() -> None:
+    # bf16 does nothing while the input is the limit; once more workers fix the input, it pays.
+    def step_ms(config: dict[str, Any]) -> float:
+        input_ms = 100.0 if config["num_workers"] == 0 else 10.0
+        compute_ms = 50.0 if config["precision"] == "fp32" else 25.0
+        return max(input_ms, compute_ms)
+
+    job = SimulatedJob(step_ms)
+    advise = scripted(Change("precision", "bf16"), Change("workers", 8))
+    pilot = Pilot(job.session, job.request, 10.0, clock=job.clock, advise=advise)
+    fly(job, pilot)
+    assert [(t.change, t.decision) for t in pilot.status().trials] == [
+        ("precision=bf16", "reverted"),
+        ("num_workers=8", "kept"),
+        ("precision=bf16", "kept"),
+    ]
+
+
 def test_a_gain_inside_the_baselines_noise_is_not_kept() -> None:
     job = SimulatedJob(speeds(compile__true=0.99))  # 1% faster: below the 3% floor
     pilot = Pilot(

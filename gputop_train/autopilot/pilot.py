@@ -189,7 +189,7 @@ class Pilot:
             settings = tuple((name, resolve(value, _value_of(snap, name))) for name, value in asked)
             self._plan = tuple(_label(t) for t in self._tries)
             return Candidate(settings, previous, "requested"), ""
-        tried = {t.change for t in self._trials}
+        tried = self._not_to_retry()
         for finding in self._advise(row.observation):
             carried = candidates([finding], snap.knobs, row.observation)
             fresh = [c for c in carried if c.label not in tried and not c.in_force(snap.knobs)]
@@ -200,6 +200,18 @@ class Pilot:
                 return None, _why_stop(finding)
             # every change it proposes was tried or is in force: on to the next finding
         return None, "no finding left to act on"
+
+    def _not_to_retry(self) -> set[str]:
+        """A change that failed is never tried again; one that did not pay, not until a change
+        has been kept since (the bottleneck moved: bf16 lost while the demo waited for data on
+        the H200, and paid once the input was fixed)."""
+        kept = [i for i, t in enumerate(self._trials) if t.decision == "kept"]
+        since = kept[-1] if kept else -1
+        return {
+            t.change
+            for i, t in enumerate(self._trials)
+            if t.decision in ("failed", "trying") or (i > since and t.decision == "reverted")
+        }
 
     def _apply(self, candidate: Candidate, snap: Snapshot, row: PhaseRow) -> None:
         headline = self._advise(row.observation)
