@@ -176,22 +176,24 @@ def judge(name: str, summary: dict[str, Any]) -> Outcome:
     )
 
 
-def rejudge(directory: Path) -> list[Outcome]:
+def rejudge(directory: Path) -> tuple[list[Outcome], list[float]]:
     """The verdicts of recorded runs, with the advisor as it is now: replay feeds the recorded
-    inputs to a fresh session, so the headlines are this code's; the gains are as measured."""
+    inputs to a fresh session, so the headlines are this code's; the gains are as measured.
+    Also the recordings' start times."""
     from gputop_train.record.reader import read, replay_all
     from gputop_train.record.summary import summarize
 
-    outcomes = []
+    outcomes, started = [], []
     for path in sorted(directory.glob("*.jsonl")):
         recording = read(path)
         summary = summarize(replay_all(recording), recording.meta)
         summary["knob_roles"] = _knob_roles(path)
         outcomes.append(judge(path.stem, summary))
-    return outcomes
+        started.append(recording.started_at)
+    return outcomes, started
 
 
-def scorecard(outcomes: list[Outcome], machine: str, command: str) -> str:
+def scorecard(outcomes: list[Outcome], machine: str, command: str, when: str) -> str:
     right = sum(o.verdict.startswith("right") for o in outcomes)
     contradicted = sum(bool(o.contradictions) for o in outcomes)
     lines = [
@@ -200,7 +202,7 @@ def scorecard(outcomes: list[Outcome], machine: str, command: str) -> str:
         "Written by `benchmarks/diagnosis.py` (method in its docstring and docs/advisor.md).",
         "",
         f"- machine: {machine}",
-        f"- date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
+        f"- date: {when}",
         f"- command: `{command}`",
         f"- headline right on **{right} of {len(outcomes)}** scenarios; "
         f"'will not help' contradicted by a measurement in {contradicted}",
@@ -239,10 +241,18 @@ def main() -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     cores = os.cpu_count() or 1
     if args.rejudge:
-        outcomes = [o for directory in args.rejudge for o in rejudge(directory)]
+        outcomes, started = [], []
+        for directory in args.rejudge:
+            judged, times = rejudge(directory)
+            outcomes += judged
+            started += times
         order = [s.name for s in corpus(cores)]
         outcomes.sort(key=lambda o: order.index(o.scenario) if o.scenario in order else 99)
-        return _report(args, outcomes, args.machine or "see the recordings' meta")
+        when = (
+            f"measured {_utc(min(started))} to {_utc(max(started))}; headlines by the advisor "
+            f"as of {_utc(time.time())}, replaying the recordings"
+        )
+        return _report(args, outcomes, args.machine or "see the recordings' meta", when)
     chosen = [s for s in corpus(cores) if not args.only or s.name in args.only]
     outcomes = []
     for scenario in chosen:
@@ -252,12 +262,17 @@ def main() -> int:
             outcome = Outcome(scenario.name, None, [], {}, {}, None, "error", error=str(error))
         outcomes.append(outcome)
         print(json.dumps(vars(outcome)), flush=True)
-    return _report(args, outcomes, f"{platform.node()}, {cores} cores, {_gpu_name()}")
+    machine = f"{platform.node()}, {cores} cores, {_gpu_name()}"
+    return _report(args, outcomes, machine, _utc(time.time()))
 
 
-def _report(args: argparse.Namespace, outcomes: list[Outcome], machine: str) -> int:
+def _utc(t: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(t))
+
+
+def _report(args: argparse.Namespace, outcomes: list[Outcome], machine: str, when: str) -> int:
     (args.out / "diagnosis.json").write_text(json.dumps([vars(o) for o in outcomes], indent=1))
-    text = scorecard(outcomes, machine, " ".join(["python", *sys.argv]))
+    text = scorecard(outcomes, machine, " ".join(["python", *sys.argv]), when)
     (args.out / "diagnosis.md").write_text(text)
     if args.scorecard:
         args.scorecard.write_text(text)

@@ -169,6 +169,24 @@ def test_a_change_that_did_not_pay_is_tried_again_once_the_bottleneck_moved() ->
     ]
 
 
+def test_a_revert_that_does_not_bring_the_throughput_back_stops_the_autopilot() -> None:
+    # After compile=true is tried and reverted, the step stays slow (as the H200 demo did).
+    state = {"tried": False}
+
+    def step_ms(config: dict[str, Any]) -> float:
+        state["tried"] = state["tried"] or config["compile"]
+        return 150.0 if state["tried"] and not config["compile"] else 100.0
+
+    job = SimulatedJob(step_ms)
+    advise = scripted(Change("compile", True), Change("workers", 8))
+    pilot = Pilot(job.session, job.request, 10.0, clock=job.clock, advise=advise)
+    fly(job, pilot)
+    status = pilot.status()
+    assert [t.change for t in status.trials] == ["compile=true"]  # workers never tried
+    assert "did not bring the throughput back" in status.stopped_because
+    assert "33% below" in status.stopped_because
+
+
 def test_a_gain_inside_the_baselines_noise_is_not_kept() -> None:
     job = SimulatedJob(speeds(compile__true=0.99))  # 1% faster: below the 3% floor
     pilot = Pilot(

@@ -40,6 +40,11 @@ MIN_GAIN_PCT = 3.0
 TRIAL_TIMEOUT_S = 240.0
 # How long a knob request may wait for its step boundary before it counts as failed.
 APPLY_TIMEOUT_S = 60.0
+# A revert must bring the throughput back to within this share of where it was before the
+# trial. On the H200 the demo's second revert of batch 1024 to 512 ran at 13,095 img/s where
+# the same settings had run 17,642 (a compiled model's shapes are a suspect): the autopilot
+# stops there and says so rather than build on a baseline it cannot trust.
+RESTORE_TOLERANCE = 0.10
 DEFAULT_BUDGET_S = 600.0
 
 
@@ -114,6 +119,7 @@ class Pilot:
         self._baseline: PhaseRow | None = None
         self._pending: _Pending | None = None
         self._reverting: tuple[int, float] | None = None  # (phase before, asked at)
+        self._restoring: PhaseRow | None = None  # the baseline a revert must come back to
         self._stopped: str | None = None
 
     # -- any thread ------------------------------------------------------------------------
@@ -173,6 +179,13 @@ class Pilot:
         if row is None or not _measured_enough(row):
             self._state = f"measuring the baseline (phase {snap.phase})"
             return
+        restored, self._restoring = self._restoring, None
+        lost = _lost_throughput(restored, row) if restored else None
+        if lost and self.mode == "autopilot":
+            self._finish(f"a revert did not bring the throughput back: {lost}")
+            return
+        if lost:
+            self._state = f"warning: {lost}"
         self._baseline = row
         candidate, why_not = self._next_candidate(snap, row)
         if candidate is None:
@@ -298,6 +311,7 @@ class Pilot:
         for name, value in pending.candidate.previous:
             self._request_knob(name, value)
         self._reverting = (row.phase.index, self._clock())
+        self._restoring = self._baseline
         self._state = f"reverting {pending.candidate.label}"
 
     def _await_revert(self, snap: Snapshot) -> None:
@@ -346,6 +360,19 @@ class Pilot:
         states = {k.name: k for k in snap.knobs}
         errors = [states[n].error for n, _ in candidate.settings if n in states and states[n].error]
         return "; ".join(e for e in errors if e) or "refused"
+
+
+def _lost_throughput(before: PhaseRow, after: PhaseRow) -> str | None:
+    """What a revert failed to bring back, in words; None when it came back (tolerance)."""
+    if not before.samples_per_s or not after.samples_per_s:
+        return None
+    if after.samples_per_s >= (1.0 - RESTORE_TOLERANCE) * before.samples_per_s:
+        return None
+    return (
+        f"phase {after.phase.index} runs {after.samples_per_s:,.0f} samples/s, "
+        f"{1 - after.samples_per_s / before.samples_per_s:.0%} below the same settings in "
+        f"phase {before.phase.index} ({before.samples_per_s:,.0f})"
+    )
 
 
 def _measured_enough(row: PhaseRow) -> bool:
