@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import IO, Any, Protocol
 
 from . import wire
-from .hook.agent import MONITOR_PID_ENV
 
 BOOT_DIR = Path(__file__).resolve().parent / "hook" / "boot"
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent
@@ -49,9 +48,9 @@ def hook_environment(
         env[wire.SCHEDULE_ENV] = json.dumps(entries)
     existing = env.get("PYTHONPATH")
     env["PYTHONPATH"] = str(BOOT_DIR) + (os.pathsep + existing if existing else "")
-    env["GPUTOP_TRAIN_HOOK"] = "1"
-    env["GPUTOP_TRAIN_PKG_ROOT"] = str(PACKAGE_ROOT)
-    env[MONITOR_PID_ENV] = str(os.getpid())
+    env[wire.HOOK_ENV] = "1"
+    env[wire.PKG_ROOT_ENV] = str(PACKAGE_ROOT)
+    env[wire.MONITOR_PID_ENV] = str(os.getpid())
     env[wire.RUNTIME_DIR_ENV] = str(wire.runtime_dir(create=True))
     env.setdefault("PYTHONUNBUFFERED", "1")  # the job's output should reach the log live
     return env

@@ -14,7 +14,6 @@ from .client import HookClient
 from .collect.nvml import NvmlSampler, NvmlUnavailable
 from .collect.procs import ProcessSampler
 from .collect.stacks import StackSampler, StacksUnavailable
-from .hook.knobs import validate
 from .report import finding_dict
 from .session.model import DEFAULT_WINDOW_S, Session
 
@@ -59,7 +58,7 @@ class Monitor:
         if state is None:
             return f"no knob named {name!r}"
         try:
-            value = validate(state.spec, value)
+            value = wire.parse_knob(state.spec, value)
         except ValueError as error:
             return str(error)
         self._request_id += 1

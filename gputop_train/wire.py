@@ -37,9 +37,17 @@ MODEL = "model"  # facts about the forward pass: CUDA, autocast, parameter dtype
 SET_KNOB = "set_knob"  # change one knob at the next step boundary
 SCAN_SYNCS = "scan_syncs"  # run a sync scan on the next step
 
+# -- the environment the launcher gives the job ---------------------------------------------
+# hook/boot/sitecustomize.py reads HOOK_ENV and PKG_ROOT_ENV by their values: it runs before
+# this package can be imported.
+
+HOOK_ENV = "GPUTOP_TRAIN_HOOK"  # "1": arm the hook in every Python process that imports torch
+PKG_ROOT_ENV = "GPUTOP_TRAIN_PKG_ROOT"  # where the monitor's gputop_train package lives
+MONITOR_PID_ENV = "GPUTOP_TRAIN_MONITOR_PID"  # an exiting job waits briefly for this monitor
 # The launcher hands a --schedule to the job here (JSON list of {"step": N, "set": {...}}),
 # so that every entry applies at exactly its step, however late the monitor connects.
 SCHEDULE_ENV = "GPUTOP_TRAIN_SCHEDULE"
+RUNTIME_DIR_ENV = "GPUTOP_TRAIN_RUNTIME_DIR"  # where the sockets live (docs/security.md)
 
 # Columns of a step row, in order. None means "not measured" (shown as N/A, never 0).
 STEP_FIELDS: tuple[str, ...] = (
@@ -54,11 +62,63 @@ STEP_FIELDS: tuple[str, ...] = (
     "mem_reserved",  # CUDA bytes held by the caching allocator (sampled likewise)
     "mem_peak",  # peak CUDA bytes allocated so far (sampled likewise)
 )
+# A field's position in a row: row[COLUMN["gpu_ms"]].
+COLUMN: dict[str, int] = {name: index for index, name in enumerate(STEP_FIELDS)}
+
+# -- knobs: what a script declares (the hook's Knob.describe()) and what a value must be -------
+
+KNOB_KINDS = ("bool", "int", "choice")
+
+
+def validate_knob(spec: dict[str, Any], value: Any) -> Any:
+    """``value`` as the knob takes it, or ValueError saying why not. Strict: a JSON true/false
+    for a switch, a whole number within bounds for a number (never a bool, a float or a
+    string), one of the choices (of the same type) for a choice. Both sides check with it."""
+    kind, name = spec.get("kind"), spec.get("name")
+    if kind == "bool":
+        if type(value) is bool:
+            return value
+        raise ValueError(f"{name} takes true or false, not {_shown(value)}")
+    if kind == "int":
+        if type(value) is not int:
+            raise ValueError(f"{name} takes a whole number, not {_shown(value)}")
+        low, high = spec.get("min"), spec.get("max")
+        if (low is not None and value < low) or (high is not None and value > high):
+            raise ValueError(f"{name} must be within {low}..{high}, not {value}")
+        return value
+    if kind == "choice":
+        choices = spec.get("choices") or []
+        if not any(type(value) is type(c) and value == c for c in choices):
+            shown = ", ".join(map(str, choices))
+            raise ValueError(f"{name} is one of {shown}, not {_shown(value)}")
+        return value
+    raise ValueError(f"unknown knob kind {_shown(kind)}")
+
+
+def parse_knob(spec: dict[str, Any], text: Any) -> Any:
+    """A value a person typed (TUI, --schedule, --try) as the knob takes it: "16" for a
+    number, "on"/"off"/"true"/"false" for a switch; then ``validate_knob``."""
+    if not isinstance(text, str):
+        return validate_knob(spec, text)
+    kind, cleaned = spec.get("kind"), text.strip()
+    if kind == "bool" and cleaned.lower() in ("true", "false", "on", "off", "1", "0"):
+        return cleaned.lower() in ("true", "on", "1")
+    if kind == "int" and cleaned.lstrip("-").isdigit():
+        return validate_knob(spec, int(cleaned))
+    if kind == "choice":
+        typed = next((c for c in spec.get("choices") or [] if str(c) == cleaned), cleaned)
+        return validate_knob(spec, typed)
+    return validate_knob(spec, text)
+
+
+def _shown(value: Any, limit: int = 40) -> str:
+    """A value in an error message, cut short: a refusal never echoes a megabyte back."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
 
 # A line longer than this is malformed: no honest frame comes near it (a batch at ~10/s).
 MAX_FRAME_BYTES = 4 * 1024 * 1024
-
-RUNTIME_DIR_ENV = "GPUTOP_TRAIN_RUNTIME_DIR"
 
 
 class UnsafeRuntimeDir(RuntimeError):

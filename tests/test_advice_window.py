@@ -3,8 +3,7 @@ figures of the time they ran (not start-up, not after the last step, not warm-up
 
 from __future__ import annotations
 
-from gputop_train.collect.nvml import GpuSample
-from gputop_train.collect.procs import ProcSample
+from gputop_train.samples import GpuSample, ProcSample
 from gputop_train.session.model import MIN_ADVICE_STEPS, Session
 from gputop_train.session.phases import WARMUP_STEPS
 from tests.tui_data import FixedClock

@@ -9,9 +9,9 @@ from typing import Any
 from gputop_train.advise.rules import Change, Finding
 from gputop_train.autopilot.pilot import MIN_TRIAL_S, Pilot
 from gputop_train.autopilot.plan import Candidate, candidates, concrete_value, resolve
-from gputop_train.hook.knobs import validate
 from gputop_train.session.model import Session
 from gputop_train.session.phases import knob_state
+from gputop_train.wire import parse_knob
 from tests.tui_data import FixedClock
 
 PID = 7
@@ -50,7 +50,7 @@ class SimulatedJob:
 
     def request(self, name: str, value: Any) -> str | None:
         spec = next(k for k in KNOBS if k["name"] == name)
-        value = validate(spec, value)
+        value = parse_knob(spec, value)
         self.session.knob_requested(name, value)
         self._queue.append((name, value))
         return None

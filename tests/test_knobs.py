@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from gputop_train import wire
-from gputop_train.hook.knobs import Knob, KnobBoard, validate
+from gputop_train.hook.knobs import Knob, KnobBoard
 
 
 def acks(board: KnobBoard) -> list[dict[str, Any]]:
@@ -39,8 +39,8 @@ def make_board(applied: list[Any], fail_on: Any = None) -> KnobBoard:
         ({"name": "i", "kind": "choice", "choices": ["float", "uint8"]}, "uint8", "uint8"),
     ],
 )
-def test_valid_values_are_taken_in_the_knobs_type(spec: dict, value: Any, expected: Any) -> None:
-    assert validate(spec, value) == expected
+def test_typed_values_are_parsed_into_the_knobs_type(spec: dict, value: Any, expected: Any) -> None:
+    assert wire.parse_knob(spec, value) == expected
 
 
 @pytest.mark.parametrize(
@@ -55,7 +55,28 @@ def test_valid_values_are_taken_in_the_knobs_type(spec: dict, value: Any, expect
 )
 def test_bad_values_are_refused_with_a_reason(spec: dict, value: Any) -> None:
     with pytest.raises(ValueError, match=spec["name"]):
-        validate(spec, value)
+        wire.parse_knob(spec, value)
+    with pytest.raises(ValueError, match=spec["name"]):
+        wire.validate_knob(spec, value)
+
+
+@pytest.mark.parametrize(
+    "value", [True, "3", "1_000", 3.0, float("inf"), float("nan"), None, [3], {"v": 3}]
+)
+def test_the_wire_takes_only_a_whole_number_for_a_number(value: Any) -> None:
+    # On the wire a number knob once took true, "3" and "1_000", and +-Infinity killed the
+    # listener with an OverflowError (issue: hardening).
+    with pytest.raises(ValueError, match="whole number"):
+        wire.validate_knob({"name": "w", "kind": "int", "min": 0, "max": 64}, value)
+
+
+def test_a_choice_must_match_in_type_and_a_refusal_is_short() -> None:
+    spec = {"name": "level", "kind": "choice", "choices": [1, 2]}
+    with pytest.raises(ValueError, match="level"):
+        wire.validate_knob(spec, True)  # True == 1, but a switch is not a number
+    with pytest.raises(ValueError) as refused:
+        wire.validate_knob({"name": "w", "kind": "int"}, "x" * 2_000_000)
+    assert len(str(refused.value)) < 200
 
 
 def test_a_change_waits_for_the_step_boundary_and_is_acknowledged() -> None:

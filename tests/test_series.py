@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from gputop_train.collect.nvml import GpuSample
+from gputop_train.samples import GpuSample
 from gputop_train.session.series import LATE_DATA_S, ChartBinner
 from gputop_train.session.steps import Step
 from tests.conftest import CountingList

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gputop_train.collect.nvml import GpuSample
+from gputop_train.samples import GpuSample
 from gputop_train.session import stats
 from gputop_train.session.model import Session
 from gputop_train.session.steps import Step

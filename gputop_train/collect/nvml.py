@@ -9,8 +9,9 @@ benchmarks/sampler_cost.py (docs/benchmarks.md): the whole fast tier ~0.17 ms, e
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from typing import Any
+
+from ..samples import GpuProcess, GpuSample
 
 # Cheap fields every call (the sampler thread runs at ~10 Hz); these every N seconds.
 MEDIUM_PERIOD_S = 1.0  # power, temperature, clocks, throttle, GPU memory per process, GPM
@@ -40,40 +41,6 @@ _GPM_FIELDS = {
     "pcie_tx_mibps": 20,  # NVML_GPM_METRIC_PCIE_TX_PER_SEC
     "pcie_rx_mibps": 21,  # NVML_GPM_METRIC_PCIE_RX_PER_SEC
 }
-
-
-@dataclass(frozen=True)
-class GpuProcess:
-    pid: int
-    mem_bytes: int | None
-    sm_pct: float | None
-
-
-@dataclass(frozen=True)
-class GpuSample:
-    """One GPU at one instant. None means N/A (unsupported or failed), never zero."""
-
-    index: int
-    t: float
-    name: str | None = None
-    util_pct: float | None = None
-    mem_util_pct: float | None = None
-    mem_used_bytes: int | None = None
-    mem_total_bytes: int | None = None
-    power_w: float | None = None
-    power_limit_w: float | None = None
-    energy_j: float | None = None
-    temp_c: float | None = None
-    sm_clock_mhz: float | None = None
-    mem_clock_mhz: float | None = None
-    throttle: tuple[str, ...] | None = None
-    pcie_rx_mibps: float | None = None
-    pcie_tx_mibps: float | None = None
-    sm_active_pct: float | None = None
-    sm_occupancy_pct: float | None = None
-    tensor_active_pct: float | None = None
-    dram_bw_pct: float | None = None
-    processes: tuple[GpuProcess, ...] = field(default_factory=tuple)
 
 
 class NvmlUnavailable(RuntimeError):

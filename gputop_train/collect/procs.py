@@ -11,27 +11,12 @@ import contextlib
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
+
+from ..samples import ProcSample
 
 # PyTorch names its DataLoader worker processes so (torch/utils/data/_utils/worker.py).
 WORKER_NAME = "pt_data_worker"
-
-
-@dataclass(frozen=True)
-class ProcSample:
-    """One process of the job at one instant; None means N/A."""
-
-    pid: int
-    ppid: int | None
-    name: str
-    role: str  # "main" (a hooked training process), "worker", "launcher" or "child"
-    cpu_pct: float | None
-    rss_bytes: int | None
-    io_read_bps: float | None
-    io_write_bps: float | None
-    status: str | None
-    threads: int | None
 
 
 def procfs_children(pid: int) -> list[int]:

@@ -16,28 +16,18 @@ import sys
 import tempfile
 import threading
 from collections import Counter
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
+from ..samples import CATEGORIES, DATA_WAIT, STACK_WINDOW_S, StackShares
+
 # One py-spy run per window: its start-up (about 0.1 s of CPU) is most of its cost.
-WINDOW_S = 10.0
+WINDOW_S = STACK_WINDOW_S
 RATE_HZ = 50
-DATA_WAIT = "data wait"
-CATEGORIES = (DATA_WAIT, "forward", "backward", "optimizer", "other")
 
 
 class StacksUnavailable(RuntimeError):
     """py-spy cannot sample this process; the message says why and what to do."""
-
-
-@dataclass(frozen=True)
-class StackShares:
-    """One window of the training thread's samples: % of them per category."""
-
-    thread: str
-    samples: int
-    shares: dict[str, float]
-    window_s: float = WINDOW_S  # how long the window was (how long the figure stays current)
 
 
 def category(stack: str) -> str:

@@ -38,7 +38,6 @@ MEMORY_PERIOD_S = 0.1
 # Steps whose GPU time is still outstanding; past this the GPU is hopelessly behind.
 MAX_STEPS_AWAITING_GPU = 256
 
-MONITOR_PID_ENV = "GPUTOP_TRAIN_MONITOR_PID"
 # How long an exiting job waits for the monitor that launched it to connect.
 WAIT_FOR_MONITOR_S = 3.0
 
@@ -260,7 +259,7 @@ class Agent:
             return
         for gpu_ms in self._timer.poll():
             row = self._awaiting_gpu.popleft()
-            row[6] = gpu_ms
+            row[wire.COLUMN["gpu_ms"]] = gpu_ms
             self._ring.append(row)
 
     def _cuda_in_use(self) -> bool:
@@ -308,7 +307,7 @@ class Agent:
                 continue
         else:
             return []
-        return [row for row in snapshot if row[0] > step]
+        return [row for row in snapshot if row[wire.COLUMN["step"]] > step]
 
     def take_frames(self) -> list[bytes]:
         """Notices and knob outcomes waiting to be sent, oldest first."""
@@ -380,7 +379,7 @@ def _env_int(name: str) -> int | None:
 
 def _monitor_alive() -> bool:
     try:
-        os.kill(int(os.environ[MONITOR_PID_ENV]), 0)
+        os.kill(int(os.environ[wire.MONITOR_PID_ENV]), 0)
     except (KeyError, ValueError, ProcessLookupError):
         return False
     except PermissionError:

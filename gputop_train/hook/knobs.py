@@ -49,36 +49,6 @@ class Knob:
         }
 
 
-def validate(spec: dict[str, Any], value: Any) -> Any:
-    """The value as the knob takes it, or ValueError saying why not. Shared with the monitor."""
-    kind = spec.get("kind")
-    if kind == "bool":
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.lower() in ("true", "false", "on", "off", "1", "0"):
-            return value.lower() in ("true", "on", "1")
-        raise ValueError(f"{spec['name']} takes true or false, not {value!r}")
-    if kind == "int":
-        try:
-            number = int(value)
-        except (TypeError, ValueError):
-            raise ValueError(f"{spec['name']} takes a whole number, not {value!r}") from None
-        if isinstance(value, float) and value != number:
-            raise ValueError(f"{spec['name']} takes a whole number, not {value!r}")
-        low, high = spec.get("min"), spec.get("max")
-        if (low is not None and number < low) or (high is not None and number > high):
-            raise ValueError(f"{spec['name']} must be within {low}..{high}, not {number}")
-        return number
-    if kind == "choice":
-        choices = spec.get("choices") or []
-        if value not in choices:
-            raise ValueError(
-                f"{spec['name']} is one of {', '.join(map(str, choices))}, not {value!r}"
-            )
-        return value
-    raise ValueError(f"unknown knob kind {kind!r}")
-
-
 # A change that survived this many steps is confirmed: a later failure is not its doing.
 CONFIRM_AFTER_STEPS = 20
 
@@ -88,6 +58,7 @@ class _Change:
     request_id: Any
     name: str
     value: Any
+    typed_by_hand: bool = False  # a --schedule entry: "8" for 8, "on" for true
 
 
 @dataclass
@@ -122,7 +93,7 @@ class KnobBoard:
             self._ack(request_id, name, None, None, False, f"no knob named {name!r}", None)
             return
         try:
-            value = validate(knob.describe(), frame.get("value"))
+            value = wire.validate_knob(knob.describe(), frame.get("value"))
         except ValueError as error:
             self._ack(request_id, name, knob.value, knob.value, False, str(error), None)
             return
@@ -157,7 +128,7 @@ class KnobBoard:
             due: list[_Change] = []
             while self.schedule and self.schedule[0][0] <= step:
                 _, settings = self.schedule.pop(0)
-                due += [_Change(f"schedule@{step}", n, v) for n, v in settings.items()]
+                due += [_Change(f"schedule@{step}", n, v, True) for n, v in settings.items()]
             due += list(self._queue)
             self._queue.clear()
         for change in due:
@@ -170,7 +141,8 @@ class KnobBoard:
             self._ack(change.request_id, change.name, None, None, False, "no such knob", step)
             return
         try:
-            value = validate(knob.describe(), change.value)
+            check = wire.parse_knob if change.typed_by_hand else wire.validate_knob
+            value = check(knob.describe(), change.value)
         except ValueError as error:
             self._ack(change.request_id, knob.name, knob.value, knob.value, False, str(error), step)
             return

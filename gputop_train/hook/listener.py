@@ -112,7 +112,7 @@ class Listener:
         client = _Client(sock)
         client.outbox += wire.encode(wire.HELLO, **self._hello())
         backlog = self._rows_after(0)
-        backlog = [row for row in backlog if row[0] <= self._sent_upto]
+        backlog = [row for row in backlog if row[wire.COLUMN["step"]] <= self._sent_upto]
         if backlog:
             client.outbox += wire.encode(wire.STEPS, pid=os.getpid(), rows=backlog)
         self._clients.append(client)
@@ -134,7 +134,7 @@ class Listener:
     def _broadcast_new_rows(self) -> None:
         rows = self._rows_after(self._sent_upto)
         if rows:
-            self._sent_upto = rows[-1][0]
+            self._sent_upto = rows[-1][wire.COLUMN["step"]]
             self._broadcast(wire.encode(wire.STEPS, pid=os.getpid(), rows=rows))
         for frame in self._take_frames():
             self._broadcast(frame)

@@ -8,9 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..collect.nvml import GpuProcess, GpuSample
-from ..collect.procs import ProcSample
-from ..collect.stacks import WINDOW_S, StackShares
+from ..samples import STACK_WINDOW_S, GpuProcess, GpuSample, ProcSample, StackShares
 from ..session.model import Session
 from .recorder import FORMAT_VERSION
 
@@ -119,7 +117,7 @@ _APPLY = {
     "fact": lambda s, e: s.add_fact(e["pid"], e["frame"]),
     "notice": lambda s, e: s.add_notice(e["text"]),
     "stacks": lambda s, e: s.set_stack_shares(
-        StackShares(e["thread"], e["samples"], e["shares"], e.get("window_s", WINDOW_S))
+        StackShares(e["thread"], e["samples"], e["shares"], e.get("window_s", STACK_WINDOW_S))
     ),
     "autopilot": lambda s, e: s.set_autopilot(e["status"]),
     "job_ended": lambda s, e: s.job_ended(e["exit_code"], tuple(e.get("stderr_tail") or ())),

@@ -15,9 +15,7 @@ from dataclasses import asdict, dataclass, field
 from dataclasses import replace as _replace
 from typing import Any
 
-from ..collect.nvml import GpuSample
-from ..collect.procs import ProcSample
-from ..collect.stacks import DATA_WAIT, StackShares
+from ..samples import DATA_WAIT, GpuSample, ProcSample, StackShares
 from . import stats
 from .phases import WARMUP_STEPS, KnobState, Phase, PhaseRow, PhaseTable, knob_state
 from .series import ChartBinner, ChartSeries

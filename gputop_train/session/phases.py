@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..collect.nvml import GpuSample
+from ..samples import GpuSample
 from . import stats
 from .steps import Step
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..collect.nvml import GpuSample
+from ..samples import GpuSample
 from .steps import Step
 
 # Hook frames arrive within ~0.1 s of their steps: a completed bucket is binned again until

@@ -6,8 +6,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from ..collect.nvml import GpuSample
-from ..collect.procs import ProcSample
+from ..samples import GpuSample, ProcSample
 from .steps import Step
 
 

@@ -46,6 +46,7 @@ def _load_package(root: str) -> None:
 
 
 def _arm() -> None:
+    # wire.HOOK_ENV and wire.PKG_ROOT_ENV, by value: the package is not importable yet.
     if os.environ.get("GPUTOP_TRAIN_HOOK") != "1":
         return
     try:

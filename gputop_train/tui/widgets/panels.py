@@ -7,8 +7,7 @@ from rich.text import Text
 from ... import format as fmt
 from ...advise.mfu import efficiency
 from ...advise.rules import findings
-from ...collect.nvml import GpuSample
-from ...collect.stacks import DATA_WAIT
+from ...samples import DATA_WAIT, GpuSample
 from ...session.model import Snapshot
 from ...session.phases import KnobState
 
