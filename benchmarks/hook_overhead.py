@@ -30,7 +30,7 @@ from gputop_train.hook import patches  # noqa: E402
 
 READER = """
 import sys, time
-from gputop_train.client import HookClient
+from gputop_train.monitor.hook_client import HookClient
 from gputop_train.session.model import Session
 session = Session()
 client = HookClient(session, lambda: {int(sys.argv[1])})

@@ -9,19 +9,18 @@ import threading
 from typing import Any, TextIO
 
 from . import format as fmt
-from .advise.mfu import efficiency
-from .advise.rules import findings
-from .launch import Job
-from .monitor import Monitor
-from .report import TRIAL_COLUMNS, headline_id, phase_dicts, status_fields, trial_rows
+from .job import Job
+from .monitor.monitor import Monitor
 from .session.model import Snapshot
+from .views import TRIAL_COLUMNS, View, phase_dicts, status_fields, trial_rows, view_of
 
 # After the job exits, how long to wait for its hook's last frames.
 DRAIN_S = 3.0
 
 
-def status_line(snap: Snapshot) -> str:
-    steps, gpu, procs = snap.steps, snap.gpu, snap.procs
+def status_line(view: View) -> str:
+    snap, f = view.snap, view.figures
+    gpu, procs = snap.gpu, snap.procs
     workers = (
         f"{procs.workers} workers {fmt.pct(procs.workers_cpu_pct)} CPU"
         if procs.workers
@@ -29,17 +28,17 @@ def status_line(snap: Snapshot) -> str:
     )
     gpm = ""
     if gpu.sm_active_pct is not None or gpu.tensor_active_pct is not None:
-        gpm = f" SM {fmt.pct(gpu.sm_active_pct)} tensor {fmt.pct(gpu.tensor_active_pct)}"
+        gpm = f" SM {f.sm_active} tensor {f.tensor_active}"
     return (
         f"[{fmt.duration(snap.elapsed_s):>7}] phase {snap.phase} step {snap.total_steps}"
-        f" | {fmt.rate(steps.steps_per_s, 'steps/s')} {fmt.rate(steps.samples_per_s, 'samples/s')}"
-        f" | step {fmt.ms(steps.step_ms_p50)} (p95 {fmt.ms(steps.step_ms_p95)})"
-        f" | data-wait {fmt.pct(steps.data_wait_pct)}{_wait_source(snap)}"
-        f" | GPU time {fmt.pct(steps.gpu_time_pct)}"
-        f" | GPU util {fmt.pct(gpu.util_pct)}{gpm}"
-        f" | mem {fmt.mem_pair(gpu.mem_used_bytes, gpu.mem_total_bytes)}"
+        f" | {f.steps_per_s} steps/s {f.samples_per_s} samples/s"
+        f" | step {f.step_p50} (p95 {f.step_p95})"
+        f" | data-wait {f.data_wait}{_wait_source(snap)}"
+        f" | GPU time {f.gpu_time}"
+        f" | GPU util {f.gpu_util}{gpm}"
+        f" | mem {f.gpu_mem}"
         f" | {workers} | main {fmt.pct(procs.main_cpu_pct)} CPU"
-        f" | {headline(snap)}{_autopilot_text(snap)}"
+        f" | {headline(view)}{_autopilot_text(snap)}"
     )
 
 
@@ -53,15 +52,17 @@ def _wait_source(snap: Snapshot) -> str:
     return " (py-spy)" if observation and observation.data_wait_source == "py-spy" else ""
 
 
-def headline(snap: Snapshot) -> str:
-    top = findings(snap.observation)
-    if top:
-        return f"▶ {top[0].title}: {top[0].action}"
-    return f"▶ no findings: {snap.advice_wait}" if snap.advice_wait else "▶ no findings"
+def headline(view: View) -> str:
+    top = view.headline
+    if top is not None:
+        return f"▶ {top.title}: {top.action}"
+    wait = view.snap.advice_wait
+    return f"▶ no findings: {wait}" if wait else "▶ no findings"
 
 
-def summary_text(snap: Snapshot) -> str:
+def summary_text(view: View) -> str:
     """The closing summary over the whole run."""
+    snap = view.snap
     steps, gpu = snap.steps, snap.gpu
     lines = [
         f"gputop-train: {' '.join(snap.command)}",
@@ -88,8 +89,8 @@ def summary_text(snap: Snapshot) -> str:
         lines.append(f"  {snap.dropped_frames} malformed frames from the hook were dropped")
     for notice in snap.notices[-5:]:
         lines.append(f"  note: {notice}")
-    achieved, mfu = efficiency(snap.observation)
-    if achieved is not None:
+    achieved, mfu = view.achieved_tflops, view.mfu_pct
+    if achieved is not None and snap.observation is not None:
         against = (
             f"against the dense peak of {snap.observation.gpu_name}"
             if mfu is not None
@@ -99,13 +100,12 @@ def summary_text(snap: Snapshot) -> str:
             f"  {achieved:.3g} TFLOP/s achieved (FLOPs counted by the hook), "
             f"MFU {fmt.pct(mfu)}: {against}"
         )
-    top = findings(snap.observation)
-    for finding in top[:3]:
+    for finding in view.findings[:3]:
         lines.append(f"  finding: {finding.title} -> {finding.action}")
         lines.extend(f"     - {evidence}" for evidence in finding.evidence)
     if len(snap.phases) > 1 or snap.knobs:
         lines.append("")
-        lines.extend(phase_table(snap))
+        lines.extend(phase_table(view))
     if snap.autopilot:
         lines += ["", f"{snap.autopilot['mode']}: {snap.autopilot['state']}"]
         lines += ["  " + " | ".join(row) for row in [TRIAL_COLUMNS, *trial_rows(snap.autopilot)]]
@@ -129,13 +129,14 @@ PHASE_COLUMNS = (
 )
 
 
-def phase_table(snap: Snapshot) -> list[str]:
+def phase_table(view: View) -> list[str]:
     """The phase table as text: one row per configuration, speed-up against the first."""
     header = " ".join(
         f"{name:>{w}}" if i > 1 else f"{name:<{w}}" for i, (name, w) in enumerate(PHASE_COLUMNS)
     )
     lines = ["phases (warm-up excluded, see docs/phases.md):", header]
-    for row in snap.phases:
+    for phase in view.phases:
+        row = phase.row
         change = row.phase.change + (f" (FAILED: {row.phase.failed})" if row.phase.failed else "")
         warmup = f"{row.warmup_steps} / {fmt.ms(row.warmup_s * 1000) if row.warmup_s else 'N/A'}"
         cells = (
@@ -150,7 +151,7 @@ def phase_table(snap: Snapshot) -> list[str]:
             fmt.pct(row.tensor_active_pct),
             f"{fmt.gib(row.peak_mem_bytes)} GiB" if row.peak_mem_bytes else fmt.NA,
             f"{row.speedup:.2f}x" if row.speedup else fmt.NA,
-            headline_id(row.observation),
+            phase.headline,
         )
         lines.append(
             " ".join(
@@ -161,11 +162,11 @@ def phase_table(snap: Snapshot) -> list[str]:
     return lines
 
 
-def write_status(snap: Snapshot, out: TextIO, as_json: bool) -> None:
+def write_status(view: View, out: TextIO, as_json: bool) -> None:
     if as_json:
-        out.write(json.dumps(status_fields(snap)) + "\n")
+        out.write(json.dumps(status_fields(view)) + "\n")
     else:
-        out.write(status_line(snap) + "\n")
+        out.write(status_line(view) + "\n")
     out.flush()
 
 
@@ -210,17 +211,19 @@ def run_headless(
     signal.signal(signal.SIGHUP, detach)
     threading.Thread(target=wait_for_job, daemon=True).start()
     while not stop_waiting.wait(interval_s):
-        write_status(session.snapshot(window_s), out, as_json)
+        write_status(view_of(session.snapshot(window_s)), out, as_json)
     if ended:
         monitor.drain(DRAIN_S)
         session.job_ended(ended[0])
     monitor.stop()
-    final = session.snapshot(window_s=session.clock() - session.started_at + 1.0, with_phases=True)
+    final = view_of(
+        session.snapshot(window_s=session.clock() - session.started_at + 1.0, with_phases=True)
+    )
     if as_json:
         summary = {
             **status_fields(final),
             "type": "summary",
-            "exit_code": final.job.exit_code,
+            "exit_code": final.snap.job.exit_code,
             "phases": phase_dicts(final),
         }
         out.write(json.dumps(summary) + "\n")

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from gputop_train.client import HookClient
-from gputop_train.launch import hook_environment
+from gputop_train.job.launched import hook_environment
+from gputop_train.monitor.hook_client import HookClient
 from gputop_train.session.model import Session
 from gputop_train.session.steps import Step
 

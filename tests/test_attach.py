@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gputop_train.launch import hook_environment
+from gputop_train.job.launched import hook_environment
 from tests.conftest import REPO, SCENARIOS
 
 pytest.importorskip("torch")

@@ -13,8 +13,8 @@ import pytest
 
 from gputop_train.advise.rules import findings
 from gputop_train.collect.fake import FakeGpu, FakeNvml
-from gputop_train.launch import hook_environment
-from gputop_train.monitor import Monitor
+from gputop_train.job.launched import hook_environment
+from gputop_train.monitor.monitor import Monitor
 from gputop_train.session.model import Session
 from tests.conftest import REPO
 

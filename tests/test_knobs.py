@@ -157,8 +157,8 @@ def test_live_changes_reach_the_job_through_the_socket_and_apply_on_its_thread(
     import sys
     import time
 
-    from gputop_train.launch import hook_environment
-    from gputop_train.monitor import Monitor
+    from gputop_train.job.launched import hook_environment
+    from gputop_train.monitor.monitor import Monitor
     from gputop_train.session.model import Session
     from tests.conftest import REPO, SCENARIOS
 

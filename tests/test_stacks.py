@@ -22,7 +22,8 @@ from gputop_train.collect.stacks import (
 )
 from gputop_train.record.reader import apply
 from gputop_train.session.model import Session
-from gputop_train.tui.widgets import panels
+from gputop_train.tui.panels import text as panels
+from gputop_train.views import view_of
 
 # Trimmed from a real `py-spy record --format raw --idle --threads` of a DataLoader loop.
 RAW = """\
@@ -135,7 +136,7 @@ def test_without_steps_the_advisor_reads_the_wait_from_the_samples() -> None:
     top = findings(snap.observation)
     assert top and top[0].id.startswith("input.")
     assert any("(py-spy)" in line for line in top[0].evidence)
-    assert "data wait" in panels.steps_panel(snap).plain
+    assert "data wait" in panels.steps_panel(view_of(snap)).plain
     # The recording carries the window; a replay gets the same figures back.
     replayed = Session(clock=lambda: clock[0])
     for kind, payload in events:

@@ -16,8 +16,8 @@ from gputop_train.record.replay import ReplayController
 from gputop_train.session.model import Session, Snapshot
 from gputop_train.tui.app import GputopApp
 from gputop_train.tui.knob_edit import KnobEditScreen
+from gputop_train.tui.panels import text as panels
 from gputop_train.tui.screens import HelpScreen, QuitScreen
-from gputop_train.tui.widgets import panels
 from gputop_train.tui.widgets.live_text import LiveText
 from tests.tui_data import JOB_PID, scripted_recording, scripted_session
 
@@ -174,7 +174,7 @@ async def test_the_phase_table_shows_each_configuration_and_its_speedup() -> Non
     app = make_app()
     async with app.run_test(size=(120, 30)) as pilot:
         await pilot.press("4")
-        table = text_of(app, "#phases-text")
+        table = app.query_one("#phases LiveText", LiveText).text.plain
         assert "start" in table and "input=uint8" in table
         assert "1.00x" in table
         assert "phase 2" in text_of(app, "#header")
@@ -243,9 +243,9 @@ async def test_a_finding_that_wraps_onto_more_lines_gets_the_room() -> None:
     async with app.run_test(size=(80, 24)) as pilot:
         app.paused = True  # no refresh replaces the texts under test
         findings = app.query_one("#findings", LiveText)
-        app._show("#findings", Text("▶ short\n  evidence"))
+        findings.show(Text("▶ short\n  evidence"))
         await pilot.pause()
         before = findings.size.height
-        app._show("#findings", Text("▶ " + "a much longer action " * 6 + "\n  evidence"))
+        findings.show(Text("▶ " + "a much longer action " * 6 + "\n  evidence"))
         await pilot.pause()
         assert findings.size.height > before

@@ -8,10 +8,12 @@ benchmarks/sampler_cost.py (docs/benchmarks.md): the whole fast tier ~0.17 ms, e
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
 from ..samples import GpuProcess, GpuSample
+from .base import CHEAP, SamplerUnavailable, Sink
 
 # Cheap fields every call (the sampler thread runs at ~10 Hz); these every N seconds.
 MEDIUM_PERIOD_S = 1.0  # power, temperature, clocks, throttle, GPU memory per process, GPM
@@ -275,3 +277,29 @@ def _describe(error: BaseException) -> str:
     if "Driver Not Loaded" in text or "Library Not Found" in text or "NVML Shared Library" in text:
         return f"no NVIDIA driver here ({text})"
     return text
+
+
+class GpuSampling:
+    """The NVML sampler as the monitor runs it: 10 Hz, its own tiers inside (module docstring).
+    Without NVML the GPU figures read N/A, and the reason is shown."""
+
+    name = "gpu"
+    period_s = 0.1  # NVML utilization at 10 Hz, as in the reference measurements
+    cost = CHEAP
+
+    def __init__(self, nvml: Any = None) -> None:
+        self.sampler = NvmlSampler(nvml)
+
+    def open(self, sink: Sink) -> None:
+        try:
+            names = self.sampler.open()
+        except NvmlUnavailable as error:
+            sink.set_gpus([], error=str(error))
+            raise SamplerUnavailable(f"GPU figures are N/A: {error}") from error
+        sink.set_gpus(names, driver=self.sampler.driver)
+
+    def sample(self, sink: Sink, stop: threading.Event) -> None:
+        sink.add_gpu_samples(self.sampler.sample())
+
+    def close(self) -> None:
+        self.sampler.close()

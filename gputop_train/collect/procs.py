@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
 from ..samples import ProcSample
+from .base import COSTLY, Sink
 
 # PyTorch names its DataLoader worker processes so (torch/utils/data/_utils/worker.py).
 WORKER_NAME = "pt_data_worker"
@@ -192,3 +194,25 @@ class ProcessSampler:
             max(0, current[0] - previous[0]) / elapsed,
             max(0, current[1] - previous[1]) / elapsed,
         )
+
+
+class ProcessSampling:
+    """The process sampler as the monitor runs it: once a second (psutil's CPU % is a delta
+    since the previous call), stretched while every core is busy (base.COSTLY)."""
+
+    name = "processes"
+    period_s = 1.0
+    cost = COSTLY
+
+    def __init__(self, sampler: ProcessSampler) -> None:
+        self.sampler = sampler
+
+    def open(self, sink: Sink) -> None:
+        self.sample(sink, threading.Event())
+
+    def sample(self, sink: Sink, stop: threading.Event) -> None:
+        processes = self.sampler.sample()
+        sink.set_processes(processes, self.sampler.system_cpu_pct)
+
+    def close(self) -> None:
+        pass

@@ -20,6 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from ..samples import CATEGORIES, DATA_WAIT, STACK_WINDOW_S, StackShares
+from .base import COSTLY, SamplerUnavailable, Sink
 
 # One py-spy run per window: its start-up (about 0.1 s of CPU) is most of its cost.
 WINDOW_S = STACK_WINDOW_S
@@ -177,3 +178,31 @@ def _is_running(pid: int) -> bool:
     except PermissionError:
         return True  # it exists, and is another user's
     return True
+
+
+class StackSampling:
+    """py-spy windows back to back, for a job without the hook; a window blocks for its
+    length (period 0). When py-spy cannot go on, it says why and stops."""
+
+    name = "stacks"
+    period_s = 0.0
+    cost = COSTLY
+
+    def __init__(self, sampler: StackSampler) -> None:
+        self.sampler = sampler
+
+    def open(self, sink: Sink) -> None:
+        pass  # checked before the monitor started (cli: attach), with its fix
+
+    def sample(self, sink: Sink, stop: threading.Event) -> None:
+        try:
+            shares = self.sampler.sample(stop)
+        except StacksUnavailable as error:
+            raise SamplerUnavailable(f"stack sampling stopped: {error}") from error
+        if shares is not None:
+            sink.set_stack_shares(shares)
+        else:
+            stop.wait(1.0)  # nothing sampled (the job ended?): do not spin
+
+    def close(self) -> None:
+        pass

@@ -120,6 +120,8 @@ _APPLY = {
         StackShares(e["thread"], e["samples"], e["shares"], e.get("window_s", STACK_WINDOW_S))
     ),
     "autopilot": lambda s, e: s.set_autopilot(e["status"]),
+    "reading": lambda s, e: s.add_reading(e["source"], e["value"]),
+    "dropped": lambda s, e: s.count_dropped(e["frames"]),
     "job_ended": lambda s, e: s.job_ended(e["exit_code"], tuple(e.get("stderr_tail") or ())),
 }
 

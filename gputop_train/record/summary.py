@@ -8,10 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from .. import format as fmt
-from ..advise.mfu import efficiency
-from ..advise.rules import findings
-from ..report import TRIAL_COLUMNS, finding_dict, phase_dicts, status_fields, trial_rows
 from ..session.model import Session, Snapshot
+from ..views import TRIAL_COLUMNS, finding_dict, phase_dicts, status_fields, trial_rows, view_of
 
 CHART_BUCKETS = 240
 
@@ -22,13 +20,14 @@ def whole_run(session: Session) -> Snapshot:
 
 
 def summarize(session: Session, meta: dict[str, Any]) -> dict[str, Any]:
-    snap = whole_run(session)
+    view = view_of(whole_run(session))
+    snap = view.snap
     ticks = session.gpu_ticks()
     energy = [sum(g.energy_j for g in t if g.energy_j is not None) for t in ticks if t]
     energy_j = energy[-1] - energy[0] if len(energy) > 1 and energy[-1] >= energy[0] else None
     mem = [sum(g.mem_used_bytes for g in t if g.mem_used_bytes is not None) for t in ticks if t]
     power = [sum(g.power_w for g in t if g.power_w is not None) for t in ticks if t]
-    achieved, mfu = efficiency(snap.observation)
+    achieved, mfu = view.achieved_tflops, view.mfu_pct
     syncs = snap.observation.sync_sites if snap.observation else ()
     return {
         "command": list(snap.command),
@@ -37,14 +36,14 @@ def summarize(session: Session, meta: dict[str, Any]) -> dict[str, Any]:
         "driver": session.driver,
         "started_at": snap.started_at,
         "duration_s": round(snap.elapsed_s, 1),
-        "figures": status_fields(snap),
+        "figures": status_fields(view),
         "gpu_mem_peak_bytes": max(mem) if mem else None,
         "gpu_power_mean_w": round(sum(power) / len(power), 1) if power else None,
         "gpu_energy_j": round(energy_j, 1) if energy_j is not None else None,
         "achieved_tflops": float(f"{achieved:.3g}") if achieved is not None else None,
         "mfu_pct": round(mfu, 2) if mfu is not None else None,
-        "phases": phase_dicts(snap),
-        "findings": [finding_dict(f) for f in findings(snap.observation)],
+        "phases": phase_dicts(view),
+        "findings": [finding_dict(f) for f in view.findings],
         "sync_sites": list(syncs),
         "exit_code": snap.job.exit_code,
         "notices": list(snap.notices[-20:]),

@@ -77,7 +77,7 @@ class Snapshot:
     # reading swings between 0 and 100% on a GPU that waits for data in bursts.
     recent_util_pct: tuple[float | None, ...]
     processes: tuple[ProcSample, ...]
-    notices: tuple[str, ...]
+    notices: tuple[str, ...]  # the last MAX_NOTICES
     dropped_frames: int
     charts: ChartSeries | None = None
     knobs: tuple[KnobState, ...] = ()
@@ -90,6 +90,8 @@ class Snapshot:
     advice_wait: str | None = None  # why there is no observation yet
     # The autopilot's (or --try's) state and trial table, as plain data; None when off.
     autopilot: dict[str, Any] | None = None
+    notice_count: int = 0  # notices ever made: new ones are those past the count last shown
+    readings: dict[str, dict[str, Any]] = field(default_factory=dict)  # latest per sampler
 
     @property
     def elapsed_s(self) -> float:
@@ -110,6 +112,8 @@ class Session:
         self._processes: tuple[ProcSample, ...] = ()
         self._hooked: dict[int, HookedProcess] = {}
         self._notices: deque[str] = deque(maxlen=MAX_NOTICES)
+        self._notice_count = 0
+        self._readings: dict[str, dict[str, Any]] = {}
         self._job = JobState()
         self._gpu_names: tuple[str | None, ...] = ()
         self._nvml_error: str | None = None
@@ -296,8 +300,18 @@ class Session:
         self._tell("notice", text=text)
         with self._lock:
             self._notices.append(text)
+            self._notice_count += 1
+
+    def add_reading(self, source: str, value: dict[str, Any]) -> None:
+        """The latest sample of a sampler whose data has no place of its own (collect/base.py):
+        kept, recorded and replayed, shown by whichever panel reads it."""
+        self._tell("reading", source=source, value=value)
+        with self._lock:
+            self._readings[source] = value
 
     def count_dropped(self, frames: int) -> None:
+        """Frames from a hook that could not be read (recorded: a replay shows them too)."""
+        self._tell("dropped", frames=frames)
         with self._lock:
             self._dropped_frames += frames
 
@@ -313,6 +327,16 @@ class Session:
     def hooked_pids(self) -> set[int]:
         with self._lock:
             return set(self._hooked)
+
+    def process_pids(self) -> set[int]:
+        """The PIDs of the last process sample: where the hook client looks for sockets."""
+        with self._lock:
+            return {p.pid for p in self._processes}
+
+    def system_cpu_pct(self) -> float | None:
+        """The machine's busy share of all cores at the last process sample (psutil)."""
+        with self._lock:
+            return self._proc_ticks[-1].system if self._proc_ticks else None
 
     def primary_pid(self) -> int | None:
         with self._lock:
@@ -400,6 +424,8 @@ class Session:
                 stacks=self._stacks[1] if self._stacks else None,
                 advice_wait=advice_wait,
                 autopilot=self._autopilot,
+                notice_count=self._notice_count,
+                readings=dict(self._readings),
             )
         return snapshot
 

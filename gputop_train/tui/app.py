@@ -1,31 +1,35 @@
-"""The dashboard app. It takes its data sources in the constructor, so tests hand it fakes.
+"""The dashboard app. It takes its data source in the constructor, so tests hand it fakes.
 
-Every refresh tick asks the session for one immutable snapshot and applies it in one batched
-update; no sampling, NVML, psutil or socket code runs here.
+A worker thread takes a snapshot and builds its view every --refresh period, off the UI
+thread, and posts ``SnapshotTaken``; the app hands the latest view to each panel whose tier is
+due and whose tab is shown (tui/panels/base.py), in one batched update. No sampling, NVML,
+psutil or socket code runs here.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from rich.text import Text
+from textual import work
 from textual.actions import SkipAction
 from textual.app import App, ComposeResult
 from textual.binding import Binding
-from textual.containers import Grid, Horizontal, VerticalScroll
-from textual.widgets import Footer, OptionList, RichLog, Static, TabbedContent, TabPane
-from textual.widgets.option_list import Option
+from textual.widgets import Footer, TabbedContent, TabPane
 
 from .. import format as fmt
-from ..joblog import LogTail
+from ..job.log import LogTail
 from ..record.replay import ReplayController
 from ..session.model import Snapshot
+from ..views import View, view_of
+from . import layout
 from .knob_edit import KnobEditScreen
+from .messages import ApplyKnob, SnapshotTaken
+from .panels.base import FAST, Panel, UiState
+from .panels.knobs import KnobsPanel
+from .panels.overview import HeaderPanel
 from .screens import HelpScreen, QuitScreen
-from .widgets import panels
-from .widgets.chart import BrailleChart
-from .widgets.live_text import LiveText
 
 CHART_WINDOWS_S = (60.0, 300.0, 1800.0)
 # One bucket per second at the 1-minute window: charts move once a second.
@@ -33,8 +37,7 @@ CHART_POINTS = 60
 # 2 Hz is the issue's default: fresh enough to watch a step-time change, cheap over SSH.
 DEFAULT_REFRESH_S = 0.5
 # Processes are sampled, chart buckets close and the header's clock moves once a second: the
-# panels of that data are redrawn together in one frame a second, not in whichever tick each
-# happens to change in (every frame costs the compositor a pass over the screen).
+# panels of that data (tier SLOW) are redrawn together in one frame a second.
 SLOW_PANELS_S = 1.0
 
 
@@ -59,6 +62,7 @@ class GputopApp(App[str]):
         Binding("3", "tab('log')", "log", id="app.tab.log", priority=True),
         Binding("4", "tab('knobs')", "knobs", id="app.tab.knobs", priority=True),
         Binding("y", "scan_syncs", "scan syncs", id="app.scan_syncs"),
+        Binding("a", "toggle_autopilot", "autopilot", show=False, id="app.autopilot"),
         Binding(
             "space", "replay('toggle')", "play/pause", show=False, id="replay.toggle", priority=True
         ),
@@ -89,12 +93,12 @@ class GputopApp(App[str]):
         request_knob: Callable[[str, Any], str | None] | None = None,
         scan_syncs: Callable[[], None] | None = None,
         replay: ReplayController | None = None,
+        toggle_autopilot: Callable[[], str] | None = None,
     ) -> None:
         super().__init__()
         self._source = source
         self._job_pid = job_pid
-        self._shown_notices: tuple[str, ...] = ()
-        self._log = log
+        self.job_log = log
         self._refresh_s = refresh_s
         self._window_s = window_s
         self._auto_refresh = auto_refresh
@@ -102,85 +106,105 @@ class GputopApp(App[str]):
         self._request_knob = request_knob
         self._scan_syncs = scan_syncs
         self._replay = replay
-        self._knob_names: tuple[str, ...] | None = None
-        self._knob_prompts: dict[str, Text] = {}
+        self._toggle_autopilot = toggle_autopilot
         self._chart_window_index = 0
         self._ticks = 0
         self._slow_every = max(1, round(SLOW_PANELS_S / refresh_s))
-        self.paused = False
+        self._active_tab = "overview"
+        self._panels: list[Panel] = []
+        self._pending: tuple[View, bool] | None = None  # the latest view not drawn yet
+        self._pending_lock = threading.Lock()
+        self._stop_feed = threading.Event()
         self._reported_end = False
-        self.last_snapshot: Snapshot | None = None
+        self.paused = False
+        self.last_view: View | None = None
+
+    @property
+    def last_snapshot(self) -> Snapshot | None:
+        return self.last_view.snap if self.last_view is not None else None
 
     def compose(self) -> ComposeResult:
-        yield LiveText(id="header")
+        yield HeaderPanel(id="header")
         with TabbedContent(initial="overview"):
-            with TabPane("1 Overview", id="overview"):
-                with Horizontal(id="top"):
-                    yield LiveText(id="steps")
-                    yield LiveText(id="gpus")
-                yield LiveText(id="findings")
-                with Grid(id="charts"):
-                    yield BrailleChart("samples/s", "cyan", id="chart-throughput")
-                    yield BrailleChart("step ms", "blue", under_color="red", id="chart-step")
-                    yield BrailleChart("GPU %", "green", under_color="magenta", id="chart-util")
-                    yield BrailleChart("GPU mem", "yellow", id="chart-mem")
-                with VerticalScroll(id="overview-procs"):
-                    yield LiveText(id="overview-procs-text")
-            with TabPane("2 Processes", id="processes"), VerticalScroll(id="procs"):
-                yield LiveText(id="procs-text")
-            with TabPane("3 Log", id="log"):
-                yield RichLog(id="joblog", max_lines=2000, wrap=False, markup=False)
-            with TabPane("4 Knobs", id="knobs"):
-                yield Static(
-                    "Knobs: ↑↓ choose, enter to change (switches flip); changes apply at the "
-                    "next step boundary and open a new phase",
-                    id="knobs-help",
-                )
-                yield OptionList(id="knob-list")
-                with VerticalScroll(id="phases"):
-                    yield LiveText(id="phases-text")
+            for tab in layout.TABS:
+                with TabPane(tab.title, id=tab.id):
+                    yield from tab.widgets(self)
         yield Footer()
 
     def on_mount(self) -> None:
+        for pane in self.query(TabPane):
+            for widget in pane.query("*"):
+                if isinstance(widget, Panel):
+                    widget.tab = pane.id
+        self._panels = [w for w in self.query("*") if isinstance(w, Panel)]
         self.refresh_data()
         if self._auto_refresh:
-            self.set_interval(self._refresh_s, self._tick)
+            self._feed()
+
+    def on_unmount(self) -> None:
+        self._stop_feed.set()
 
     @property
     def chart_window_s(self) -> float:
         return CHART_WINDOWS_S[self._chart_window_index]
 
-    def _tick(self) -> None:
-        self._ticks += 1
-        self.refresh_data(slow_panels=self._ticks % self._slow_every == 0)
+    # -- views: taken off the UI thread, drawn on it ----------------------------------------
+
+    @work(thread=True, exclusive=True, group="feed")
+    def _feed(self) -> None:
+        while not self._stop_feed.wait(self._refresh_s):
+            if self.paused:
+                continue
+            self._ticks += 1
+            slow = self._ticks % self._slow_every == 0
+            view = self._take_view(slow)
+            with self._pending_lock:
+                waiting, self._pending = (
+                    self._pending,
+                    (view, slow or bool(self._pending and self._pending[1])),
+                )
+            if waiting is None:  # one message at a time: a newer view replaces a queued one
+                self.post_message(SnapshotTaken())
+
+    def on_snapshot_taken(self, message: SnapshotTaken) -> None:
+        with self._pending_lock:
+            pending, self._pending = self._pending, None
+        if pending is not None and not self.paused:
+            self._apply(*pending)
+
+    def _visible(self, panel: Panel) -> bool:
+        return panel.tab is None or panel.tab == self._active_tab
+
+    def _take_view(self, slow: bool) -> View:
+        """A snapshot of what the shown panels need, and its view (any thread)."""
+        shown = [p for p in self._panels if self._visible(p)]
+        charts = slow and any(p.NEEDS_CHARTS for p in shown)
+        phases = any(p.NEEDS_PHASES for p in shown)
+        points = CHART_POINTS if charts else 0
+        return view_of(self._source(self._window_s, self.chart_window_s, points, phases))
+
+    def _apply(self, view: View, slow: bool) -> None:
+        self.last_view = view
+        ui = self._ui_state()
+        with self.batch_update():
+            for panel in self._panels:
+                if (panel.TIER == FAST or slow) and self._visible(panel):
+                    panel.show_view(view, ui)
+        self._report_end(view.snap)
+
+    def _ui_state(self) -> UiState:
+        window = f"{self.chart_window_s / 60:g} min"
+        return UiState(self._job_pid, self.paused, window, self._replay_status())
 
     def refresh_data(self, slow_panels: bool = True) -> None:
-        """One tick: a snapshot from the session, applied in one batched update. The panels of
-        once-a-second data (header, findings, charts, processes) only with ``slow_panels``."""
-        if self.paused:
-            return
-        knobs_shown = self.query_one(TabbedContent).active == "knobs"
-        chart_points = CHART_POINTS if slow_panels else 0
-        snap = self._source(self._window_s, self.chart_window_s, chart_points, knobs_shown)
-        self.last_snapshot = snap
-        with self.batch_update():
-            self._show("#steps", panels.steps_panel(snap))
-            self._show("#gpus", panels.gpu_panel(snap))
-            self._apply_knobs(snap)
-            self._apply_log(snap)
-            if slow_panels:
-                self._apply_slow(snap)
+        """Take and draw a view now, on this thread (keys, tests)."""
+        if not self.paused:
+            self._apply(self._take_view(slow_panels), slow_panels)
 
-    def _apply_slow(self, snap: Snapshot) -> None:
-        pid = self._job_pid
-        window = f"{self.chart_window_s / 60:g} min"
-        self._show("#header", panels.header(snap, pid, self.paused, window, self._replay_status()))
-        self._show("#findings", panels.findings_panel(snap))
-        self._apply_charts(snap)
-        active = self.query_one(TabbedContent).active
-        if active in ("overview", "processes"):
-            table_id = "#overview-procs-text" if active == "overview" else "#procs-text"
-            self._show(table_id, panels.process_table(snap))
+    def _tick(self) -> None:
+        """One refresh period, synchronously: what the worker does, for tests."""
+        self._ticks += 1
+        self.refresh_data(slow_panels=self._ticks % self._slow_every == 0)
 
     def _replay_status(self) -> str | None:
         replay = self._replay
@@ -194,36 +218,24 @@ class GputopApp(App[str]):
             " (space, ←/→, +/-)"
         )
 
-    def _apply_knobs(self, snap: Snapshot) -> None:
-        if snap.phases:  # computed only while the Knobs tab shows them
-            self._show("#phases-text", panels.phase_table(snap))
-        knob_list = self.query_one("#knob-list", OptionList)
-        names = tuple(k.name for k in snap.knobs)
-        prompts = {k.name: panels.knob_prompt(k, snap) for k in snap.knobs}
-        if names != self._knob_names:
-            self._knob_names = names
-            highlighted = knob_list.highlighted
-            knob_list.clear_options()
-            if names:
-                knob_list.add_options(Option(prompts[n], id=n) for n in names)
-                knob_list.highlighted = min(highlighted or 0, len(names) - 1)
-            else:
-                knob_list.add_option(
-                    Option(Text("this script declares no knobs (see docs/knobs.md)", "dim"))
-                )
+    def _report_end(self, snap: Snapshot) -> None:
+        if snap.job.running or self._reported_end:
+            return
+        self._reported_end = True
+        code = snap.job.exit_code
+        if code == 0:
+            self.notify("The job finished (exit 0). Press q to leave.", timeout=10)
+        elif code is None:
+            self.notify("The job ended (attached: its exit code is its parent's to read).")
         else:
-            for name, prompt in prompts.items():
-                if self._knob_prompts.get(name) != prompt:
-                    knob_list.replace_option_prompt(name, prompt)
-        self._knob_prompts = prompts
+            tail = "\n".join(snap.job.stderr_tail[-5:])
+            self.notify(f"The job failed: exit {code}\n{tail}", severity="error", timeout=30)
 
-    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
-        """Enter on a knob: flip a switch, or open the editor for a choice or number."""
-        if event.option_list.id != "knob-list" or self.last_snapshot is None:
-            return
-        knob = next((k for k in self.last_snapshot.knobs if k.name == event.option.id), None)
-        if knob is None:
-            return
+    # -- requests from the panels -------------------------------------------------------------
+
+    def on_apply_knob(self, message: ApplyKnob) -> None:
+        """Enter on a knob: flip a switch, or open the editor for a choice or a number."""
+        knob = message.knob
         if knob.kind == "bool":
             self._request(knob.name, not knob.value)
             return
@@ -244,59 +256,6 @@ class GputopApp(App[str]):
         else:
             self.notify(f"{name} → {value}: applies at the next step boundary")
         self.refresh_data()
-
-    def _show(self, selector: str, text: Text) -> None:
-        self.query_one(selector, LiveText).show(text)
-
-    def _apply_charts(self, snap: Snapshot) -> None:
-        charts = snap.charts
-        if charts is None or self.query_one(TabbedContent).active != "overview":
-            return  # hidden charts are not redrawn
-        throughput = [v for v in charts.samples_per_s if v is not None]
-        steps = sorted(v for v in charts.step_ms if v is not None)
-        # The 95th percentile sets the scale: one start-up or compile step must not flatten it.
-        step_top = steps[int(0.95 * (len(steps) - 1))] * 1.3 if steps else 1.0
-        total_mem = sum(g.mem_total_bytes or 0 for g in snap.latest_gpus) or None
-        self.query_one("#chart-throughput", BrailleChart).update_series(
-            charts.samples_per_s, max(throughput, default=1.0) * 1.2, "hook"
-        )
-        self.query_one("#chart-step", BrailleChart).update_series(
-            charts.step_ms,
-            step_top,
-            "hook, red=data-wait",
-            under=charts.data_wait_ms,
-        )
-        self.query_one("#chart-util", BrailleChart).update_series(
-            charts.gpu_util_pct,
-            100.0,
-            "NVML, magenta=tensor",
-            under=charts.tensor_active_pct,
-        )
-        self.query_one("#chart-mem", BrailleChart).update_series(
-            charts.gpu_mem_used_bytes,
-            float(total_mem or max((v or 0 for v in charts.gpu_mem_used_bytes), default=1) or 1),
-            "NVML" if total_mem else "NVML: N/A",
-        )
-
-    def _apply_log(self, snap: Snapshot) -> None:
-        log = self.query_one("#joblog", RichLog)
-        if self._log is not None:
-            for line in self._log.read_new():
-                log.write(line)
-        for notice in snap.notices[len(self._shown_notices) :]:
-            log.write(f"[gputop-train] {notice}")
-        self._shown_notices = snap.notices
-        if not snap.job.running and not self._reported_end:
-            self._reported_end = True
-            code = snap.job.exit_code
-            if code == 0:
-                self.notify("The job finished (exit 0). Press q to leave.", timeout=10)
-            elif code is None:
-                self.notify("The job ended (attached: its exit code is its parent's to read).")
-            else:
-                tail = "\n".join(snap.job.stderr_tail[-5:])
-                self.notify(f"The job failed: exit {code}\n{tail}", severity="error", timeout=30)
-                log.write(f"[gputop-train] the job failed with exit code {code}")
 
     # -- actions --------------------------------------------------------------------------
 
@@ -326,6 +285,14 @@ class GputopApp(App[str]):
         self._scan_syncs()
         self.notify("sync scan requested: the next step is scanned (CUDA jobs only)")
 
+    def action_toggle_autopilot(self) -> None:
+        """Start the autopilot, or stop it keeping the settings in force."""
+        if self._toggle_autopilot is None:
+            self.notify("the autopilot needs a running job with knobs", severity="warning")
+            return
+        self.notify(self._toggle_autopilot())
+        self.refresh_data()
+
     def action_save_svg(self) -> None:
         """Save the screen as SVG (next to the job's log), to share what you see."""
         path = self.save_screenshot(path=self._screenshot_dir)
@@ -336,13 +303,8 @@ class GputopApp(App[str]):
 
     def action_toggle_pause(self) -> None:
         self.paused = not self.paused
-        if self.last_snapshot is not None:
-            window = f"{self.chart_window_s / 60:g} min"
-            pid = self._job_pid
-            header = panels.header(
-                self.last_snapshot, pid, self.paused, window, self._replay_status()
-            )
-            self._show("#header", header)
+        if self.last_view is not None:
+            self.query_one(HeaderPanel).show_view(self.last_view, self._ui_state())
 
     def action_cycle_window(self) -> None:
         self._chart_window_index = (self._chart_window_index + 1) % len(CHART_WINDOWS_S)
@@ -354,9 +316,13 @@ class GputopApp(App[str]):
         # Drop the focus first: a focused widget left in the old pane would pull it back.
         self.set_focus(None)
         self.query_one(TabbedContent).active = tab
+        self._active_tab = tab
         self.refresh_data()
         if tab == "knobs":
-            self.query_one("#knob-list", OptionList).focus()
+            self.query_one(KnobsPanel).focus()
+
+    def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        self._active_tab = event.pane.id or self._active_tab
 
     def action_quit_app(self) -> None:
         running = self.last_snapshot is None or self.last_snapshot.job.running

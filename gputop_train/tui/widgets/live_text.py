@@ -24,8 +24,8 @@ class LiveText(Widget):
     LiveText { height: auto; }
     """
 
-    def __init__(self, *, id: str | None = None) -> None:
-        super().__init__(id=id)
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
         self._text = Text()
         self._lines: list[Text] = []
         self._lines_width = -1

@@ -10,8 +10,8 @@ from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 
-from . import wire
-from .session.model import Session
+from .. import wire
+from ..session.model import Session
 
 # Frames that carry a fact about the job; the session keeps the latest of each.
 FACTS = (wire.LOADER, wire.SYNCS, wire.FLOPS, wire.MODEL)

@@ -1,4 +1,5 @@
-"""Starts the user's command under the hook, in its own session so it outlives the monitor."""
+"""A job we start: the user's command under the hook, in its own session so it outlives the
+monitor."""
 
 from __future__ import annotations
 
@@ -8,15 +9,14 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import IO, Any
 
-from . import wire
+from .. import wire
 
-BOOT_DIR = Path(__file__).resolve().parent / "hook" / "boot"
-PACKAGE_ROOT = Path(__file__).resolve().parent.parent
+BOOT_DIR = Path(__file__).resolve().parent.parent / "hook" / "boot"
+PACKAGE_ROOT = Path(__file__).resolve().parent.parent.parent
 
 
 class LaunchError(RuntimeError):
@@ -110,25 +110,10 @@ def stop_job(job: subprocess.Popen[bytes]) -> None:
     job.wait()
 
 
-class Job(Protocol):
-    """What the front ends need of a job, launched (``LaunchedJob``) or attached
-    (``attach.AttachedJob``)."""
-
-    pid: int
-    owned: bool  # started by us: Ctrl+C is passed on, and the exit code is known
-
-    def running(self) -> bool: ...
-
-    def wait(self) -> int | None: ...
-
-    def interrupt(self) -> None: ...
-
-    def stop(self) -> None: ...
-
-
 class LaunchedJob:
     """A command we started: its process group (ranks, workers) is ours to signal, and its
-    exit code ours to read. ``attach.AttachedJob`` is the same face on a process found by PID."""
+    exit code ours to read. ``attached.AttachedJob`` is the same face on a process found by
+    PID."""
 
     owned = True
 
@@ -149,20 +134,3 @@ class LaunchedJob:
 
     def stop(self) -> None:
         stop_job(self.process)
-
-
-def watch_job_end(job: Job, monitor: Any, log: Any | None) -> threading.Thread:
-    """In a thread: when the job exits, collect its last frames and mark the session."""
-
-    def wait() -> None:
-        code = job.wait()
-        monitor.drain(3.0)
-        tail: tuple[str, ...] = ()
-        if log is not None:
-            log.read_new()
-            tail = log.last(20)
-        monitor.session.job_ended(code, tail)
-
-    thread = threading.Thread(target=wait, name="gputop-train-job", daemon=True)
-    thread.start()
-    return thread

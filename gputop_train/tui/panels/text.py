@@ -1,15 +1,14 @@
-"""Text of the dashboard's panels, from one snapshot: pure functions, easy to snapshot-test."""
+"""Text of the dashboard's panels, from one view: pure functions, easy to snapshot-test."""
 
 from __future__ import annotations
 
 from rich.text import Text
 
 from ... import format as fmt
-from ...advise.mfu import efficiency
-from ...advise.rules import findings
 from ...samples import DATA_WAIT, GpuSample
 from ...session.model import Snapshot
 from ...session.phases import KnobState
+from ...views import View
 
 BAR_WIDTH = 10
 
@@ -69,19 +68,18 @@ def _short_command(command: tuple[str, ...]) -> tuple[str, ...]:
     return command
 
 
-def steps_panel(snap: Snapshot) -> Text:
+def steps_panel(view: View) -> Text:
+    snap, f = view.snap, view.figures
     if snap.stacks is not None and not snap.hooked:
         return stacks_panel(snap)
-    s = snap.steps
-    achieved, mfu = efficiency(snap.observation)
     text = Text()
     text.append(f"Steps (hook, last {snap.window_s:g} s)\n", style="bold")
     rows = (
-        ("samples/s", fmt.rate(s.samples_per_s, ""), "steps/s", fmt.rate(s.steps_per_s, "")),
-        ("step p50", fmt.ms(s.step_ms_p50), "p95", fmt.ms(s.step_ms_p95)),
-        ("data-wait", fmt.pct(s.data_wait_pct), "GPU time", fmt.pct(s.gpu_time_pct)),
-        ("syncs", _syncs(snap), "steps", str(snap.total_steps)),
-        ("MFU", fmt.pct(mfu), "TFLOP/s", fmt.NA if achieved is None else f"{achieved:.3g}"),
+        ("samples/s", f.samples_per_s, "steps/s", f.steps_per_s),
+        ("step p50", f.step_p50, "p95", f.step_p95),
+        ("data-wait", f.data_wait, "GPU time", f.gpu_time),
+        ("syncs", f.syncs, "steps", str(snap.total_steps)),
+        ("MFU", f.mfu, "TFLOP/s", f.tflops),
     )
     for label, value, label2, value2 in rows:
         text.append(f" {label:<10}", style="dim")
@@ -112,13 +110,6 @@ def stacks_panel(snap: Snapshot) -> Text:
         text.append(f"{value2.strip()}\n")
     text.append(" no hook: step times N/A", style="italic dim")
     return text
-
-
-def _syncs(snap: Snapshot) -> str:
-    observation = snap.observation
-    if observation is None or observation.syncs_per_step is None:
-        return fmt.NA  # not scanned yet
-    return f"{observation.syncs_per_step}/step"
 
 
 def gpu_panel(snap: Snapshot) -> Text:
@@ -224,18 +215,13 @@ PROCESS_COLUMNS = (
 )
 
 
-def findings_panel(snap: Snapshot) -> Text:
+def findings_panel(view: View) -> Text:
     """The headline finding: what holds the step back, the evidence, the next change."""
-    top = findings(snap.observation)
+    top = view.findings
     text = Text("▶ ", style="bold")
     if not top:
         text.append("no findings: ", style="bold")
-        reason = (
-            "no rule fired over the last window"
-            if snap.steps.steps
-            else "the advisor needs a few measured steps"
-        )
-        text.append(reason, style="dim")
+        text.append(view.snap.advice_wait or "no rule fired over the last window", style="dim")
         return text
     head = top[0]
     text.append(head.title, style="bold yellow" if head.id != "gpu.bound" else "bold green")
@@ -294,3 +280,26 @@ def phase_table(snap: Snapshot) -> Text:
             style="red" if row.phase.failed else "",
         )
     return text
+
+
+def autopilot_panel(snap: Snapshot) -> Text:
+    """The autopilot's state, its next changes and its last decisions."""
+    pilot = snap.autopilot
+    out = Text("Autopilot ", style="bold")
+    if not pilot:
+        out.append(
+            "off: press a to follow the advice on the knobs that declare a role",
+            style="dim",
+        )
+        return out
+    out.append(f"({pilot['mode']}) ", style="dim")
+    out.append(str(pilot["state"]), style="" if pilot.get("done") else "cyan")
+    if pilot.get("plan"):
+        out.append("\n next: " + ", ".join(pilot["plan"][:4]), style="dim")
+    marks = {"kept": ("✓", "green"), "reverted": ("✗", "yellow"), "failed": ("✗", "red")}
+    for trial in list(pilot.get("trials") or ())[-6:]:
+        mark, style = marks.get(trial["decision"], ("…", "cyan"))
+        gain = fmt.NA if trial.get("gain") is None else f"{trial['gain']:.2f}x"
+        out.append(f"\n {mark} {trial['change']:<24} {gain:>6} ", style=style)
+        out.append(f"{trial['decision']}: {trial.get('reason') or ''}", style="dim")
+    return out

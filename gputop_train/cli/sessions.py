@@ -8,10 +8,10 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from . import format as fmt
-from .record.paths import sessions_dir
-from .record.reader import Recording, UnreadableRecording, read, replay_all
-from .record.summary import markdown, summarize, write_all
+from .. import format as fmt
+from ..record.paths import sessions_dir
+from ..record.reader import Recording, UnreadableRecording, read, replay_all
+from ..record.summary import markdown, summarize, write_all
 
 
 def run_subcommand(argv: Sequence[str]) -> int:
@@ -62,8 +62,8 @@ def print_summary(recording: Recording, output: str) -> int:
 
 
 def run_replay(recording: Recording) -> int:
-    from .record.replay import ReplayController
-    from .tui.app import GputopApp
+    from ..record.replay import ReplayController
+    from ..tui.app import GputopApp
 
     controller = ReplayController(recording)
     GputopApp(controller.snapshot, replay=controller).run()

@@ -15,8 +15,8 @@ import signal
 import time
 from typing import Any
 
-from . import wire
-from .launch import STOP_GRACE_S
+from .. import wire
+from .launched import STOP_GRACE_S
 
 # A process that is not our child cannot be waited for: its state is polled.
 POLL_S = 0.25

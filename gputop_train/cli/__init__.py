@@ -1,0 +1,177 @@
+"""Command line: ``gputop-train [OPTIONS] SCRIPT [ARGS...]`` or ``[OPTIONS] -- COMMAND``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from .. import __version__
+from ..autopilot.plan import parse_settings
+from ..samples import STACK_WINDOW_S
+from ..session.model import DEFAULT_WINDOW_S
+
+EPILOG = """commands:
+  gputop-train attach PID [OPTIONS]              monitor a running job (one left running)
+  gputop-train summary FILE [--format md|json]   the summary of a recorded session
+  gputop-train replay FILE                       the TUI on a recording, with a time cursor
+  gputop-train sessions                          past recordings and their headline figures
+
+examples:
+  gputop-train demos/resnet.py --workers 8          monitor a Python script (TUI)
+  gputop-train --headless demos/resnet.py           one status line per second
+  gputop-train --headless --format json train.py    one JSON object per interval
+  gputop-train -- torchrun --nproc-per-node 2 train.py   any command, after --
+"""
+
+
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="gputop-train",
+        description="See, live, why a PyTorch training run is not using its GPU fully.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"gputop-train {__version__}")
+    _add_monitor_options(parser)
+    parser.add_argument(
+        "--schedule",
+        type=parse_schedule,
+        default=[],
+        metavar='"STEP:knob=value[;knob=value],..."',
+        help="knob changes applied at given step numbers, e.g. 100:num_workers=8,200:compile=true",
+    )
+    parser.add_argument("target", nargs=argparse.REMAINDER, help="SCRIPT [ARGS...] or -- COMMAND")
+    args = parser.parse_args(argv)
+    if args.schedule and (args.autopilot or args.tries):
+        parser.error("--schedule changes knobs itself: use it without --autopilot and --try")
+    args.raw_command = bool(args.target) and args.target[0] == "--"
+    if args.raw_command:
+        args.target = args.target[1:]
+    if not args.target:
+        parser.error("give a script to run (gputop-train train.py) or -- COMMAND")
+    return args
+
+
+def parse_attach_args(argv: Sequence[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="gputop-train attach",
+        description=(
+            "Monitor a running job: one started by gputop-train or hooked by its script, or "
+            "any Python training process, sampled with py-spy"
+        ),
+    )
+    parser.add_argument("pid", type=int, help="the job's PID (torchrun's: all its ranks)")
+    parser.add_argument(
+        "--stack-window",
+        type=_positive,
+        default=STACK_WINDOW_S,
+        help=f"a job without the hook: seconds per py-spy window ({STACK_WINDOW_S:g})",
+    )
+    _add_monitor_options(parser)
+    return parser.parse_args(argv)
+
+
+def _add_monitor_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--headless", action="store_true", help="no TUI: print a status line per interval"
+    )
+    parser.add_argument(
+        "--format", choices=("text", "json"), default="text", help="headless output format"
+    )
+    parser.add_argument(
+        "--interval", type=_positive, default=1.0, help="seconds between headless lines (1)"
+    )
+    parser.add_argument(
+        "--window",
+        type=_positive,
+        default=DEFAULT_WINDOW_S,
+        help=f"seconds of history behind each live figure ({DEFAULT_WINDOW_S:g})",
+    )
+    parser.add_argument(
+        "--refresh",
+        type=_positive,
+        default=0.5,
+        help="seconds between TUI redraws (0.5 = 2 Hz; at least 0.1, the GPU sample rate)",
+    )
+    parser.add_argument(
+        "--record", metavar="PATH", help="write the session recording here (.jsonl)"
+    )
+    parser.add_argument("--no-record", action="store_true", help="do not record the session")
+    pilot = parser.add_mutually_exclusive_group()
+    pilot.add_argument(
+        "--autopilot",
+        action="store_true",
+        help="follow the advice on the script's declared knobs: try, measure, keep or revert",
+    )
+    pilot.add_argument(
+        "--try",
+        dest="tries",
+        action="append",
+        type=_settings,
+        default=[],
+        metavar='"knob=value[;knob=value]"',
+        help="measure this change against the baseline, then revert it (repeatable)",
+    )
+    parser.add_argument(
+        "--autopilot-budget",
+        type=_positive,
+        default=10.0,
+        metavar="MIN",
+        help="minutes the autopilot may spend trying changes (10)",
+    )
+
+
+def parse_schedule(text: str) -> list[tuple[int, dict[str, str]]]:
+    """``"100:num_workers=8;pin_memory=true,300:compile=true"`` -> [(100, {...}), (300, {...})]."""
+    entries = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        step_text, _, settings_text = part.partition(":")
+        try:
+            step = int(step_text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{part!r}: expected STEP:knob=value") from None
+        settings = {}
+        for setting in filter(None, settings_text.split(";")):
+            name, equals, value = setting.partition("=")
+            if not equals or not name.strip():
+                raise argparse.ArgumentTypeError(f"{setting!r}: expected knob=value")
+            settings[name.strip()] = value.strip()
+        if step < 0 or not settings:
+            raise argparse.ArgumentTypeError(f"{part!r}: expected STEP:knob=value")
+        entries.append((step, settings))
+    return entries
+
+
+def _settings(text: str) -> tuple[tuple[str, str], ...]:
+    try:
+        return parse_settings(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _positive(text: str) -> float:
+    value = float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError("must be greater than 0")
+    return value
+
+
+SUBCOMMANDS = ("summary", "replay", "sessions")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in SUBCOMMANDS:
+        from .sessions import run_subcommand
+
+        return run_subcommand(argv)
+    from .run import attach, launch
+
+    if argv and argv[0] == "attach":
+        return attach(parse_attach_args(argv[1:]))
+    return launch(parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,200 @@
+"""Runs the samplers and the hook client off the UI thread, feeding one session.
+
+Samplers have one shape (collect/base.py) and are registered in one list,
+``default_samplers``: the Monitor opens each, runs it on its own thread at its period, and
+closes it. A costly sampler stretches its period while every core of the machine is busy:
+the monitor yields to the job.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .. import wire
+from ..autopilot.pilot import DEFAULT_BUDGET_S, Pilot
+from ..collect.base import COSTLY, Sampler, SamplerUnavailable
+from ..collect.nvml import GpuSampling
+from ..collect.procs import ProcessSampler, ProcessSampling
+from ..collect.stacks import StackSampler, StackSampling
+from ..session.model import DEFAULT_WINDOW_S, Session
+from ..views import finding_dict, view_of
+from .hook_client import HookClient
+
+FINDINGS_PERIOD_S = 5.0
+PILOT_PERIOD_S = 1.0
+# The machine counts as saturated at this busy share of all its cores (psutil); a costly
+# sampler then runs this many times less often.
+SATURATED_CPU_PCT = 95.0
+SATURATED_STRETCH = 3.0
+# A sampler that keeps failing says so this many times, then only counts.
+MAX_ERROR_NOTICES = 3
+
+
+def default_samplers(
+    session: Session,
+    root_pid: int,
+    nvml: Any = None,
+    psutil_module: Any = None,
+    stacks: StackSampler | None = None,
+) -> list[Sampler]:
+    """The samplers of a job: one line each."""
+    samplers: list[Sampler] = [
+        GpuSampling(nvml),
+        ProcessSampling(ProcessSampler(root_pid, session.hooked_pids, psutil_module)),
+    ]
+    if stacks is not None:  # a job without the hook (attach): py-spy windows
+        samplers.append(StackSampling(stacks))
+    return samplers
+
+
+class Monitor:
+    """Owns the sampler threads for one job; ``stop()`` joins them."""
+
+    def __init__(
+        self,
+        session: Session,
+        root_pid: int,
+        nvml: Any = None,
+        psutil_module: Any = None,
+        stacks: StackSampler | None = None,
+        window_s: float = DEFAULT_WINDOW_S,
+        samplers: Sequence[Sampler] | None = None,
+    ) -> None:
+        self.session = session
+        self.root_pid = root_pid
+        self.window_s = window_s  # the live window the user chose: the record's findings too
+        if samplers is None:
+            samplers = default_samplers(session, root_pid, nvml, psutil_module, stacks)
+        self.samplers = list(samplers)
+        self._stop = threading.Event()
+        self.client = HookClient(session, lambda: session.process_pids() | {root_pid})
+        self._threads: list[threading.Thread] = []
+        self._request_id = 0
+        self._last_headline: str | None = None
+        self.pilot: Pilot | None = None
+
+    def request_knob(self, name: str, value: Any) -> str | None:
+        """Validate a change against the advertised knob and send it; returns why not, or None."""
+        state = self.session.knob(name)
+        if state is None:
+            return f"no knob named {name!r}"
+        try:
+            value = wire.parse_knob(state.spec, value)
+        except ValueError as error:
+            return str(error)
+        self._request_id += 1
+        self.session.knob_requested(name, value)
+        self.client.send(wire.encode(wire.SET_KNOB, id=self._request_id, name=name, value=value))
+        return None
+
+    def start_pilot(
+        self,
+        tries: Sequence[tuple[tuple[str, str], ...]] = (),
+        budget_s: float = DEFAULT_BUDGET_S,
+    ) -> Pilot:
+        """The autopilot (or, with ``tries``, the --try survey), ticking on its own thread."""
+        pilot = Pilot(self.session, self.request_knob, self.window_s, tries, budget_s)
+        self.pilot = pilot
+        self._spawn("autopilot", lambda: self._every(PILOT_PERIOD_S, pilot.tick))
+        return pilot
+
+    def toggle_autopilot(self) -> str:
+        """The Knobs tab's key: start the autopilot, or stop it keeping the settings in force."""
+        if self.pilot is not None and not self.pilot.status().done:
+            self.pilot.stop()
+            return "autopilot stopped: the settings in force are kept"
+        if not any(k.role for k in self.session.snapshot().knobs):
+            return "the autopilot needs knobs with a role (docs/knobs.md): this script has none"
+        self.start_pilot()
+        return "autopilot started: it follows the advice on the declared knobs"
+
+    def scan_syncs(self) -> None:
+        """Ask every hooked process to run a sync scan on its next step."""
+        self.client.send(wire.encode(wire.SCAN_SYNCS))
+
+    def start(self) -> None:
+        self.session.cpu_count = os.cpu_count()
+        for sampler in self.samplers:
+            try:
+                sampler.open(self.session)
+            except SamplerUnavailable as error:
+                self.session.add_notice(str(error))
+                continue
+            self._spawn(sampler.name, self._sampler_loop(sampler))
+        self._spawn("hook-client", self._client_loop)
+        self._spawn("findings", lambda: self._every(FINDINGS_PERIOD_S, self._note_findings))
+
+    def stop(self) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout=2.0)
+        self.client.close()
+
+    def drain(self, seconds: float) -> None:
+        """Keep reading hook frames for a moment after the job ended (its last steps)."""
+        deadline = threading.Event()
+        timer = threading.Timer(seconds, deadline.set)
+        timer.start()
+        while not deadline.is_set() and self.client.connected_pids:
+            deadline.wait(0.05)
+        timer.cancel()
+
+    def _spawn(self, name: str, target: Callable[[], None]) -> None:
+        thread = threading.Thread(target=target, name=f"gputop-train-{name}", daemon=True)
+        self._threads.append(thread)
+        thread.start()
+
+    def _sampler_loop(self, sampler: Sampler) -> Callable[[], None]:
+        def run() -> None:
+            errors = 0
+            try:
+                while not self._stop.is_set():
+                    if sampler.period_s and self._stop.wait(self._period(sampler)):
+                        break
+                    try:
+                        sampler.sample(self.session, self._stop)
+                    except SamplerUnavailable as error:
+                        self.session.add_notice(str(error))
+                        return
+                    except Exception as error:  # a sampler bug must not end the session
+                        errors += 1
+                        if errors <= MAX_ERROR_NOTICES:
+                            self.session.add_notice(f"{sampler.name} sampler error: {error!r}")
+                        if not sampler.period_s:
+                            self._stop.wait(1.0)  # a blocking sampler that fails must not spin
+            finally:
+                sampler.close()
+
+        return run
+
+    def _period(self, sampler: Sampler) -> float:
+        busy = self.session.system_cpu_pct()
+        saturated = busy is not None and busy >= SATURATED_CPU_PCT
+        stretch = SATURATED_STRETCH if sampler.cost == COSTLY and saturated else 1.0
+        return sampler.period_s * stretch
+
+    def _every(self, period_s: float, action: Callable[[], None]) -> None:
+        while not self._stop.wait(period_s):
+            try:
+                action()
+            except Exception as error:  # a bug here must not end the session
+                self.session.add_notice(f"monitor error: {error!r}")
+
+    def _note_findings(self) -> None:
+        """Record the findings when the headline changes (the record's view of the advice)."""
+        found = [finding_dict(f) for f in view_of(self.session.snapshot(self.window_s)).findings]
+        headline = found[0]["id"] if found else None
+        if headline != self._last_headline:
+            self._last_headline = headline
+            self.session.note_findings(found)
+
+    def _client_loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.client.poll(0.1)
+            except Exception as error:
+                self.session.add_notice(f"hook client error: {error!r}")
+                self._stop.wait(0.5)

@@ -1,0 +1,42 @@
+"""What a panel is: a widget that shows part of a view, at its own refresh tier.
+
+The app takes one view per tick (built off the UI thread) and hands it to every panel whose
+tier is due and whose tab is shown (hidden panels pause). A panel never samples, never calls
+the session: all it draws comes from the view and the UI state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from ...views import View
+
+# Every tick (the --refresh period, 2 Hz by default): figures that move with each step.
+FAST = "fast"
+# Every second tick: data that changes once a second (process samples, chart buckets, the
+# clock), drawn together in one frame (every frame costs the compositor a pass).
+SLOW = "slow"
+
+
+@dataclass(frozen=True)
+class UiState:
+    """What the app knows beside the view: the job, and the user's choices."""
+
+    job_pid: int | None
+    paused: bool
+    chart_window: str  # "1 min"
+    replay_status: str | None
+
+
+class Panel:
+    """Mixin for widgets that show a view. ``tab`` is set where the layout places it (None:
+    on every tab); ``NEEDS_CHARTS``/``NEEDS_PHASES`` ask for the costlier parts of a view."""
+
+    TIER: ClassVar[str] = FAST
+    NEEDS_CHARTS: ClassVar[bool] = False
+    NEEDS_PHASES: ClassVar[bool] = False
+    tab: str | None = None
+
+    def show_view(self, view: View, ui: UiState) -> None:
+        raise NotImplementedError

@@ -1,0 +1,74 @@
+"""The Knobs tab: the script's knobs, the autopilot, and the phase table that compares them."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.widgets import OptionList
+from textual.widgets.option_list import Option
+
+from ...views import View
+from ..messages import ApplyKnob
+from ..widgets.live_text import LiveText
+from . import text
+from .base import Panel, UiState
+
+
+class KnobsPanel(OptionList, Panel):
+    """One line per knob with its value in force; enter flips a switch or asks for a value
+    (the app opens the editor), posted up as ``ApplyKnob``."""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._names: tuple[str, ...] | None = None
+        self._prompts: dict[str, Text] = {}
+        self.knobs: dict[str, Any] = {}
+
+    def show_view(self, view: View, ui: UiState) -> None:
+        snap = view.snap
+        self.knobs = {k.name: k for k in snap.knobs}
+        names = tuple(self.knobs)
+        prompts = {k.name: text.knob_prompt(k, snap) for k in snap.knobs}
+        if names != self._names:
+            self._names = names
+            highlighted = self.highlighted
+            self.clear_options()
+            if names:
+                self.add_options(Option(prompts[n], id=n) for n in names)
+                self.highlighted = min(highlighted or 0, len(names) - 1)
+            else:
+                self.add_option(
+                    Option(Text("this script declares no knobs (see docs/knobs.md)", "dim"))
+                )
+        else:
+            for name, prompt in prompts.items():
+                if self._prompts.get(name) != prompt:
+                    self.replace_option_prompt(name, prompt)
+        self._prompts = prompts
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        event.stop()
+        knob = self.knobs.get(event.option.id or "")
+        if knob is not None:
+            self.post_message(ApplyKnob(knob))
+
+
+class AutopilotPanel(LiveText, Panel):
+    """The autopilot's state, plan and decisions (docs/autopilot.md)."""
+
+    def show_view(self, view: View, ui: UiState) -> None:
+        self.show(text.autopilot_panel(view.snap))
+
+
+class PhasesPanel(VerticalScroll, Panel):
+    NEEDS_PHASES: ClassVar[bool] = True
+
+    def compose(self) -> ComposeResult:
+        yield LiveText(classes="phase-table")
+
+    def show_view(self, view: View, ui: UiState) -> None:
+        if view.phases:
+            self.query_one(LiveText).show(text.phase_table(view.snap))

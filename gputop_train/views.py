@@ -1,0 +1,214 @@
+"""One view per snapshot: the advice, efficiency, phase headlines and formatted figures of
+that instant, computed once and shown alike by the TUI, headless output, the recording and
+the summary (so the record says what the screen said). Plain-data serialisers too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from . import format as fmt
+from .advise.mfu import efficiency
+from .advise.rules import Finding, findings
+from .session.model import Snapshot
+from .session.phases import PhaseRow
+
+
+@dataclass(frozen=True)
+class PhaseView:
+    """A phase row and the advisor's findings over its measured steps."""
+
+    row: PhaseRow
+    findings: tuple[Finding, ...]
+
+    @property
+    def headline(self) -> str:
+        return self.findings[0].id if self.findings else fmt.NA
+
+
+@dataclass(frozen=True)
+class Figures:
+    """The live figures as text, with their units; N/A where not measured."""
+
+    samples_per_s: str
+    steps_per_s: str
+    step_p50: str
+    step_p95: str
+    data_wait: str
+    gpu_time: str
+    gpu_util: str
+    sm_active: str
+    tensor_active: str
+    gpu_mem: str
+    syncs: str
+    mfu: str
+    tflops: str
+
+
+@dataclass(frozen=True)
+class View:
+    """What every front end shows of one snapshot."""
+
+    snap: Snapshot
+    findings: tuple[Finding, ...]
+    achieved_tflops: float | None
+    mfu_pct: float | None
+    phases: tuple[PhaseView, ...]
+    figures: Figures
+
+    @property
+    def headline(self) -> Finding | None:
+        return self.findings[0] if self.findings else None
+
+
+def view_of(snap: Snapshot) -> View:
+    achieved, mfu = efficiency(snap.observation)
+    return View(
+        snap=snap,
+        findings=tuple(findings(snap.observation)),
+        achieved_tflops=achieved,
+        mfu_pct=mfu,
+        phases=tuple(PhaseView(row, tuple(findings(row.observation))) for row in snap.phases),
+        figures=_figures(snap, achieved, mfu),
+    )
+
+
+def _figures(snap: Snapshot, achieved: float | None, mfu: float | None) -> Figures:
+    steps, gpu = snap.steps, snap.gpu
+    observation = snap.observation
+    syncs = observation.syncs_per_step if observation is not None else None
+    return Figures(
+        samples_per_s=fmt.rate(steps.samples_per_s, "").strip(),
+        steps_per_s=fmt.rate(steps.steps_per_s, "").strip(),
+        step_p50=fmt.ms(steps.step_ms_p50),
+        step_p95=fmt.ms(steps.step_ms_p95),
+        data_wait=fmt.pct(steps.data_wait_pct),
+        gpu_time=fmt.pct(steps.gpu_time_pct),
+        gpu_util=fmt.pct(gpu.util_pct),
+        sm_active=fmt.pct(gpu.sm_active_pct),
+        tensor_active=fmt.pct(gpu.tensor_active_pct),
+        gpu_mem=fmt.mem_pair(gpu.mem_used_bytes, gpu.mem_total_bytes),
+        syncs=fmt.NA if syncs is None else f"{syncs}/step",
+        mfu=fmt.pct(mfu),
+        tflops=fmt.NA if achieved is None else f"{achieved:.3g}",
+    )
+
+
+# -- serialisers (headless JSON, the summary) -------------------------------------------------
+
+
+def status_fields(view: View) -> dict[str, Any]:
+    """The JSON object of one interval (documented in docs/headless.md); None is N/A."""
+    snap = view.snap
+    steps, gpu, procs = snap.steps, snap.gpu, snap.procs
+    return {
+        "type": "status",
+        "phase": snap.phase,
+        "t": round(snap.t, 3),
+        "elapsed_s": round(snap.elapsed_s, 3),
+        "job_running": snap.job.running,
+        "total_steps": snap.total_steps,
+        "total_samples": snap.total_samples,
+        "window_s": snap.window_s,
+        "steps_per_s": _round(steps.steps_per_s, 3),
+        "samples_per_s": _round(steps.samples_per_s, 1),
+        "step_ms_p50": _round(steps.step_ms_p50, 2),
+        "step_ms_p95": _round(steps.step_ms_p95, 2),
+        "data_wait_pct": _round(steps.data_wait_pct, 1),
+        "data_wait_source": snap.observation.data_wait_source if snap.observation else "hook",
+        "stacks": vars(snap.stacks) if snap.stacks else None,
+        "gpu_time_pct": _round(steps.gpu_time_pct, 1),
+        "gpu_util_pct": _round(gpu.util_pct, 1),
+        "sm_active_pct": _round(gpu.sm_active_pct, 1),
+        "tensor_active_pct": _round(gpu.tensor_active_pct, 1),
+        "gpu_mem_used_bytes": gpu.mem_used_bytes,
+        "gpu_mem_total_bytes": gpu.mem_total_bytes,
+        "gpu_power_w": _round(gpu.power_w, 1),
+        "workers": procs.workers,
+        "workers_cpu_pct": _round(procs.workers_cpu_pct, 1),
+        "main_cpu_pct": _round(procs.main_cpu_pct, 1),
+        "syncs_per_step": snap.observation.syncs_per_step if snap.observation else None,
+        "achieved_tflops": _significant(view.achieved_tflops),
+        "mfu_pct": _significant(view.mfu_pct),
+        "findings": [finding_dict(f) for f in view.findings],
+        "advice_wait": snap.advice_wait,
+        "autopilot": snap.autopilot,
+    }
+
+
+def finding_dict(finding: Finding) -> dict[str, Any]:
+    return {
+        "id": finding.id,
+        "title": finding.title,
+        "evidence": list(finding.evidence),
+        "action": finding.action,
+        "expected_gain": finding.expected_gain,
+        "confidence": finding.confidence,
+        "changes": [{"role": c.role, "value": c.value} for c in finding.changes],
+        "rules_out": list(finding.rules_out),
+    }
+
+
+def phase_dicts(view: View) -> list[dict[str, Any]]:
+    """The phase table for JSON output."""
+    return [
+        {
+            "phase": p.row.phase.index,
+            "change": p.row.phase.change,
+            "failed": p.row.phase.failed,
+            "first_step": p.row.phase.first_step,
+            "steps": p.row.steps,
+            "warmup_steps": p.row.warmup_steps,
+            "warmup_s": _round(p.row.warmup_s, 2),
+            "samples_per_s": _round(p.row.samples_per_s, 1),
+            "step_ms_p50": _round(p.row.step_ms_p50, 2),
+            "data_wait_pct": _round(p.row.data_wait_pct, 1),
+            "gpu_util_pct": _round(p.row.gpu_util_pct, 1),
+            "tensor_active_pct": _round(p.row.tensor_active_pct, 1),
+            "peak_mem_bytes": p.row.peak_mem_bytes,
+            "speedup": _round(p.row.speedup, 3),
+            "headline": p.headline,
+            "findings": [finding_dict(f) for f in p.findings],
+        }
+        for p in view.phases
+    ]
+
+
+TRIAL_COLUMNS = ("change", "from", "baseline", "samples/s", "gain", "needed", "decision")
+
+
+def trial_rows(autopilot: dict[str, Any] | None) -> list[tuple[str, ...]]:
+    """The autopilot's (or --try's) trial table as text cells, one row per change tried."""
+    rows = []
+    for trial in (autopilot or {}).get("trials") or ():
+        rows.append(
+            (
+                str(trial.get("change")),
+                str(trial.get("source")),
+                _rate(trial.get("baseline_samples_per_s"), trial.get("baseline_phase")),
+                _rate(trial.get("samples_per_s"), trial.get("phase")),
+                _times(trial.get("gain")),
+                _times(trial.get("needed_gain")),
+                f"{trial.get('decision')}: {trial.get('reason')}",
+            )
+        )
+    return rows
+
+
+def _rate(value: Any, phase: Any) -> str:
+    rate = fmt.NA if value is None else f"{value:,.0f}"
+    return f"{rate} (phase {phase})" if phase is not None else rate
+
+
+def _times(value: Any) -> str:
+    return fmt.NA if value is None else f"{value:.2f}x"
+
+
+def _round(value: float | None, digits: int) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def _significant(value: float | None, digits: int = 3) -> float | None:
+    """Three significant figures: a small model's 0.004 TFLOP/s must not read 0.0."""
+    return None if value is None else float(f"{value:.{digits}g}")
