@@ -180,7 +180,7 @@ TRIAL_COLUMNS = ("change", "from", "baseline", "samples/s", "gain", "needed", "d
 
 def trial_rows(autopilot: dict[str, Any] | None) -> list[tuple[str, ...]]:
     """The autopilot's (or --try's) trial table as text cells, one row per change tried."""
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for trial in (autopilot or {}).get("trials") or ():
         rows.append(
             (

@@ -68,9 +68,11 @@ COLUMN: dict[str, int] = {name: index for index, name in enumerate(STEP_FIELDS)}
 # -- knobs: what a script declares (the hook's Knob.describe()) and what a value must be -------
 
 KNOB_KINDS = ("bool", "int", "choice")
+KnobValue = bool | int | str  # what a knob holds: a switch, a number, or a choice
+Frame = dict[str, Any]  # one decoded frame: JSON, to be checked field by field
 
 
-def validate_knob(spec: dict[str, Any], value: Any) -> Any:
+def validate_knob(spec: Frame, value: object) -> KnobValue:
     """``value`` as the knob takes it, or ValueError saying why not. Strict: a JSON true/false
     for a switch, a whole number within bounds for a number (never a bool, a float or a
     string), one of the choices (of the same type) for a choice. Both sides check with it."""
@@ -88,14 +90,16 @@ def validate_knob(spec: dict[str, Any], value: Any) -> Any:
         return value
     if kind == "choice":
         choices = spec.get("choices") or []
-        if not any(type(value) is type(c) and value == c for c in choices):
+        if not isinstance(value, (bool, int, str)) or not any(
+            type(value) is type(c) and value == c for c in choices
+        ):
             shown = ", ".join(map(str, choices))
             raise ValueError(f"{name} is one of {shown}, not {_shown(value)}")
         return value
     raise ValueError(f"unknown knob kind {_shown(kind)}")
 
 
-def parse_knob(spec: dict[str, Any], text: Any) -> Any:
+def parse_knob(spec: Frame, text: object) -> KnobValue:
     """A value a person typed (TUI, --schedule, --try) as the knob takes it: "16" for a
     number, "on"/"off"/"true"/"false" for a switch; then ``validate_knob``."""
     if not isinstance(text, str):
@@ -111,7 +115,7 @@ def parse_knob(spec: dict[str, Any], text: Any) -> Any:
     return validate_knob(spec, text)
 
 
-def _shown(value: Any, limit: int = 40) -> str:
+def _shown(value: object, limit: int = 40) -> str:
     """A value in an error message, cut short: a refusal never echoes a megabyte back."""
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."

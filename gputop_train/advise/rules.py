@@ -169,7 +169,7 @@ def _main_process_limits(o: Observation) -> bool:
 def _image_batches(o: Observation) -> bool:
     """Batches of images (N, C, H, W) with 1, 3 or 4 channels: uint8 advice fits them."""
     shape = o.batch_shape
-    return bool(shape) and len(shape) == 4 and shape[1] in (1, 3, 4)
+    return shape is not None and len(shape) == 4 and shape[1] in (1, 3, 4)
 
 
 def _float_batches(o: Observation) -> bool:
@@ -601,7 +601,7 @@ def gpu_bound(o: Observation) -> Finding | None:
     fusion = "torch.compile (fusion)" if compiled is False else "fusion and fewer FLOPs per sample"
     used, total = o.gpu.mem_used_bytes, o.gpu.mem_total_bytes
     room = bool(used and total and used / total < MEMORY_TO_SPARE)
-    changes = (Change("compile", True),) if compiled is False else ()
+    changes: tuple[Change, ...] = (Change("compile", True),) if compiled is False else ()
     if room:
         changes += (Change("batch_size", "double"),)
     return Finding(

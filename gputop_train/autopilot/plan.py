@@ -10,14 +10,15 @@ from typing import Any
 from ..advise.rules import MEMORY_NEAR_LIMIT, Change, Finding
 from ..session.phases import KnobState
 from ..session.stats import Observation
+from ..wire import KnobValue
 
 
 @dataclass(frozen=True)
 class Candidate:
     """One change to try: knob values to set together, and where the idea came from."""
 
-    settings: tuple[tuple[str, Any], ...]  # (knob, value), applied at one step boundary
-    previous: tuple[tuple[str, Any], ...]  # the values they replace (a revert sets these)
+    settings: tuple[tuple[str, object], ...]  # (knob, value), applied at one step boundary
+    previous: tuple[tuple[str, object], ...]  # the values they replace (a revert sets these)
     source: str  # the finding's id, or "requested" for --try
 
     @property
@@ -50,7 +51,9 @@ def candidates(
     return out
 
 
-def concrete_value(change: Change, knob: KnobState, observation: Observation | None) -> Any:
+def concrete_value(
+    change: Change, knob: KnobState, observation: Observation | None
+) -> KnobValue | None:
     """The value ``knob`` should take for ``change``; None when it cannot carry it."""
     target = change.value
     if knob.kind == "bool":
@@ -64,19 +67,19 @@ def concrete_value(change: Change, knob: KnobState, observation: Observation | N
     if not isinstance(knob.value, int):
         return None
     if target == "double":
-        return _doubled(knob, observation)
+        return _doubled(knob.value, knob, observation)
     if isinstance(target, int) and not isinstance(target, bool):
         return _clamped(target, knob)
     return None
 
 
-def _doubled(knob: KnobState, observation: Observation | None) -> int | None:
+def _doubled(value: int, knob: KnobState, observation: Observation | None) -> int | None:
     """Twice the value, while the GPU memory it would take stays under the near-limit line."""
     if observation is not None:
         used, total = observation.gpu.mem_used_bytes, observation.gpu.mem_total_bytes
         if used and total and 2 * used / total >= MEMORY_NEAR_LIMIT:
             return None
-    return _clamped(2 * knob.value, knob)
+    return _clamped(2 * value, knob)
 
 
 def _clamped(value: int, knob: KnobState) -> int:

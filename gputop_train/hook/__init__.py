@@ -111,5 +111,5 @@ class _TorchImportWatcher(importlib.abc.MetaPathFinder):
             except Exception as error:  # never break the user's `import torch`
                 print(f"gputop-train hook not installed: {error!r}", file=sys.stderr)
 
-        loader.exec_module = exec_module  # type: ignore[method-assign]
+        loader.exec_module = exec_module
         return spec

@@ -89,7 +89,7 @@ class KnobBoard:
         """A set_knob frame: refuse a bad one at once, queue a good one for the boundary."""
         name, request_id = frame.get("name"), frame.get("id")
         knob = self.knobs.get(name) if isinstance(name, str) else None
-        if knob is None:
+        if knob is None or not isinstance(name, str):
             self._ack(request_id, name, None, None, False, f"no knob named {name!r}", None)
             return
         try:

@@ -95,7 +95,7 @@ class SyncScanner:
         """The innermost caller outside torch and the warnings machinery: the user's line
         that made the sync (torch.unique's own file is not where to fix it). None when the
         chain starts in gputop-train itself."""
-        frame = sys._getframe(2)
+        frame: Any = sys._getframe(2)
         while frame is not None:
             filename = frame.f_code.co_filename
             if filename.startswith(_OUR_DIR):

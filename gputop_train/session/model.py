@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from dataclasses import replace as _replace
 from typing import Any
@@ -207,11 +207,14 @@ class Session:
                     return
                 self._knob_seq[pid] = seq
             ok, value, step = frame.get("ok"), frame.get("value"), frame.get("step")
+            if not isinstance(value, (bool, int, str)):
+                return  # not an outcome a hook sends: no value in force to show
             error = None if ok else str(frame.get("error") or "refused")
             self._knobs[name] = _replace(self._knobs[name], value=value, pending=None, error=error)
             if not isinstance(step, int):
                 return
-            t = frame.get("t") if isinstance(frame.get("t"), (int, float)) else self.clock()
+            sent = frame.get("t")
+            t = float(sent) if isinstance(sent, (int, float)) else self.clock()
             if frame.get("reverted"):
                 current = self._phases[-1]
                 revert = f"revert {name}={value}"
@@ -474,7 +477,7 @@ class Session:
         return self._observe_measured(own, others)
 
     def _observe_measured(
-        self, measured: list[Step], other_ranks: list[Step] = ()
+        self, measured: Sequence[Step], other_ranks: Sequence[Step] = ()
     ) -> tuple[stats.Observation | None, str | None]:
         """An observation of measured steps (one phase, warm-up excluded) over the time they
         ran; None, with the reason, when they are too few to judge."""

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..samples import GpuSample
+from ..wire import KNOB_KINDS, KnobValue
 from . import stats
 from .steps import Step
 
@@ -29,16 +30,23 @@ WARMUP_S = 3.0
 NOISE_BLOCKS = 4
 
 
+# An observation of one phase's measured steps (and other ranks' steps meanwhile), or None
+# with the reason it is too few: session.model.Session._observe_measured.
+Observe = Callable[
+    [Sequence[Step], Sequence[Step]], tuple["stats.Observation | None", "str | None"]
+]
+
+
 @dataclass(frozen=True)
 class KnobState:
     name: str
     kind: str
-    value: Any
+    value: KnobValue
     help: str
-    choices: tuple[Any, ...] | None
+    choices: tuple[KnobValue, ...] | None
     minimum: int | None
     maximum: int | None
-    pending: Any = None
+    pending: KnobValue | None = None
     error: str | None = None
     role: str | None = None  # what the knob does (docs/knobs.md), for the autopilot
 
@@ -77,7 +85,7 @@ class PhaseRow:
     tensor_active_pct: float | None
     peak_mem_bytes: int | None
     speedup: float | None
-    observation: Any = None  # stats.Observation over the measured steps (None: too few)
+    observation: stats.Observation | None = None  # over the measured steps (None: too few)
     measured_s: float | None = None  # seconds the measured steps cover
     noise_pct: float | None = None  # largest block's deviation from the mean samples/s, %
 
@@ -86,13 +94,14 @@ def knob_state(spec: dict[str, Any]) -> KnobState | None:
     """A knob as advertised by the hook; None for a spec that makes no sense."""
     if not isinstance(spec, dict) or not isinstance(spec.get("name"), str):
         return None
-    if spec.get("kind") not in ("bool", "int", "choice"):
+    value = spec.get("value")
+    if spec.get("kind") not in KNOB_KINDS or not isinstance(value, (bool, int, str)):
         return None
     choices = spec.get("choices")
     return KnobState(
         name=spec["name"],
         kind=spec["kind"],
-        value=spec.get("value"),
+        value=value,
         help=str(spec.get("help") or ""),
         choices=tuple(choices) if isinstance(choices, list) else None,
         minimum=spec.get("min") if isinstance(spec.get("min"), int) else None,
@@ -131,7 +140,7 @@ class PhaseTable:
         steps: Sequence[Step],
         gpu_ticks: Sequence[tuple[GpuSample, ...]],
         primary_pid: int | None,
-        observe: Callable[..., Any] | None = None,
+        observe: Observe | None = None,
     ) -> list[PhaseRow]:
         """One row per phase; the speed-up is against the first phase with a throughput."""
         if primary_pid != self._primary_pid:
@@ -164,7 +173,7 @@ def _row(
     gpu_ticks: Sequence[tuple[GpuSample, ...]],
     primary_pid: int | None,
     baseline: float | None,
-    observe: Callable[..., Any] | None,
+    observe: Observe | None,
 ) -> PhaseRow:
     own, other_ranks = _phase_steps(steps, phase.first_step, end, primary_pid)
     warmup, measured = split_warmup(own)

@@ -65,8 +65,8 @@ def step_stats(steps: Sequence[Step], primary_pid: int | None) -> StepStats:
             by_pid.setdefault(step.pid, []).append(step)
     if not by_pid:
         return StepStats(0, None, None, None, None, None, None)
-    primary = by_pid.get(primary_pid) if primary_pid in by_pid else next(iter(by_pid.values()))
-    step_ms: list[float] = [s.step_ms for s in primary]  # type: ignore[misc]
+    primary = by_pid.get(primary_pid or -1) or next(iter(by_pid.values()))
+    step_ms = [s.step_ms for s in primary if s.step_ms is not None]
     total_s = sum(step_ms) / 1000.0
     samples_per_s = _sum_rates(by_pid.values())
     timed_data = [s for s in primary if s.data_ms is not None]
@@ -116,10 +116,15 @@ def gpu_stats(samples: Sequence[tuple[GpuSample, ...]]) -> GpuStats:
         util_pct=_mean(g.util_pct for g in flat),
         sm_active_pct=_mean(g.sm_active_pct for g in flat),
         tensor_active_pct=_mean(g.tensor_active_pct for g in flat),
-        mem_used_bytes=_sum_known(g.mem_used_bytes for g in latest),
-        mem_total_bytes=_sum_known(g.mem_total_bytes for g in latest),
+        mem_used_bytes=_sum_bytes(g.mem_used_bytes for g in latest),
+        mem_total_bytes=_sum_bytes(g.mem_total_bytes for g in latest),
         power_w=_sum_known(g.power_w for g in latest),
     )
+
+
+def _sum_bytes(values: Iterable[int | None]) -> int | None:
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
 
 
 def _sum_known(values: Iterable[float | int | None]) -> float | int | None:

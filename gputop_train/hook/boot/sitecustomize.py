@@ -40,6 +40,8 @@ def _load_package(root: str) -> None:
         os.path.join(package_dir, "__init__.py"),
         submodule_search_locations=[package_dir],
     )
+    if spec is None or spec.loader is None:
+        raise ImportError(f"no gputop_train package in {root}")
     module = importlib.util.module_from_spec(spec)
     sys.modules["gputop_train"] = module
     spec.loader.exec_module(module)

@@ -165,7 +165,7 @@ def process_rows(snap: Snapshot) -> list[tuple[str, ...]]:
                 gpu_sm[proc.pid] = gpu_sm.get(proc.pid, 0.0) + proc.sm_pct
     order = {"main": 0, "launcher": 1, "worker": 2, "child": 3}
     ranks = {h.pid: h.rank for h in snap.hooked if h.rank is not None}
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for p in sorted(
         snap.processes, key=lambda p: (order.get(p.role, 9), ranks.get(p.pid, -1), p.pid)
     ):

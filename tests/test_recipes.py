@@ -1,0 +1,140 @@
+"""The recipes of docs/architecture.md, each exercised end to end: a sampler, a rule and a panel,
+each registered in one place; and the two defects the structure hid."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from rich.text import Text
+from textual.widgets import RichLog
+
+from gputop_train.advise import rules
+from gputop_train.collect.base import CHEAP, Sink
+from gputop_train.collect.fake import FakeGpu, FakeNvml, FakeProcess, FakePsutil
+from gputop_train.monitor.monitor import Monitor, default_samplers
+from gputop_train.record.reader import read, replay_all
+from gputop_train.record.recorder import Recorder
+from gputop_train.session.model import Session
+from gputop_train.tui import layout
+from gputop_train.tui.app import GputopApp
+from gputop_train.tui.panels.base import Panel, UiState
+from gputop_train.tui.widgets.live_text import LiveText
+from gputop_train.views import View, status_fields, view_of
+from tests.tui_data import JOB_PID, scripted_session
+
+# -- Add a sampler: a class of the Sampler shape, one line in the list the Monitor runs ------
+
+
+class DiskSampler:
+    """A toy: the free bytes of a disk, once every 50 ms."""
+
+    name = "disk"
+    period_s = 0.05
+    cost = CHEAP
+
+    def __init__(self) -> None:
+        self.taken = 0
+
+    def open(self, sink: Sink) -> None:
+        pass
+
+    def sample(self, sink: Sink, stop: threading.Event) -> None:
+        self.taken += 1
+        sink.add_reading("disk", {"free_bytes": 1000 - self.taken})
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_new_sampler_is_one_class_and_one_line(tmp_path: Path) -> None:
+    session = Session(command=("train.py",))
+    recorder = Recorder(tmp_path / "run.jsonl", {"command": ["train.py"]})
+    session.listener = recorder.record
+    table = FakePsutil([FakeProcess(JOB_PID, 1)])
+    samplers = [*default_samplers(session, JOB_PID, FakeNvml([FakeGpu()]), table), DiskSampler()]
+    monitor = Monitor(session, JOB_PID, samplers=samplers)
+    monitor.start()
+    deadline = time.monotonic() + 5.0
+    while "disk" not in session.snapshot().readings and time.monotonic() < deadline:
+        time.sleep(0.02)
+    monitor.stop()
+    recorder.close()
+    live = session.snapshot().readings["disk"]
+    assert live["free_bytes"] < 1000
+    replayed = replay_all(read(tmp_path / "run.jsonl")).snapshot().readings["disk"]
+    assert replayed == live  # recorded, and replayed as it was
+
+
+# -- Add a rule: a function of an Observation, one entry in rules.RULES ----------------------
+
+
+def slow_steps(o: rules.Observation) -> rules.Finding | None:
+    if o.steps.step_ms_p50 is None or o.steps.step_ms_p50 < 100.0:
+        return None
+    return rules.Finding("toy.slow_steps", "Slow steps", ("p50 over 100 ms",), "look", None, 1, 9)
+
+
+def test_a_new_rule_is_one_function_and_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(rules, "RULES", (*rules.RULES, slow_steps))
+    view = view_of(scripted_session().snapshot())
+    assert view.headline is not None and view.headline.id == "toy.slow_steps"
+    assert status_fields(view)["findings"][0]["id"] == "toy.slow_steps"  # headless JSON too
+
+
+# -- Add a panel: a Panel widget in tui/panels/, one line in its tab in tui/layout.py ---------
+
+
+class DiskPanel(LiveText, Panel):
+    def show_view(self, view: View, ui: UiState) -> None:
+        free = view.snap.readings.get("disk", {}).get("free_bytes")
+        self.show(Text(f"disk free {free if free is not None else 'N/A'} B"))
+
+
+async def test_a_new_panel_is_one_class_and_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    overview = layout.TABS[0]
+
+    def with_disk(app: GputopApp):  # type: ignore[no-untyped-def]
+        yield from overview.widgets(app)
+        yield DiskPanel(id="disk")
+
+    monkeypatch.setattr(layout, "TABS", [replace(overview, widgets=with_disk), *layout.TABS[1:]])
+    session = scripted_session()
+    session.add_reading("disk", {"free_bytes": 42})
+    app = GputopApp(session.snapshot, job_pid=JOB_PID, auto_refresh=False)
+    async with app.run_test(size=(100, 40)):
+        assert app.query_one("#disk", LiveText).text.plain == "disk free 42 B"
+
+
+# -- The defects: notices past the 200 kept, dropped frames in the record ---------------------
+
+
+async def test_the_newest_notice_reaches_the_log_after_five_hundred() -> None:
+    session = scripted_session()
+    app = GputopApp(session.snapshot, job_pid=JOB_PID, auto_refresh=False)
+    async with app.run_test(size=(80, 24)) as pilot:
+        for n in range(500):
+            session.add_notice(f"sampler error {n}")
+            if n % 50 == 0:
+                app.refresh_data()
+        app.refresh_data()
+        await pilot.press("3")
+        lines = [str(line.text) for line in app.query_one(RichLog).lines]
+    shown = [line for line in lines if "sampler error" in line]
+    assert shown[-1].endswith("sampler error 499")  # the newest, once counted past 200
+    assert len(shown) == len(set(shown)) == 200  # the session keeps the last 200; none twice
+
+
+def test_dropped_frames_are_recorded_and_replayed(tmp_path: Path) -> None:
+    session = Session(command=("train.py",))
+    recorder = Recorder(tmp_path / "run.jsonl", {"command": ["train.py"]})
+    session.listener = recorder.record
+    session.count_dropped(3)
+    recorder.close()
+    kinds = [json.loads(line)["kind"] for line in (tmp_path / "run.jsonl").open()]
+    assert "dropped" in kinds
+    assert replay_all(read(tmp_path / "run.jsonl")).snapshot().dropped_frames == 3
