@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import signal
 import sys
 import threading
@@ -10,6 +12,7 @@ from typing import Any, TextIO
 
 from . import format as fmt
 from .job import Job
+from .job.log import LogTail
 from .monitor.monitor import Monitor
 from .session.model import Snapshot
 from .views import TRIAL_COLUMNS, View, phase_dicts, status_fields, trial_rows, view_of
@@ -162,14 +165,6 @@ def phase_table(view: View) -> list[str]:
     return lines
 
 
-def write_status(view: View, out: TextIO, as_json: bool) -> None:
-    if as_json:
-        out.write(json.dumps(status_fields(view)) + "\n")
-    else:
-        out.write(status_line(view) + "\n")
-    out.flush()
-
-
 def _exit_text(snap: Snapshot) -> str:
     if snap.job.running:
         return "N/A (still running)"
@@ -178,25 +173,48 @@ def _exit_text(snap: Snapshot) -> str:
     return str(snap.job.exit_code)
 
 
+class ReaderGone(Exception):
+    """stdout's reader went away (a closed pipe) or its terminal did (EIO)."""
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__(str(error))
+        self.pipe = isinstance(error, BrokenPipeError)
+
+
+def _emit(out: TextIO, text: str) -> None:
+    try:
+        out.write(text + "\n")
+        out.flush()
+    except OSError as error:  # EPIPE: `| head` is done; EIO: the terminal is gone
+        raise ReaderGone(error) from error
+
+
 def run_headless(
     job: Job,
     monitor: Monitor,
     interval_s: float,
     window_s: float,
     as_json: bool,
+    log: LogTail | None = None,
     out: TextIO = sys.stdout,
+    err: TextIO = sys.stderr,
 ) -> int:
-    """Print a status per interval until the job ends. Ctrl+C is passed on to a job we
-    started; from a monitor attached by PID it detaches instead.
+    """Print a status per interval until the job ends, and the job's output (its log, when
+    we launched it) on ``err``. Returns the job's exit code (0 when it keeps running).
 
-    SIGTERM or SIGHUP (an SSH drop) stop the monitor only: the job runs in its own
-    session and carries on, ready for a later attach.
+    Ctrl+C is passed on to a job we started; from a monitor attached by PID it detaches.
+    SIGTERM or SIGHUP (an SSH drop), or a terminal that is gone, stop the monitor only: the
+    job runs in its own session and carries on, ready for a later attach. A closed pipe
+    (``| head``) ends the pipeline: a job we started is stopped as Ctrl+C would, and the
+    summaries are still written (docs/exits.md).
     """
     session = monitor.session
     stop_waiting = threading.Event()
     ended: list[int | None] = []
+    echo = log is not None
 
     def forward_interrupt(signum: int, frame: Any) -> None:
+        session.note_stop("Ctrl+C")
         job.interrupt()
 
     def detach(signum: int, frame: Any) -> None:
@@ -206,31 +224,61 @@ def run_headless(
         ended.append(job.wait())
         stop_waiting.set()
 
+    def copy_output() -> None:
+        nonlocal echo
+        if not echo or log is None:
+            return
+        try:
+            for line in log.read_new():
+                err.write(line + "\n")
+            err.flush()
+        except OSError:  # the terminal is gone: the log file keeps everything
+            echo = False
+
     signal.signal(signal.SIGINT, forward_interrupt if job.owned else detach)
     signal.signal(signal.SIGTERM, detach)
     signal.signal(signal.SIGHUP, detach)
     threading.Thread(target=wait_for_job, daemon=True).start()
-    while not stop_waiting.wait(interval_s):
-        write_status(view_of(session.snapshot(window_s)), out, as_json)
+    try:
+        while not stop_waiting.wait(interval_s):
+            copy_output()
+            _emit(out, _status(view_of(session.snapshot(window_s)), as_json))
+    except ReaderGone as gone:
+        _silence(out)
+        if gone.pipe and job.owned:  # the pipeline is over: so is the job, as with Ctrl+C
+            session.note_stop("the output pipe was closed")
+            job.stop()
+            stop_waiting.wait(30.0)
     if ended:
         monitor.drain(DRAIN_S)
+        copy_output()
         session.job_ended(ended[0])
+        monitor.forget_sockets()
     monitor.stop()
     final = view_of(
         session.snapshot(window_s=session.clock() - session.started_at + 1.0, with_phases=True)
     )
-    if as_json:
-        summary = {
-            **status_fields(final),
-            "type": "summary",
-            "exit_code": final.snap.job.exit_code,
-            "phases": phase_dicts(final),
-        }
-        out.write(json.dumps(summary) + "\n")
-    else:
-        out.write(summary_text(final) + "\n")
-    out.flush()
+    try:
+        _emit(out, _summary(final, as_json))
+    except ReaderGone:
+        _silence(out)
     if not ended:
-        print(f"gputop-train: monitor stopped; job PID {job.pid} keeps running", file=sys.stderr)
         return 0
     return ended[0] if ended[0] is not None else 0
+
+
+def _status(view: View, as_json: bool) -> str:
+    return json.dumps(status_fields(view)) if as_json else status_line(view)
+
+
+def _summary(view: View, as_json: bool) -> str:
+    if not as_json:
+        return summary_text(view)
+    fields = {**status_fields(view), "type": "summary", "exit_code": view.snap.job.exit_code}
+    return json.dumps({**fields, "phases": phase_dicts(view)})
+
+
+def _silence(out: TextIO) -> None:
+    """Point a dead stdout at /dev/null: no BrokenPipeError at interpreter exit."""
+    with contextlib.suppress(OSError, ValueError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), out.fileno())

@@ -82,14 +82,23 @@ def test_a_monitor_killed_with_sigkill_still_yields_a_summary(tmp_path: Path) ->
     assert killed_at - last_step_t < 1.5  # at most the last second (plus one batch) is lost
     summary = summarize(session, recording.meta)
     assert summary["figures"]["total_steps"] >= 30
-    result = subprocess.run(
+    printed = subprocess.run(
         [sys.executable, "-m", "gputop_train", "summary", str(record)],
         capture_output=True,
         text=True,
         cwd=REPO,
     )
-    assert result.returncode == 0 and "## Phases" in result.stdout
+    assert printed.returncode == 0 and "## Phases" in printed.stdout
+    assert not (tmp_path / "run.summary.md").exists()  # printing writes nothing
+    written = subprocess.run(
+        [sys.executable, "-m", "gputop_train", "summary", "--write", str(record)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
+    assert written.returncode == 0 and f"wrote {tmp_path / 'run.summary.md'}" in written.stderr
     assert (tmp_path / "run.summary.md").exists() and (tmp_path / "run.svg").exists()
+    assert (tmp_path / "run.summary.md").stat().st_mode & 0o777 == 0o600  # private
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])

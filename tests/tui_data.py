@@ -114,7 +114,7 @@ def scripted_session(with_gpu: bool = True, recorder: Recorder | None = None) ->
 
 def scripted_recording(path: Path) -> Path:
     """The scripted session, recorded to ``path``."""
-    meta = {"command": ["python", "demos/resnet.py"], "started_at": NOW - 125.0}
+    meta = {"command": ["python", "demos/resnet.py"], "started_at": NOW - 125.0, "cpu_count": 16}
     recorder = Recorder(path, meta, clock=FixedClock(NOW - 125.0))
     scripted_session(recorder=recorder)
     recorder.close()

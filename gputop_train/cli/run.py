@@ -1,4 +1,8 @@
-"""Launching or attaching to a job, then watching it with the TUI or headless."""
+"""Launching or attaching to a job, then watching it with the TUI or headless.
+
+Every way out (the job ends, q, Ctrl+C, a closed pipe, SIGTERM, SIGHUP) closes the recording,
+writes the summaries it can, and says where each file is (docs/exits.md).
+"""
 
 from __future__ import annotations
 
@@ -15,13 +19,12 @@ from typing import Any
 from .. import __version__, wire
 from ..collect.stacks import StackSampler, StacksUnavailable
 from ..job import Job
-from ..job.attached import AttachError, find_job, no_hook_advice
-from ..job.launched import LaunchedJob, LaunchError, build_command, start_job
+from ..job.attached import AttachError, find_job, no_hook_advice, output_of
+from ..job.launched import LaunchError, build_command, start_job
 from ..job.log import LogTail
 from ..monitor.monitor import Monitor
-from ..record.paths import new_session_stem
-from ..record.recorder import Recorder
-from ..record.summary import write_all
+from ..record.files import RecordError
+from ..record.session_files import SessionFiles
 from ..session.model import Session
 
 
@@ -30,16 +33,28 @@ def launch(args: argparse.Namespace) -> int:
     try:
         command = build_command(args.target, args.raw_command)
     except LaunchError as error:
-        print(f"gputop-train: {error}", file=sys.stderr)
+        _say(str(error))
         return 2
     session = Session(command=tuple(command))
-    files = _open_record(args, command, session)
+    try:
+        files = _open_files(args, command, session)
+        log_fd = files.open_log()
+    except (RecordError, wire.UnsafeRuntimeDir) as error:
+        _say(str(error))
+        return 2
+    try:
+        job = start_job(command, log_fd, schedule=args.schedule)
+    except LaunchError as error:
+        _say(str(error))
+        _report(files.finish(session, job_running=False))
+        return 2
+    finally:
+        os.close(log_fd)  # the relay holds it now
+    monitor = _start_monitor(args, session, job.pid)
+    log = LogTail(files.log)
     if _headless(args):
-        launched = _launch(args, command, session, files, output=sys.stderr)
-        return 2 if launched is None else _run_headless(args, session, files, *launched)
-    with files.log.open("ab") as log_file:  # the job writes here: no pipe to break on quit
-        launched = _launch(args, command, session, files, output=log_file)
-    return 2 if launched is None else _run_tui(args, session, files, *launched, LogTail(files.log))
+        return _run_headless(args, session, files, job, monitor, log)
+    return _run_tui(args, session, files, job, monitor, log)
 
 
 def attach(args: argparse.Namespace) -> int:
@@ -47,7 +62,7 @@ def attach(args: argparse.Namespace) -> int:
     try:
         job, command, hooked = find_job(args.pid)
     except (AttachError, wire.UnsafeRuntimeDir, OSError) as error:
-        print(f"gputop-train: {error}", file=sys.stderr)
+        _say(str(error))
         return 2
     stacks = None
     if not hooked:  # still worth watching: GPU, processes, and where its time goes (py-spy)
@@ -55,35 +70,31 @@ def attach(args: argparse.Namespace) -> int:
         try:
             stacks.check()
         except StacksUnavailable as error:
-            print(f"gputop-train: {no_hook_advice(job.pid, command)}.", file=sys.stderr)
-            print(f"gputop-train: nor can its stacks be sampled: {error}", file=sys.stderr)
+            _say(f"{no_hook_advice(job.pid, command)}.")
+            _say(f"nor can its stacks be sampled: {error}")
             return 2
-        print(
-            f"gputop-train: {no_hook_advice(job.pid, command)}. Meanwhile its training thread "
-            f"is sampled with py-spy, a {stacks.window_s:g} s window at a time.",
-            file=sys.stderr,
+        _say(
+            f"{no_hook_advice(job.pid, command)}. Meanwhile its training thread is sampled "
+            f"with py-spy, a {stacks.window_s:g} s window at a time."
         )
     session = Session(command=tuple(command))
-    files = _open_record(args, command, session)
-    monitor = Monitor(session, job.pid, stacks=stacks, window_s=args.window)
-    monitor.start()
-    _start_pilot(args, monitor)
+    try:
+        files = _open_files(args, command, session)
+    except RecordError as error:
+        _say(str(error))
+        return 2
+    if stacks is not None:
+        session.expect_stacks(stacks.window_s)
+    monitor = _start_monitor(args, session, job.pid, stacks)
+    output = output_of(job.pid)
+    log = LogTail(output) if isinstance(output, Path) else None
+    session.add_notice(f"the job's output goes to {output}" + ("" if log else ": not shown here"))
     if _headless(args):
-        return _run_headless(args, session, files, job, monitor)
-    return _run_tui(args, session, files, job, monitor, None)
+        return _run_headless(args, session, files, job, monitor, None)
+    return _run_tui(args, session, files, job, monitor, log)
 
 
-def _headless(args: argparse.Namespace) -> bool:
-    if not args.headless and not sys.stdout.isatty():
-        print("gputop-train: stdout is not a terminal: running headless", file=sys.stderr)
-        return True
-    return bool(args.headless)
-
-
-def _open_record(args: argparse.Namespace, command: list[str], session: Session) -> SessionFiles:
-    """Where this session's files go, and the recorder that writes its JSONL (unless off)."""
-    stem = Path(args.record).with_suffix("") if args.record else new_session_stem(command)
-    stem.parent.mkdir(parents=True, exist_ok=True)
+def _open_files(args: argparse.Namespace, command: list[str], session: Session) -> SessionFiles:
     meta = {
         "command": command,
         "host": socket.gethostname(),
@@ -91,69 +102,62 @@ def _open_record(args: argparse.Namespace, command: list[str], session: Session)
         "cpu_count": os.cpu_count(),
         "gputop_train": __version__,
     }
-    recorder = None
-    if not args.no_record:
-        recorder = Recorder(Path(f"{stem}.jsonl"), meta)
-        session.listener = recorder.record
-    return SessionFiles(stem, recorder, meta)
+    return SessionFiles.open(args.record, args.no_record, command, session, meta)
 
 
-class SessionFiles:
-    """The files of one session: recording, job log, summary."""
+def _start_monitor(
+    args: argparse.Namespace, session: Session, pid: int, stacks: StackSampler | None = None
+) -> Monitor:
+    monitor = Monitor(session, pid, stacks=stacks, window_s=args.window)
+    monitor.start()
+    if args.autopilot or args.tries:
+        monitor.start_pilot(args.tries, budget_s=60.0 * args.autopilot_budget)
+    return monitor
 
-    def __init__(self, stem: Path, recorder: Recorder | None, meta: dict[str, Any]) -> None:
-        self.stem = stem
-        self.recorder = recorder
-        self.meta = meta
-        self.log = Path(f"{stem}.log")
 
-    def finish(self, session: Session) -> list[Path]:
-        """Close the recording and write the summary next to it (on every way out)."""
-        if self.recorder is None:
-            return []
-        session.listener = None
-        self.recorder.close()
-        return write_all(session, self.meta, self.recorder.path)
+def _headless(args: argparse.Namespace) -> bool:
+    if not args.headless and not sys.stdout.isatty():
+        _say("stdout is not a terminal: running headless")
+        return True
+    return bool(args.headless)
 
 
 def _say(text: str) -> None:
     with contextlib.suppress(OSError):  # after an SSH drop there is no terminal to write to
-        print(f"gputop-train: {text}", file=sys.stderr)
+        print(f"gputop-train: {text}", file=sys.stderr, flush=True)
 
 
-def _launch(
-    args: argparse.Namespace, command: list[str], session: Session, files: SessionFiles, output: Any
-) -> tuple[LaunchedJob, Monitor] | None:
-    """Start the job and its monitor; None (having said why) when the job cannot start."""
-    try:
-        process = start_job(command, stdout=output, stderr=output, schedule=args.schedule)
-    except LaunchError as error:
-        _say(str(error))
-        files.finish(session)
-        return None
-    monitor = Monitor(session, process.pid, window_s=args.window)
-    monitor.start()
-    _start_pilot(args, monitor)
-    return LaunchedJob(process), monitor
+def _report(closed: Any) -> None:
+    """Where the session's files are (the recording first: replay and summary take it)."""
+    for path in closed.written:
+        _say(f"wrote {path}")
+    for problem in closed.problems:
+        _say(problem)
 
 
-def _start_pilot(args: argparse.Namespace, monitor: Monitor) -> None:
-    if args.autopilot or args.tries:
-        monitor.start_pilot(args.tries, budget_s=60.0 * args.autopilot_budget)
+def _leave(job: Job, files: SessionFiles | None) -> None:
+    where = f"; its output goes to {files.log}" if files is not None and job.owned else ""
+    _say(f"job PID {job.pid} keeps running{where} (gputop-train attach {job.pid})")
 
 
 def _run_headless(
-    args: argparse.Namespace, session: Session, files: SessionFiles, job: Job, monitor: Monitor
+    args: argparse.Namespace,
+    session: Session,
+    files: SessionFiles,
+    job: Job,
+    monitor: Monitor,
+    log: LogTail | None,
 ) -> int:
     from ..headless import run_headless
 
     snap = session.snapshot()
     if snap.nvml_error:
         _say(f"GPU figures are N/A: {snap.nvml_error}")
-    code = run_headless(job, monitor, args.interval, args.window, args.format == "json")
-    for path in files.finish(session):
-        _say(f"wrote {path}")
-    return code
+    outcome = run_headless(job, monitor, args.interval, args.window, args.format == "json", log)
+    if job.running():
+        _leave(job, files)
+    _report(files.finish(session, job_running=job.running()))
+    return outcome
 
 
 def _run_tui(
@@ -164,20 +168,22 @@ def _run_tui(
     monitor: Monitor,
     log: LogTail | None,
 ) -> int:
-    """``log`` is the job's output file: ours when we launched it, none when attached."""
+    """``log`` is the job's output: its log when we launched it; when attached, the file its
+    stdout points at, if it is one."""
     from ..tui.app import GputopApp
 
-    job_watch = _watch_job_end(job, monitor, log)
+    job_watch = _watch_job_end(job, monitor, LogTail(log.path) if log is not None else None)
     app = GputopApp(
         session.snapshot,
         job_pid=job.pid,
-        log=LogTail(log.path) if log is not None else None,
+        log=log,
         refresh_s=max(0.1, args.refresh),
         window_s=args.window,
-        screenshot_dir=str(files.stem.parent),
+        screenshot_dir=str(files.log.parent),
         request_knob=monitor.request_knob,
         scan_syncs=monitor.scan_syncs,
         toggle_autopilot=monitor.toggle_autopilot,
+        job_owned=job.owned,
     )
     # An SSH drop (SIGHUP) or a SIGTERM ends the monitor, never the job (its own session).
     for signum in (signal.SIGHUP, signal.SIGTERM):
@@ -185,19 +191,17 @@ def _run_tui(
     choice = app.run()
     code = 0
     if choice == "leave" and job.running():
-        where = f"; its output goes to {files.log}" if log is not None else ""
-        _say(f"job PID {job.pid} keeps running{where} (gputop-train attach {job.pid})")
+        _leave(job, files)
     else:
         if job.running():  # "stop", or the app ended some other way (a crash)
+            session.note_stop("stopped from the monitor")
             job.stop()
         # The watcher reads the job's last frames and records its end, while the monitor
         # still runs: only then is the session complete enough to summarise.
         job_watch.join(timeout=20.0)
         code = session.snapshot().job.exit_code or 0
     monitor.stop()
-    written = files.finish(session)
-    for path in [files.log, *written] if log is not None else written:
-        _say(f"wrote {path}")
+    _report(files.finish(session, job_running=job.running()))
     return code
 
 
@@ -212,6 +216,7 @@ def _watch_job_end(job: Job, monitor: Monitor, log: LogTail | None) -> threading
             log.read_new()
             tail = log.last(20)
         monitor.session.job_ended(code, tail)
+        monitor.forget_sockets()
 
     thread = threading.Thread(target=wait, name="gputop-train-job", daemon=True)
     thread.start()

@@ -1,12 +1,20 @@
-"""``gputop-train summary | replay | sessions``: working with recorded sessions."""
+"""``gputop-train summary | replay | sessions``: working with recorded sessions.
+
+Each takes whatever a recording holds: bad lines and events are skipped and counted, never a
+traceback; nothing readable at all is a one-line refusal and exit 2. ``summary`` prints and
+writes nothing beside the recording unless asked (``--write``).
+"""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from .. import format as fmt
 from ..record.paths import sessions_dir
@@ -17,23 +25,43 @@ from ..record.summary import markdown, summarize, write_all
 def run_subcommand(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(prog="gputop-train")
     commands = parser.add_subparsers(dest="command", required=True)
-    summary = commands.add_parser("summary", help="rebuild a session's summary from its JSONL")
+    summary = commands.add_parser("summary", help="a recorded session's summary")
     summary.add_argument("file", type=Path)
     summary.add_argument("--format", choices=("md", "json"), default="md")
+    summary.add_argument(
+        "--write", action="store_true", help="also write .summary.md/.json/.svg beside it"
+    )
     replay = commands.add_parser("replay", help="the TUI on a recording, with a time cursor")
     replay.add_argument("file", type=Path)
     commands.add_parser("sessions", help="list past recordings")
     args = parser.parse_args(argv)
-    if args.command == "sessions":
-        return list_sessions(sessions_dir())
     try:
-        recording = _load(args.file)
-    except (OSError, UnreadableRecording) as error:
-        print(f"gputop-train: {error}", file=sys.stderr)
-        return 2
-    if args.command == "summary":
-        return print_summary(recording, args.format)
-    return run_replay(recording)
+        if args.command == "sessions":
+            return list_sessions(sessions_dir())
+        try:
+            recording = _load(args.file)
+        except FileNotFoundError:
+            _say(f"no recording at {args.file} (gputop-train sessions lists them)")
+            return 2
+        except (OSError, UnreadableRecording) as error:
+            _say(str(error))
+            return 2
+        if args.command == "summary":
+            return print_summary(recording, args.format, args.write)
+        return run_replay(recording)
+    except BrokenPipeError:  # `| head`: the reader has what it wanted
+        _silence_stdout()
+        return 0
+
+
+def _say(text: str) -> None:
+    with contextlib.suppress(OSError):
+        print(f"gputop-train: {text}", file=sys.stderr)
+
+
+def _silence_stdout() -> None:
+    with contextlib.suppress(OSError, ValueError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def _load(path: Path) -> Recording:
@@ -41,23 +69,34 @@ def _load(path: Path) -> Recording:
     if recording.skipped_lines:
         lines = ", ".join(map(str, recording.skipped_lines[:10]))
         more = "…" if len(recording.skipped_lines) > 10 else ""
-        print(
-            f"gputop-train: warning: skipped {len(recording.skipped_lines)} unreadable line(s) "
-            f"of {path} (line {lines}{more}); the rest is used",
-            file=sys.stderr,
+        _say(
+            f"warning: skipped {len(recording.skipped_lines)} unreadable line(s) of {path} "
+            f"(line {lines}{more}); the rest is used"
         )
     return recording
 
 
-def print_summary(recording: Recording, output: str) -> int:
+def _replayed(recording: Recording) -> Any:
     session = replay_all(recording)
-    written = write_all(session, recording.meta, recording.path)
+    if recording.skipped_events:
+        _say(f"warning: skipped {recording.skipped_events} event(s) that make no sense")
+    return session
+
+
+def print_summary(recording: Recording, output: str, write: bool = False) -> int:
+    session = _replayed(recording)
     summary = summarize(session, recording.meta)
+    chart = recording.path.with_suffix(".svg").name
     if output == "json":
         print(json.dumps(summary, indent=2))
     else:
-        print(markdown(summary, written[2].name))
-    print(f"gputop-train: wrote {', '.join(str(p) for p in written)}", file=sys.stderr)
+        print(markdown(summary, chart if write else None))
+    if write:
+        written, problems = write_all(session, recording.meta, recording.path)
+        for path in written:
+            _say(f"wrote {path}")
+        for problem in problems:
+            _say(problem)
     return 0
 
 
@@ -77,16 +116,22 @@ def list_sessions(directory: Path) -> int:
         return 0
     print(f"{'recording':<48} {'duration':>8} {'steps':>7} {'samples/s':>10} {'exit':>5}  command")
     for path in recordings:
-        summary_path = path.with_suffix(".summary.json")
-        if summary_path.is_file():
-            summary = json.loads(summary_path.read_text())
-            figures = summary["figures"]
-            print(
-                f"{path.name:<48} {fmt.duration(summary['duration_s']):>8} "
-                f"{figures['total_steps']:>7} {fmt.rate(figures['samples_per_s'], ''):>10} "
-                f"{summary['exit_code'] if summary['exit_code'] is not None else 'N/A':>5}  "
-                f"{' '.join(summary['command'])[:60]}"
-            )
-        else:
-            print(f"{path.name:<48} no summary yet: gputop-train summary {path}")
+        print(_session_line(path))
     return 0
+
+
+def _session_line(path: Path) -> str:
+    summary_path = path.with_suffix(".summary.json")
+    if not summary_path.is_file():
+        return f"{path.name:<48} no summary yet: gputop-train summary --write {path}"
+    try:
+        summary = json.loads(summary_path.read_text())
+        figures = summary["figures"]
+        code = summary["exit_code"]
+        return (
+            f"{path.name:<48} {fmt.duration(summary['duration_s']):>8} "
+            f"{figures['total_steps']:>7} {fmt.rate(figures['samples_per_s'], ''):>10} "
+            f"{code if code is not None else 'N/A':>5}  {' '.join(summary['command'])[:60]}"
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        return f"{path.name:<48} unreadable summary: gputop-train summary --write {path}"

@@ -13,6 +13,7 @@ import getpass
 import os
 import signal
 import time
+from pathlib import Path
 from typing import Any
 
 from .. import wire
@@ -103,3 +104,19 @@ def no_hook_advice(pid: int, command: list[str]) -> str:
         f"gputop_train.hook.install() in the script (a hooked job opens its socket at its "
         f"first optimizer step)"
     )
+
+
+def output_of(pid: int) -> Path | str:
+    """Where a process's stdout goes: the file, when it is one (the Log tab shows it), else
+    what it is ("a terminal (/dev/pts/3)", "a pipe"), read from /proc."""
+    try:
+        target = os.readlink(f"/proc/{pid}/fd/1")
+    except OSError:
+        return "an unknown place (its /proc entry cannot be read)"
+    if target.startswith("/") and Path(target).is_file():
+        return Path(target)
+    if target.startswith("/dev/pts") or target.startswith("/dev/tty"):
+        return f"a terminal ({target})"
+    if target.startswith("pipe:"):
+        return "a pipe (its reader has it)"
+    return target

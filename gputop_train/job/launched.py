@@ -11,7 +11,6 @@ import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any
 
 from .. import wire
 
@@ -58,28 +57,44 @@ def hook_environment(
 
 def start_job(
     command: Sequence[str],
-    stdout: IO[Any] | int | None,
-    stderr: IO[Any] | int | None,
+    log_fd: int,
     schedule: Sequence[tuple[int, dict[str, str]]] = (),
-) -> subprocess.Popen[bytes]:
-    """Start the job in a new session: a hang-up of our terminal does not reach it."""
+) -> LaunchedJob:
+    """Start the job in a new session (a hang-up of our terminal does not reach it), its
+    output through a relay into the log (``log_fd``): the job never writes to anything of the
+    monitor's, so neither a lost terminal nor a full disk can fail its writes (job/relay.py)."""
     try:
         env = hook_environment(os.environ, schedule)
     except wire.UnsafeRuntimeDir as error:
         raise LaunchError(f"the hook's socket directory is not private: {error}") from error
+    reader, writer = os.pipe()
     try:
-        return subprocess.Popen(
-            list(command),
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=stdout,
-            stderr=stderr,
+        relay = subprocess.Popen(
+            [sys.executable, "-m", "gputop_train.job.relay", str(log_fd)],
+            stdin=reader,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            pass_fds=(log_fd,),
+            cwd=PACKAGE_ROOT,  # finds gputop_train as the monitor does, whatever the job's cwd
             start_new_session=True,
         )
-    except FileNotFoundError as error:
-        raise LaunchError(f"command not found: {command[0]}") from error
-    except PermissionError as error:
-        raise LaunchError(f"not executable: {command[0]} ({error.strerror})") from error
+        try:
+            process = subprocess.Popen(
+                list(command),
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=writer,
+                stderr=writer,
+                start_new_session=True,
+            )
+        except FileNotFoundError as error:
+            raise LaunchError(f"command not found: {command[0]}") from error
+        except PermissionError as error:
+            raise LaunchError(f"not executable: {command[0]} ({error.strerror})") from error
+    finally:
+        os.close(reader)
+        os.close(writer)  # the job (and the relay) hold their ends now
+    return LaunchedJob(process, relay)
 
 
 def signal_job(job: subprocess.Popen[bytes], signum: int) -> None:
@@ -93,6 +108,8 @@ def exit_status(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode
 
 
+# How long the job's last output may take to reach the log once the job has exited.
+RELAY_DRAIN_S = 5.0
 # How long a job gets to finish after Ctrl+C, then after SIGTERM, before SIGKILL.
 STOP_GRACE_S = (10.0, 5.0)
 
@@ -117,16 +134,24 @@ class LaunchedJob:
 
     owned = True
 
-    def __init__(self, process: subprocess.Popen[bytes]) -> None:
+    def __init__(
+        self, process: subprocess.Popen[bytes], relay: subprocess.Popen[bytes] | None = None
+    ) -> None:
         self.process = process
+        self.relay = relay
         self.pid = process.pid
 
     def running(self) -> bool:
         return self.process.poll() is None
 
     def wait(self) -> int | None:
-        """Block until the job exits; its shell-style exit status."""
-        return exit_status(self.process.wait())
+        """Block until the job exits (and its last output reached the log); its shell-style
+        exit status."""
+        code = exit_status(self.process.wait())
+        if self.relay is not None:  # a child that kept the pipe keeps the relay: not forever
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.relay.wait(timeout=RELAY_DRAIN_S)
+        return code
 
     def interrupt(self) -> None:
         """What Ctrl+C in the job's own terminal would do."""

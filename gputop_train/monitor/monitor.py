@@ -8,6 +8,7 @@ the monitor yields to the job.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections.abc import Callable, Sequence
@@ -111,9 +112,26 @@ class Monitor:
         self.start_pilot()
         return "autopilot started: it follows the advice on the declared knobs"
 
-    def scan_syncs(self) -> None:
-        """Ask every hooked process to run a sync scan on its next step."""
+    def forget_sockets(self) -> None:
+        """Remove the sockets of this job's processes that have ended: a hook killed by a
+        signal (SIGTERM, SIGKILL) never removes its own."""
+        with contextlib.suppress(OSError, wire.UnsafeRuntimeDir):
+            directory = wire.runtime_dir(create=False)
+            for pid in self.session.hooked_pids() | {self.root_pid}:
+                path = wire.socket_path(pid, directory)
+                if path.exists() and not _alive(pid):
+                    path.unlink()
+
+    def scan_syncs(self) -> str:
+        """Ask every hooked process to run a sync scan on its next step; what will happen."""
+        snap = self.session.snapshot()
+        if not snap.hooked:
+            return "sync scans need the hook: this job runs without it (docs/advisor.md)"
+        model = self.session.facts("model")
+        if model and model[-1].get("cuda") is False:
+            return "the job runs on the CPU: it has no host-device syncs to scan"
         self.client.send(wire.encode(wire.SCAN_SYNCS))
+        return "sync scan requested: the next step is scanned (file:line of each sync)"
 
     def start(self) -> None:
         self.session.cpu_count = os.cpu_count()
@@ -198,3 +216,13 @@ class Monitor:
             except Exception as error:
                 self.session.add_notice(f"hook client error: {error!r}")
                 self._stop.wait(0.5)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-import contextlib
+import functools
 import json
+import math
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,9 +26,16 @@ class Recording:
     events: list[dict[str, Any]]
     skipped_lines: list[int] = field(default_factory=list)  # 1-based numbers of bad lines
 
+    skipped_events: int = 0  # events that made no sense, counted by the replays
+
     @property
     def started_at(self) -> float:
-        return float(self.meta.get("started_at") or self.meta["t"])
+        started = self.meta.get("started_at")
+        return (
+            float(started)
+            if isinstance(started, (int, float)) and _finite(started)
+            else (float(self.meta["t"]))
+        )
 
     @property
     def ended_at(self) -> float:
@@ -42,9 +51,9 @@ def read(path: Path) -> Recording:
         for number, line in enumerate(handle, start=1):
             try:
                 event = json.loads(line)
-                if not isinstance(event, dict) or not isinstance(event.get("t"), (int, float)):
-                    raise ValueError("not an event")
-            except ValueError:
+            except (ValueError, RecursionError):
+                event = None
+            if not isinstance(event, dict) or not _finite(event.get("t")):
                 skipped.append(number)
                 continue
             if event.get("kind") == "meta" and meta is None:
@@ -53,7 +62,8 @@ def read(path: Path) -> Recording:
                 events.append(event)
     if meta is None:
         raise UnreadableRecording(f"{path}: no gputop-train header line (is it a recording?)")
-    if meta.get("format", 0) > FORMAT_VERSION:
+    version = meta.get("format", 0)
+    if not isinstance(version, int) or version > FORMAT_VERSION:
         raise UnreadableRecording(
             f"{path}: format {meta.get('format')} is newer than this gputop-train reads "
             f"({FORMAT_VERSION}); upgrade gputop-train"
@@ -83,22 +93,59 @@ def new_session(recording: Recording) -> tuple[Session, ReplayClock]:
     return session, clock
 
 
-def apply(session: Session, event: dict[str, Any]) -> None:
-    """Feed one recorded event to a session, as the live monitor did. Bad events are skipped,
-    and so are the informational ones (phases, findings): the session derives those again."""
-    with contextlib.suppress(KeyError, TypeError, ValueError):
-        _APPLY[event["kind"]](session, event)
+def apply(session: Session, event: dict[str, Any]) -> bool:
+    """Feed one recorded event to a session, as the live monitor did; False for one that makes
+    no sense (skipped). Informational events (phases, findings) are skipped too: the session
+    derives those again."""
+    kind = event.get("kind")
+    if kind not in _APPLY:
+        return kind in _INFORMATIONAL
+    try:
+        _APPLY[kind](session, event)
+    except Exception:  # a corrupt event: skipped, counted by the caller; never fatal
+        return False
+    return True
+
+
+_INFORMATIONAL = ("phase", "findings")
+
+
+def _finite(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _checked(cls: Any, data: object) -> Any:
+    """A sample dataclass from recorded data, its fields checked against their declared kinds
+    (a number where a number goes, a string where a string goes), or TypeError."""
+    if not isinstance(data, dict):
+        raise TypeError("not an object")
+    hints = _hints(cls)
+    for name, value in data.items():
+        hint = hints.get(name, "")
+        if value is None or name == "processes" or name == "throttle":
+            continue
+        if ("float" in hint or "int" in hint) and not _finite(value):
+            raise TypeError(f"{name} is not a number")
+        if hint.startswith("str") and not isinstance(value, str):
+            raise TypeError(f"{name} is not text")
+    return cls(**data)
+
+
+@functools.cache
+def _hints(cls: type) -> dict[str, str]:
+    return {name: str(hint) for name, hint in typing.get_type_hints(cls).items()}
 
 
 def _gpu_sample(data: dict[str, Any]) -> GpuSample:
-    processes = tuple(GpuProcess(**p) for p in data.get("processes") or ())
+    processes = tuple(_checked(GpuProcess, p) for p in data.get("processes") or ())
     throttle = data.get("throttle")
-    return GpuSample(
-        **{
+    return _checked(
+        GpuSample,
+        {
             **data,
             "processes": processes,
-            "throttle": tuple(throttle) if throttle is not None else None,
-        }
+            "throttle": tuple(str(t) for t in throttle) if throttle is not None else None,
+        },
     )
 
 
@@ -112,7 +159,8 @@ _APPLY = {
     "steps": lambda s, e: s.add_step_rows(e["pid"], e["rows"]),
     "gpu": lambda s, e: s.add_gpu_samples(tuple(_gpu_sample(g) for g in e["samples"])),
     "procs": lambda s, e: s.set_processes(
-        tuple(ProcSample(**p) for p in e["samples"]), e.get("system_cpu_pct")
+        tuple(_checked(ProcSample, p) for p in e["samples"]),
+        e["system_cpu_pct"] if _finite(e.get("system_cpu_pct")) else None,
     ),
     "fact": lambda s, e: s.add_fact(e["pid"], e["frame"]),
     "notice": lambda s, e: s.add_notice(e["text"]),
@@ -122,6 +170,7 @@ _APPLY = {
     "autopilot": lambda s, e: s.set_autopilot(e["status"]),
     "reading": lambda s, e: s.add_reading(e["source"], e["value"]),
     "dropped": lambda s, e: s.count_dropped(e["frames"]),
+    "stop": lambda s, e: s.note_stop(e["reason"]),
     "job_ended": lambda s, e: s.job_ended(e["exit_code"], tuple(e.get("stderr_tail") or ())),
 }
 
@@ -129,8 +178,10 @@ _APPLY = {
 def replay_all(recording: Recording) -> Session:
     """The session as it stood at the end of the recording."""
     session, clock = new_session(recording)
+    recording.skipped_events = 0
     for event in recording.events:
         clock.t = event["t"]
-        apply(session, event)
+        if not apply(session, event):
+            recording.skipped_events += 1
     clock.t = recording.ended_at
     return session

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import json
 import socket
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,7 @@ from typing import Any
 from .. import format as fmt
 from ..session.model import Session, Snapshot
 from ..views import TRIAL_COLUMNS, finding_dict, phase_dicts, status_fields, trial_rows, view_of
+from .files import describe_os_error, write_private
 
 CHART_BUCKETS = 240
 
@@ -179,17 +181,26 @@ def svg_chart(session: Session, width: int = 900, height: int = 300) -> str:
     return "\n".join(parts) + "\n"
 
 
-def write_all(session: Session, meta: dict[str, Any], recording: Path) -> list[Path]:
-    """Markdown, JSON and SVG next to the recording; returns their paths."""
-    import json
-
+def write_all(
+    session: Session, meta: dict[str, Any], recording: Path
+) -> tuple[list[Path], list[str]]:
+    """Markdown, JSON and SVG next to the recording, each private and written without
+    following a symlink: the paths written, and what could not be (and why)."""
     stem = recording.with_suffix("")
     chart, md, js = (Path(f"{stem}.{ext}") for ext in ("svg", "summary.md", "summary.json"))
     summary = summarize(session, meta)
-    chart.write_text(svg_chart(session))
-    md.write_text(markdown(summary, chart.name))
-    js.write_text(json.dumps(summary, indent=2))
-    return [md, js, chart]
+    written, problems = [], []
+    for path, text in (
+        (md, markdown(summary, chart.name)),
+        (js, json.dumps(summary, indent=2)),
+        (chart, svg_chart(session)),
+    ):
+        try:
+            write_private(path, text)
+            written.append(path)
+        except OSError as error:
+            problems.append(f"summary not written: {describe_os_error(error, path)}")
+    return written, problems
 
 
 def _or_na(value: object) -> str:

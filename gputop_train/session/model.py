@@ -26,6 +26,7 @@ MAX_STEPS = 100_000
 MAX_GPU_TICKS = 36_000
 MAX_NOTICES = 200
 MAX_PROC_TICKS = 7200  # two hours of 1 Hz process samples
+MAX_FACTS = 10_000  # of each kind: one per epoch, scan or knob change; years of those
 # The default window for the live figures: long enough to hold several slow steps.
 DEFAULT_WINDOW_S = 10.0
 # The advisor judges a window only with this many measured (post-warm-up) steps covering this
@@ -53,6 +54,11 @@ class JobState:
     running: bool = True
     exit_code: int | None = None
     stderr_tail: tuple[str, ...] = ()
+    stopped_by: str | None = None  # a stop asked for (q, Ctrl+C, a closed pipe): not a failure
+
+    @property
+    def failed(self) -> bool:
+        return not self.running and self.exit_code not in (0, None) and self.stopped_by is None
 
 
 @dataclass(frozen=True)
@@ -92,6 +98,10 @@ class Snapshot:
     autopilot: dict[str, Any] | None = None
     notice_count: int = 0  # notices ever made: new ones are those past the count last shown
     readings: dict[str, dict[str, Any]] = field(default_factory=dict)  # latest per sampler
+    # What is happening while there are no figures to show ("waiting for the first
+    # optimizer.step() (12 s)..."): the screen explains itself as it happens.
+    activity_note: str | None = None
+    run_steps: stats.StepStats | None = None  # the whole run's figures, once the job ended
 
     @property
     def elapsed_s(self) -> float:
@@ -135,6 +145,8 @@ class Session:
         self._stacks: tuple[float, StackShares] | None = None
         self._job_ended_at: float | None = None
         self._autopilot: dict[str, Any] | None = None
+        self._stacks_expected: float | None = None  # seconds after start of py-spy's 1st window
+        self._run_cache: tuple[int, stats.StepStats] | None = None
 
     def _tell(self, kind: str, **payload: Any) -> None:
         if self.listener is not None:
@@ -256,7 +268,8 @@ class Session:
     def set_processes(
         self, processes: tuple[ProcSample, ...], system_cpu_pct: float | None = None
     ) -> None:
-        """One process sample, and the busy share of all the machine's cores meanwhile."""
+        """One process sample, and the busy share of all the machine's cores meanwhile. When the
+        job's tree is gone, the last sample stays on screen, marked ended."""
         self._tell(  # flat: no asdict() copy
             "procs", samples=[vars(p) for p in processes], system_cpu_pct=system_cpu_pct
         )
@@ -266,6 +279,11 @@ class Session:
         mains = [p.cpu_pct for p in processes if p.role == "main" and p.cpu_pct is not None]
         tick = stats.ProcTick(self.clock(), workers, sum(mains) if mains else None, system_cpu_pct)
         with self._lock:
+            if not processes and self._processes:
+                processes = tuple(
+                    _replace(p, status="ended", cpu_pct=None, io_read_bps=None, io_write_bps=None)
+                    for p in self._processes
+                )
             self._processes = processes
             self._proc_ticks.append(tick)
 
@@ -276,11 +294,18 @@ class Session:
             self._stacks = (self.clock(), stacks)
 
     def add_fact(self, pid: int, frame: dict[str, Any]) -> None:
-        """The primary process's latest loader / syncs / flops frame."""
+        """The primary process's latest loader / syncs / flops / model frame; the fields the
+        advisor reads are checked here, so a corrupt frame cannot break a later snapshot."""
         self._tell("fact", pid=pid, frame=frame)
+        kind = frame.get("type")
+        checked = stats.checked_fact(kind, frame) if isinstance(kind, str) else None
+        if checked is None:
+            return
         with self._lock:
             if pid == self._primary_pid_locked():
-                self._facts.setdefault(frame["type"], []).append((self.clock(), frame))
+                facts = self._facts.setdefault(kind, [])  # type: ignore[arg-type]
+                facts.append((self.clock(), checked))
+                del facts[:-MAX_FACTS]
 
     def set_autopilot(self, status: Any) -> None:
         """The autopilot's state (autopilot/pilot.py PilotStatus, or its recorded dict); the
@@ -318,11 +343,22 @@ class Session:
         with self._lock:
             self._dropped_frames += frames
 
+    def note_stop(self, reason: str) -> None:
+        """The user asked the job to stop (its exit code is then no failure)."""
+        self._tell("stop", reason=reason)
+        with self._lock:
+            self._job = _replace(self._job, stopped_by=reason)
+
     def job_ended(self, exit_code: int | None, stderr_tail: tuple[str, ...] = ()) -> None:
         """``exit_code`` is None when it cannot be known (a process we attached to)."""
         self._tell("job_ended", exit_code=exit_code, stderr_tail=list(stderr_tail))
         with self._lock:
-            self._job = JobState(running=False, exit_code=exit_code, stderr_tail=stderr_tail)
+            self._job = JobState(
+                running=False,
+                exit_code=exit_code,
+                stderr_tail=stderr_tail,
+                stopped_by=self._job.stopped_by,
+            )
             self._job_ended_at = self.clock()
 
     # -- readers ------------------------------------------------------------------------
@@ -429,6 +465,8 @@ class Session:
                 autopilot=self._autopilot,
                 notice_count=self._notice_count,
                 readings=dict(self._readings),
+                activity_note=self._activity_note(now, primary),
+                run_steps=self._run_steps(primary),
             )
         return snapshot
 
@@ -439,6 +477,49 @@ class Session:
         if self._steps:
             return min(now, self._steps[-1].t)
         return min(now, self._job_ended_at or now)
+
+    def _activity_note(self, now: float, primary: int | None) -> str | None:
+        """In words, what the job is doing when there is nothing to show yet (lock held)."""
+        elapsed = now - self.started_at
+        stepped = primary is not None and self._last_step.get(primary, 0) > 0
+        if stepped:
+            return None
+        if not self._job.running:
+            code = self._job.exit_code
+            ended = "ended" if code in (0, None) else f"failed (exit {code})"
+            return f"the job {ended} before any training step"
+        if self._stacks is None and not self._hooked and self._stacks_expected:
+            due = max(0.0, self._stacks_expected - elapsed)
+            return (
+                f"sampling the training thread with py-spy: the first window comes in "
+                f"{due:.0f} s (no hook: no step times)"
+            )
+        if self._stacks is not None and not self._hooked:
+            return None  # py-spy's window is on screen
+        if self._hooked:
+            pids = ", ".join(str(pid) for pid in sorted(self._hooked))
+            return (
+                f"PID {pids} is hooked (it iterated a DataLoader) but has made no "
+                f"optimizer.step() in {elapsed:.0f} s: the hook counts a step at each one"
+            )
+        return (
+            f"waiting for the first training step ({elapsed:.0f} s): the hook starts at the "
+            "first DataLoader batch or optimizer.step() of a process that imports torch"
+        )
+
+    def _run_steps(self, primary: int | None) -> stats.StepStats | None:
+        """The whole run's step figures once the job has ended (cached: no step comes later
+        but the drain's, which a new count of steps picks up)."""
+        if self._job.running:
+            return None
+        if self._run_cache is None or self._run_cache[0] != len(self._steps):
+            self._run_cache = (len(self._steps), stats.step_stats(list(self._steps), primary))
+        return self._run_cache[1]
+
+    def expect_stacks(self, window_s: float) -> None:
+        """A job without the hook: py-spy's first window is due in ``window_s``."""
+        with self._lock:
+            self._stacks_expected = self.clock() - self.started_at + window_s
 
     def _window_steps(
         self, recent: list[Step], observation: stats.Observation | None

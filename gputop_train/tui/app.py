@@ -52,34 +52,34 @@ class GputopApp(App[str]):
 
     CSS_PATH = "app.tcss"
     TITLE = "gputop-train"
+    # htop, btop, nvitop habits: ? h F1 help, q quit, Ctrl+C quits too (through the same
+    # question as q). The tabs' keys are in their titles; the footer keeps to 80 columns.
     BINDINGS = [
-        Binding("question_mark", "help", "help", id="app.help"),
+        Binding("question_mark,h,f1", "help", "help", id="app.help", key_display="?"),
         Binding("q", "quit_app", "quit", id="app.quit"),
+        Binding("ctrl+c", "quit_app", "quit", show=False, id="app.interrupt", priority=True),
         Binding("p", "toggle_pause", "pause", id="app.pause"),
-        Binding("w", "cycle_window", "chart window", id="app.window"),
-        Binding("1", "tab('overview')", "overview", id="app.tab.overview", priority=True),
-        Binding("2", "tab('processes')", "processes", id="app.tab.processes", priority=True),
-        Binding("3", "tab('log')", "log", id="app.tab.log", priority=True),
-        Binding("4", "tab('knobs')", "knobs", id="app.tab.knobs", priority=True),
-        Binding("y", "scan_syncs", "scan syncs", id="app.scan_syncs"),
-        Binding("a", "toggle_autopilot", "autopilot", show=False, id="app.autopilot"),
+        Binding("w", "cycle_window", "window", id="app.window"),
         Binding(
-            "space", "replay('toggle')", "play/pause", show=False, id="replay.toggle", priority=True
-        ),
-        Binding("left", "replay('back')", "-10 s", show=False, id="replay.back", priority=True),
-        Binding(
-            "right", "replay('forward')", "+10 s", show=False, id="replay.forward", priority=True
+            "1", "tab('overview')", "overview", show=False, id="app.tab.overview", priority=True
         ),
         Binding(
-            "plus", "replay('faster')", "faster", show=False, id="replay.faster", priority=True
+            "2", "tab('processes')", "processes", show=False, id="app.tab.processes", priority=True
         ),
-        Binding(
-            "minus", "replay('slower')", "slower", show=False, id="replay.slower", priority=True
-        ),
+        Binding("3", "tab('log')", "log", show=False, id="app.tab.log", priority=True),
+        Binding("4", "tab('knobs')", "knobs", show=False, id="app.tab.knobs", priority=True),
+        Binding("y", "scan_syncs", "syncs", id="app.scan_syncs"),
+        Binding("a", "toggle_autopilot", "autopilot", id="app.autopilot"),
+        Binding("space", "replay('toggle')", "play", id="replay.toggle", priority=True),
+        Binding("left", "replay('back')", "-10s", id="replay.back", priority=True),
+        Binding("right", "replay('forward')", "+10s", id="replay.forward", priority=True),
+        Binding("plus", "replay('faster')", "faster", id="replay.faster", priority=True),
+        Binding("minus", "replay('slower')", "slower", id="replay.slower", priority=True),
         Binding("home", "replay('start')", "start", show=False, id="replay.start", priority=True),
         Binding("end", "replay('end')", "end", show=False, id="replay.end", priority=True),
         Binding("S", "save_svg", "screenshot", show=False, id="app.screenshot"),
     ]
+    LIVE_ONLY = ("scan_syncs", "toggle_autopilot")
 
     def __init__(
         self,
@@ -91,9 +91,10 @@ class GputopApp(App[str]):
         auto_refresh: bool = True,
         screenshot_dir: str | None = None,
         request_knob: Callable[[str, Any], str | None] | None = None,
-        scan_syncs: Callable[[], None] | None = None,
+        scan_syncs: Callable[[], str] | None = None,
         replay: ReplayController | None = None,
         toggle_autopilot: Callable[[], str] | None = None,
+        job_owned: bool = True,
     ) -> None:
         super().__init__()
         self._source = source
@@ -107,6 +108,7 @@ class GputopApp(App[str]):
         self._scan_syncs = scan_syncs
         self._replay = replay
         self._toggle_autopilot = toggle_autopilot
+        self._job_owned = job_owned
         self._chart_window_index = 0
         self._ticks = 0
         self._slow_every = max(1, round(SLOW_PANELS_S / refresh_s))
@@ -129,7 +131,7 @@ class GputopApp(App[str]):
             for tab in layout.TABS:
                 with TabPane(tab.title, id=tab.id):
                     yield from tab.widgets(self)
-        yield Footer()
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
         for pane in self.query(TabPane):
@@ -212,11 +214,8 @@ class GputopApp(App[str]):
             return None
         at = replay.cursor - replay.recording.started_at
         total = replay.recording.ended_at - replay.recording.started_at
-        state = "playing" if replay.playing else "paused"
-        return (
-            f"REPLAY {state} {fmt.duration(at)}/{fmt.duration(total)} x{replay.speed:g}"
-            " (space, ←/→, +/-)"
-        )
+        state = "▶" if replay.playing else "‖"
+        return f"REPLAY {state} {fmt.duration(at)}/{fmt.duration(total)} x{replay.speed:g}"
 
     def _report_end(self, snap: Snapshot) -> None:
         if snap.job.running or self._reported_end:
@@ -277,13 +276,22 @@ class GputopApp(App[str]):
         moves[move]()
         self.refresh_data()
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Replay's keys only in a replay (hidden live); a live job's only live."""
+        if action == "replay":
+            return self._replay is not None
+        if action in self.LIVE_ONLY:
+            return self._replay is None
+        if action == "toggle_pause":  # a replay pauses with space
+            return self._replay is None
+        return True
+
     def action_scan_syncs(self) -> None:
         """Count host-device syncs on the next step, with their file:line."""
         if self._scan_syncs is None:
             self.notify("no running job to scan", severity="warning")
             return
-        self._scan_syncs()
-        self.notify("sync scan requested: the next step is scanned (CUDA jobs only)")
+        self.notify(self._scan_syncs())
 
     def action_toggle_autopilot(self) -> None:
         """Start the autopilot, or stop it keeping the settings in force."""
@@ -325,13 +333,23 @@ class GputopApp(App[str]):
         self._active_tab = event.pane.id or self._active_tab
 
     def action_quit_app(self) -> None:
+        """q, Ctrl+C, Ctrl+Q and the palette's Quit: one question, stop or leave the job."""
         running = self.last_snapshot is None or self.last_snapshot.job.running
         if self._job_pid is None or not running:
             self.exit("ended")
             return
+        if isinstance(self.screen, QuitScreen):
+            return  # asked already: the dialog has the keys
 
         def decided(choice: str | None) -> None:
             if choice in ("stop", "leave"):
                 self.exit(choice)
 
-        self.push_screen(QuitScreen(self._job_pid), decided)
+        self.push_screen(QuitScreen(self._job_pid, self._job_owned), decided)
+
+    async def action_quit(self) -> None:
+        """Textual's own quit (Ctrl+Q, the command palette): the same question."""
+        self.action_quit_app()
+
+    def action_help_quit(self) -> None:
+        self.action_quit_app()

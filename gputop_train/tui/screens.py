@@ -11,23 +11,24 @@ from textual.widgets import Button, Static
 HELP = """\
 [b]gputop-train keys[/b]
 
-  [b]?[/b]        this help             [b]q[/b]   quit (asks about the job)
-  [b]p[/b]        pause / resume display [b]w[/b]   chart window 1 / 5 / 30 min
-  [b]1[/b]-[b]4[/b]      Overview, Processes, Log, Knobs
-  [b]tab[/b]      move focus             [b]↑ ↓[/b] scroll tables and the log
-  [b]y[/b]        scan the next step for host-device syncs (file:line of each)
-  [b]S[/b]        save an SVG screenshot next to the job's log
+  [b]? h F1[/b]  this help              [b]q[/b] [b]Ctrl+C[/b]  quit (asks about the job)
+  [b]p[/b]       pause / resume display  [b]w[/b]   chart window 1 / 5 / 30 min
+  [b]1[/b]-[b]4[/b]     Overview, Processes, Log, Knobs
+  [b]tab[/b]     move focus              [b]↑ ↓[/b] scroll tables and the log
+  [b]y[/b]       scan the next step for host-device syncs (file:line of each)
+  [b]a[/b]       start / stop the autopilot (Knobs tab; docs/autopilot.md)
+  [b]S[/b]       save an SVG screenshot next to the job's log
+  replay: [b]space[/b] play/pause, [b]← →[/b] 10 s, [b]+ -[/b] speed, [b]home end[/b]
 
 Figures carry their source: [b]hook[/b] (in-process step timer), [b]NVML[/b], [b]GPM[/b]
-(Hopper SM/tensor activity), [b]psutil[/b]. N/A means not measured, never zero.
+(Hopper SM/tensor activity), [b]psutil[/b], [b]py-spy[/b]. N/A: not measured, never zero.
 
-Press escape or ? to close."""
+Press escape, q or ? to close."""
 
 
 class HelpScreen(ModalScreen[None]):
     BINDINGS = [
-        Binding("escape", "dismiss", "close", id="help.close"),
-        Binding("question_mark", "dismiss", "close", show=False, id="help.toggle"),
+        Binding("escape,q,question_mark,h,f1", "dismiss", "close", id="help.close"),
     ]
 
     def compose(self) -> ComposeResult:
@@ -35,24 +36,27 @@ class HelpScreen(ModalScreen[None]):
 
 
 class QuitScreen(ModalScreen[str]):
-    """Asks what to do with a job that is still running: stop it, or leave it for later."""
+    """Asks what to do with a job that is still running: stop it, or leave it for later.
+    Ctrl+C here leaves it running: a second reflexive Ctrl+C must not end hours of work."""
 
     BINDINGS = [
         Binding("s", "choose('stop')", "stop job", id="quit.stop"),
-        Binding("l", "choose('leave')", "leave running", id="quit.leave"),
+        Binding("l,ctrl+c", "choose('leave')", "leave running", id="quit.leave"),
         Binding("escape", "choose('cancel')", "cancel", id="quit.cancel"),
     ]
 
-    def __init__(self, pid: int | None) -> None:
+    def __init__(self, pid: int | None, owned: bool = True) -> None:
         super().__init__()
         self.pid = pid
+        self.owned = owned
 
     def compose(self) -> ComposeResult:
+        how = "Ctrl+C, then SIGTERM" if self.owned else "Ctrl+C, then SIGTERM, to that PID alone"
         with Vertical(id="quit-dialog"):
             yield Static(
                 f"The job (PID {self.pid}) is still running.\n"
-                "[b]s[/b] stop it (Ctrl+C, then SIGTERM)   "
-                "[b]l[/b] leave it running   [b]esc[/b] cancel\n"
+                f"[b]s[/b] stop it ({how})   [b]l[/b] or [b]Ctrl+C[/b] leave it running   "
+                "[b]esc[/b] cancel\n"
                 f"A job left running can be watched again: gputop-train attach {self.pid}"
             )
             with Horizontal():

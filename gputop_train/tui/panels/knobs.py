@@ -64,11 +64,26 @@ class AutopilotPanel(LiveText, Panel):
 
 
 class PhasesPanel(VerticalScroll, Panel):
+    """The columns that fit its width, drawn again when the width changes."""
+
     NEEDS_PHASES: ClassVar[bool] = True
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._view: View | None = None
 
     def compose(self) -> ComposeResult:
         yield LiveText(classes="phase-table")
 
     def show_view(self, view: View, ui: UiState) -> None:
         if view.phases:
-            self.query_one(LiveText).show(text.phase_table(view.snap))
+            self._view = view
+            self._draw()
+
+    def on_resize(self) -> None:
+        self._draw()
+
+    def _draw(self) -> None:
+        if self._view is not None:
+            width = max(20, (self.size.width or 202) - 2)  # its padding; unlaid: everything
+            self.query_one(LiveText).show(text.phase_table(self._view.snap, width))

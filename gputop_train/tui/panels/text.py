@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rich.text import Text
 
 from ... import format as fmt
@@ -21,6 +23,21 @@ def bar(fraction: float | None, width: int = BAR_WIDTH) -> Text:
     return Text("█" * filled, style=style) + Text("░" * (width - filled), style="dim")
 
 
+def job_state(snap: Snapshot) -> Text:
+    """running / exited 0 / stopped (exit 130) / failed: exit 1 / ended."""
+    job = snap.job
+    if job.running:
+        return Text("running", style="green")
+    if job.stopped_by is not None:
+        code = fmt.NA if job.exit_code is None else job.exit_code
+        return Text(f"stopped (exit {code})", style="bold")
+    if job.exit_code == 0:
+        return Text("exited 0", style="bold")
+    if job.exit_code is None:
+        return Text("ended", style="bold")
+    return Text(f"failed: exit {job.exit_code}", style="bold red")
+
+
 def header(
     snap: Snapshot,
     job_pid: int | None,
@@ -28,30 +45,17 @@ def header(
     chart_window: str,
     replay_status: str | None = None,
 ) -> Text:
+    """One line, most important first (it is cut at the right on a narrow terminal)."""
     gpus = _gpu_names(snap.gpu_names) or "no GPU (N/A)"
-    if snap.job.running:
-        state = Text("running", style="green")
-    elif snap.job.exit_code == 0:
-        state = Text("exited 0", style="bold")
-    elif snap.job.exit_code is None:
-        state = Text("ended", style="bold")
-    else:
-        state = Text(f"failed: exit {snap.job.exit_code}", style="bold red")
-    text = Text.assemble(
-        ("gputop-train │ ", "bold"),
-        state,
-        (
-            f" {fmt.duration(snap.elapsed_s)} │ phase {snap.phase}"
-            f" │ PID {job_pid if job_pid is not None else fmt.NA}",
-            "",
-        ),
-    )
+    text = Text("gputop-train │ ", style="bold")
+    if replay_status:
+        text.append(f"{replay_status} │ ", style="bold magenta")
+    text.append_text(job_state(snap))
+    text.append(f" {fmt.duration(snap.elapsed_s)} │ phase {snap.phase}")
     if paused:
         text.append(" │ PAUSED", style="bold reverse")
-    if replay_status:
-        text.append(f" │ {replay_status}", style="bold magenta")
+    text.append(f" │ PID {job_pid if job_pid is not None else fmt.NA}")
     text.append(f" │ {gpus} │ {' '.join(_short_command(snap.command))}")
-    text.append(f" │ charts {chart_window}", style="dim")
     text.no_wrap, text.overflow = True, "ellipsis"
     return text
 
@@ -86,8 +90,8 @@ def steps_panel(view: View) -> Text:
         text.append(f"{value.strip():<9}")
         text.append(f" {label2:<8} ", style="dim")
         text.append(f"{value2.strip()}\n")
-    if not snap.hooked:
-        text.append(" waiting for the first training step…", style="italic dim")
+    if snap.activity_note:
+        text.append(f" {snap.activity_note}", style="italic dim")
     return text
 
 
@@ -186,19 +190,19 @@ def process_rows(snap: Snapshot) -> list[tuple[str, ...]]:
     return rows
 
 
-def process_table(snap: Snapshot) -> Text:
-    """The process table as fixed-width text: cheap to redraw, copes with any width."""
-    widths = (7, 9, 16, 6, 9, 10, 10, 9, 9, 5)
-    text = Text(no_wrap=True, overflow="crop")
-    header = "".join(f"{name:<{w}}" for name, w in zip(PROCESS_COLUMNS, widths, strict=True))
-    text.append(header.rstrip() + "\n", style="bold reverse")
-    for row in process_rows(snap):
-        style = "" if row[1] != "worker" else "cyan"
-        line = "".join(f"{cell:<{w}}" for cell, w in zip(row, widths, strict=True))
-        text.append(line.rstrip() + "\n", style=style)
+def process_table(snap: Snapshot, width: int = 200) -> Text:
+    """The process table as text: the columns that fit ``width``, the most telling first
+    (the PID, its role, its CPU and GPU use), each as wide as its widest cell."""
+    rows = process_rows(snap)
+    text = fit_columns(PROCESS_COLUMNS, rows, PROCESS_PRIORITY, width, PROCESS_NUMBERS)
+    styled = Text(no_wrap=True, overflow="crop")
+    for index, line in enumerate(text.splitlines()):
+        role = rows[index - 1][1] if index else ""
+        style = "bold reverse" if index == 0 else ("cyan" if role == "worker" else "")
+        styled.append(line + "\n", style=style)
     if not snap.processes:
-        text.append("no processes sampled yet", style="dim")
-    return text
+        styled.append("no processes sampled yet", style="dim")
+    return styled
 
 
 PROCESS_COLUMNS = (
@@ -213,12 +217,64 @@ PROCESS_COLUMNS = (
     "GPU mem",
     "SM",
 )
+PROCESS_PRIORITY = (0, 1, 3, 8, 9, 4, 5, 6, 7, 2)  # PID, role, CPU, GPU mem, SM, RSS, IO, ...
+PROCESS_NUMBERS = frozenset({3, 4, 5, 6, 8, 9})  # right-aligned
+
+
+def fit_columns(
+    headers: tuple[str, ...],
+    rows: Sequence[tuple[str, ...]],
+    priority: tuple[int, ...],
+    width: int,
+    numbers: frozenset[int],
+) -> str:
+    """Header and rows as lines of the columns that fit ``width``: taken in ``priority``
+    order, shown in their own order, one space apart, numbers right-aligned. A column that
+    does not fit is left out whole: cells never run together."""
+    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
+    chosen: list[int] = []
+    used = 0
+    for column in priority:
+        need = widths[column] + (1 if chosen else 0)
+        if used + need <= width:
+            chosen.append(column)
+            used += need
+    chosen.sort()
+
+    def line(cells: tuple[str, ...]) -> str:
+        parts = [
+            cells[c].rjust(widths[c]) if c in numbers else cells[c].ljust(widths[c]) for c in chosen
+        ]
+        return " ".join(parts).rstrip()
+
+    return "\n".join([line(headers), *(line(r) for r in rows)])
+
+
+def outcome_line(snap: Snapshot) -> Text:
+    """Once the job has ended: how, and what the whole run did."""
+    text = Text("■ The job ", style="bold")
+    text.append_text(job_state(snap))
+    run = snap.run_steps
+    if run is not None and run.steps:
+        text.append(
+            f": {snap.total_steps} steps in {fmt.duration(snap.elapsed_s)}, "
+            f"{fmt.rate(run.samples_per_s, 'samples/s')}, step p50 {fmt.ms(run.step_ms_p50)}, "
+            f"data-wait {fmt.pct(run.data_wait_pct)} over the run"
+        )
+    if snap.job.failed and snap.job.stderr_tail:
+        text.append(f"\n  {snap.job.stderr_tail[-1]}", style="red")
+    return text
 
 
 def findings_panel(view: View) -> Text:
-    """The headline finding: what holds the step back, the evidence, the next change."""
+    """The headline finding: what holds the step back, the evidence, the next change; once
+    the job has ended, its outcome first."""
     top = view.findings
-    text = Text("▶ ", style="bold")
+    text = Text()
+    if not view.snap.job.running:
+        text.append_text(outcome_line(view.snap))
+        text.append("\n")
+    text.append("▶ ", style="bold")
     if not top:
         text.append("no findings: ", style="bold")
         text.append(view.snap.advice_wait or "no rule fired over the last window", style="dim")
@@ -258,27 +314,51 @@ def _warming_up(knob: KnobState, snap: Snapshot) -> bool:
     return last.phase.index > 1 and last.steps == 0 and knob.name in last.phase.change
 
 
-def phase_table(snap: Snapshot) -> Text:
-    """The phase table: one row per configuration, speed-up against the first phase."""
-    text = Text("Phases ", style="bold")
-    text.append("(warm-up excluded: first 5 steps and first 3 s of each phase)\n", style="dim")
-    text.append(
-        f"{'#':<3}{'change':<30}{'steps':>6}{'warm-up':>9}{'samples/s':>10}{'step p50':>10}"
-        f"{'data-wait':>10}{'GPU util':>9}{'tensor':>7}{'peak mem':>10}{'speed-up':>9}\n",
-        style="bold reverse",
-    )
+PHASE_COLUMNS = (
+    "#",
+    "change",
+    "steps",
+    "warm-up",
+    "samples/s",
+    "step p50",
+    "data-wait",
+    "GPU util",
+    "tensor",
+    "peak mem",
+    "speed-up",
+)
+# The change and what it did first: samples/s and speed-up, then why (wait, GPU, memory).
+PHASE_PRIORITY = (0, 1, 4, 10, 6, 7, 8, 9, 5, 2, 3)
+PHASE_NUMBERS = frozenset({0, 2, 3, 4, 5, 6, 7, 8, 9, 10})
+
+
+def phase_table(snap: Snapshot, width: int = 200) -> Text:
+    """The phase table: one row per configuration, speed-up against the first phase; the
+    columns that fit ``width``, most telling first."""
+    rows = []
     for row in snap.phases:
         change = row.phase.change + (" ✗ reverted" if row.phase.failed else "")
-        speedup = f"{row.speedup:.2f}x" if row.speedup else fmt.NA
-        mem = f"{fmt.gib(row.peak_mem_bytes)} GiB" if row.peak_mem_bytes else fmt.NA
-        warm = fmt.ms(row.warmup_s * 1000) if row.warmup_s else fmt.NA
-        text.append(
-            f"{row.phase.index:<3}{change[:29]:<30}{row.steps:>6}{warm:>9}"
-            f"{fmt.rate(row.samples_per_s, '').strip():>10}{fmt.ms(row.step_ms_p50):>10}"
-            f"{fmt.pct(row.data_wait_pct):>10}{fmt.pct(row.gpu_util_pct):>9}"
-            f"{fmt.pct(row.tensor_active_pct):>7}{mem:>10}{speedup:>9}\n",
-            style="red" if row.phase.failed else "",
+        rows.append(
+            (
+                str(row.phase.index),
+                change if len(change) <= 28 else change[:27] + "…",
+                str(row.steps),
+                fmt.ms(row.warmup_s * 1000) if row.warmup_s else fmt.NA,
+                fmt.rate(row.samples_per_s, "").strip(),
+                fmt.ms(row.step_ms_p50),
+                fmt.pct(row.data_wait_pct),
+                fmt.pct(row.gpu_util_pct),
+                fmt.pct(row.tensor_active_pct),
+                f"{fmt.gib(row.peak_mem_bytes)} GiB" if row.peak_mem_bytes else fmt.NA,
+                f"{row.speedup:.2f}x" if row.speedup else fmt.NA,
+            )
         )
+    text = Text("Phases ", style="bold")
+    text.append("(warm-up excluded: first 5 steps and 3 s of each)\n", style="dim")
+    lines = fit_columns(PHASE_COLUMNS, rows, PHASE_PRIORITY, width, PHASE_NUMBERS).splitlines()
+    text.append(lines[0] + "\n", style="bold reverse")
+    for row, line in zip(snap.phases, lines[1:], strict=True):
+        text.append(line + "\n", style="red" if row.phase.failed else "")
     return text
 
 

@@ -1,0 +1,90 @@
+"""The files of one session: the recording, the job's log, the summaries.
+
+All are the user's alone (0600, in a 0700 directory: a recorded command line may hold a
+token), created anew (an existing recording is never appended to: two sessions in one file
+summarise as one wrong session), and written without following a symlink planted where they
+go (``O_NOFOLLOW``; summaries are written to a private temporary file, then renamed over).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import tempfile
+from pathlib import Path
+
+from .. import wire
+from .paths import new_session_stem
+
+PRIVATE_FILE = 0o600
+_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+
+
+class RecordError(ValueError):
+    """A recording cannot go where it was asked to; the message says why and what to do."""
+
+
+def create_private(path: Path, append: bool = False) -> int:
+    """A new file of ours at ``path`` (0600), never an existing one or a symlink's target."""
+    return os.open(path, _CREATE | (os.O_APPEND if append else 0), PRIVATE_FILE)
+
+
+def write_private(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text``: written to a private temporary file beside it, then
+    renamed over it (a symlink planted at ``path`` is replaced, never followed)."""
+    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+
+
+def recording_stem(record: str | None, command: list[str]) -> Path:
+    """Where the session's files go: ``--record PATH`` (its .jsonl suffix dropped) or a new
+    name in the sessions directory. RecordError, with the fix, for a place that cannot work."""
+    if record is None:
+        return new_session_stem(command)
+    path = Path(record)
+    stem = path.with_suffix("") if path.suffix == ".jsonl" else path
+    recording = Path(f"{stem}.jsonl")
+    parent = recording.parent
+    if not parent.is_dir():
+        raise RecordError(f"--record {record}: no directory {parent}; create it or choose another")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise RecordError(f"--record {record}: {parent} is not writable by you; choose another")
+    for taken in (recording, Path(f"{stem}.log")):
+        if taken.exists() or taken.is_symlink():
+            raise RecordError(
+                f"--record {record}: {taken} exists; gputop-train never appends to a recording: "
+                "give a new name"
+            )
+    return stem
+
+
+def describe_os_error(error: OSError, path: Path) -> str:
+    """An OSError on one of our files, as a line a person can act on."""
+    reasons = {
+        errno.ENOSPC: "the disk is full",
+        errno.EDQUOT: "the disk quota is used up",
+        errno.EROFS: "the file system is read-only",
+        errno.EACCES: "permission denied",
+        errno.EEXIST: "it exists already",
+        errno.ELOOP: "it is a symlink",
+        errno.EIO: "the disk failed (I/O error)",
+    }
+    return f"{path}: {reasons.get(error.errno or 0, error.strerror or str(error))}"
+
+
+def temporary_log_path() -> Path:
+    """A private log for a session that is not recorded (--no-record): removed at the end
+    unless the job is left running (the monitor then says where it is)."""
+    directory = wire.runtime_dir(create=True)  # private: 0700, owner checked
+    fd, path = tempfile.mkstemp(prefix="job-", suffix=".log", dir=directory)
+    os.close(fd)
+    os.unlink(path)  # created again by create_private, exclusively
+    return Path(path)
