@@ -59,7 +59,7 @@ def headline(view: View) -> str:
     top = view.headline
     if top is not None:
         return f"▶ {top.title}: {top.action}"
-    wait = view.snap.advice_wait
+    wait = view.snap.activity_note or view.snap.advice_wait
     return f"▶ no findings: {wait}" if wait else "▶ no findings"
 
 
@@ -84,10 +84,9 @@ def summary_text(view: View) -> str:
         shares = ", ".join(f"{name} {fmt.pct(pct)}" for name, pct in snap.stacks.shares.items())
         lines.append(f"  no hook; last py-spy window of {snap.stacks.thread}: {shares}")
     elif snap.total_steps == 0:
-        lines.append(
-            "  no training steps seen: the hook reports a step at each optimizer.step(); "
-            "was torch imported and an optimizer stepped?"
-        )
+        lines.append(f"  no training steps: {snap.activity_note or 'none seen'}")
+        if snap.job.failed and snap.job.stderr_tail:
+            lines.append(f"  the job's last output: {snap.job.stderr_tail[-1]}")
     if snap.dropped_frames:
         lines.append(f"  {snap.dropped_frames} malformed frames from the hook were dropped")
     for notice in snap.notices[-5:]:

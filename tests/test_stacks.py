@@ -91,7 +91,10 @@ def test_a_window_of_samples_from_the_recorder(tmp_path: Path) -> None:
         ("Error: something new", "py-spy failed on PID"),
     ],
 )
-def test_a_failure_is_said_with_what_to_do(tmp_path: Path, stderr: str, said: str) -> None:
+def test_a_failure_is_said_with_what_to_do(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stderr: str, said: str
+) -> None:
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)  # a user (root: tests/test_first_hour.py)
     body = f"sys.stderr.write({stderr!r}); sys.exit(1)"
     sampler = StackSampler(os.getpid(), fake_py_spy(tmp_path, body))  # a PID that exists
     with pytest.raises(StacksUnavailable, match=said):

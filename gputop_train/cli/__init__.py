@@ -32,7 +32,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=f"gputop-train {__version__}")
+    parser.add_argument("-V", "--version", action="version", version=f"gputop-train {__version__}")
     _add_monitor_options(parser)
     parser.add_argument(
         "--schedule",

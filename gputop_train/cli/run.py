@@ -19,7 +19,7 @@ from typing import Any
 from .. import __version__, wire
 from ..collect.stacks import StackSampler, StacksUnavailable
 from ..job import Job
-from ..job.attached import AttachError, find_job, no_hook_advice, output_of
+from ..job.attached import AttachError, find_job, no_hook_advice, output_of, python_process
 from ..job.launched import LaunchError, build_command, start_job
 from ..job.log import LogTail
 from ..monitor.monitor import Monitor
@@ -65,6 +65,12 @@ def attach(args: argparse.Namespace) -> int:
         _say(str(error))
         return 2
     stacks = None
+    if not hooked and python_process(job.pid) is False:
+        _say(
+            f"PID {job.pid} ({' '.join(command)[:60]}) is not a Python process: gputop-train "
+            "watches Python training jobs (give the PID of the training script, or torchrun's)"
+        )
+        return 2
     if not hooked:  # still worth watching: GPU, processes, and where its time goes (py-spy)
         stacks = StackSampler(job.pid, window_s=args.stack_window)
         try:

@@ -157,6 +157,12 @@ class StackSampler:
         """py-spy's failure, said with what to do about it."""
         pid = self.pid
         if "Permission denied" in error or "Operation not permitted" in error:
+            if os.geteuid() == 0:  # root already: what is missing is the capability
+                return (
+                    f"py-spy may not read the memory of PID {pid}, even as root: this "
+                    "container or sandbox withholds ptrace (run it with --cap-add SYS_PTRACE, "
+                    "or attach from the host)"
+                )
             return (
                 f"py-spy may not read the memory of PID {pid}: run gputop-train as the job's "
                 f"user with ptrace allowed (sudo -E gputop-train attach {pid}, or "

@@ -95,6 +95,18 @@ def find_job(pid: int, psutil_module: Any = None) -> tuple[AttachedJob, list[str
     return AttachedJob(process), command, False
 
 
+def python_process(pid: int) -> bool | None:
+    """Whether the process runs a Python interpreter (its executable, or libpython in its
+    memory map); None where /proc cannot tell (another user's, or gone)."""
+    try:
+        if "python" in os.path.basename(os.readlink(f"/proc/{pid}/exe")):
+            return True
+        with open(f"/proc/{pid}/maps") as maps:
+            return any("libpython" in line for line in maps)
+    except OSError:
+        return None
+
+
 def no_hook_advice(pid: int, command: list[str]) -> str:
     """What a job without the hook misses, and how to get it."""
     return (

@@ -57,7 +57,7 @@ class GputopApp(App[str]):
     BINDINGS = [
         Binding("question_mark,h,f1", "help", "help", id="app.help", key_display="?"),
         Binding("q", "quit_app", "quit", id="app.quit"),
-        Binding("ctrl+c", "quit_app", "quit", show=False, id="app.interrupt", priority=True),
+        Binding("ctrl+c", "interrupt", "quit", show=False, id="app.interrupt", priority=True),
         Binding("p", "toggle_pause", "pause", id="app.pause"),
         Binding("w", "cycle_window", "window", id="app.window"),
         Binding(
@@ -346,6 +346,14 @@ class GputopApp(App[str]):
                 self.exit(choice)
 
         self.push_screen(QuitScreen(self._job_pid, self._job_owned), decided)
+
+    def action_interrupt(self) -> None:
+        """Ctrl+C: the quit question; a second one, in the question, leaves the job running
+        (a reflexive double Ctrl+C must not end hours of work)."""
+        if isinstance(self.screen, QuitScreen):
+            self.screen.dismiss("leave")
+        else:
+            self.action_quit_app()
 
     async def action_quit(self) -> None:
         """Textual's own quit (Ctrl+Q, the command palette): the same question."""
