@@ -10,6 +10,11 @@ Runs ``gputop-train [--headless] demos/resnet.py ARGS`` in a pseudo-terminal of 
     python benchmarks/tui_cost.py --size 160x48 --warmup 30 --measure 60 -- --workers 8
 
 With --screenshot DIR the TUI run presses S (save SVG) at the end; the file lands in DIR.
+
+``--modes tui,nvitop`` runs nvitop (``pip install -e '.[bench]'``) at the same refresh in the
+same pseudo-terminal size, beside the same demo started without gputop-train, alternating
+with the TUI round after round, and prints the TUI's CPU and bytes over nvitop's: the
+comparison of issue "cost" (TUI ≤ 1.5x nvitop's CPU). nvitop needs NVML: a GPU box only.
 """
 
 from __future__ import annotations
@@ -48,14 +53,16 @@ def run_in_pty(
     warmup_s: float,
     measure_s: float,
     screenshot_dir: Path | None,
+    program: list[str] | None = None,
 ) -> dict[str, float]:
+    """Measure ``gputop-train ARGS`` (or ``program``, another monitor) in a pty."""
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
     env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": str(columns), "LINES": str(rows)}
     if screenshot_dir is not None:
         env["XDG_DATA_HOME"] = str(screenshot_dir)
     monitor = subprocess.Popen(
-        [sys.executable, "-m", "gputop_train", *args],
+        program or [sys.executable, "-m", "gputop_train", *args],
         stdin=slave,
         stdout=slave,
         stderr=slave,
@@ -87,7 +94,9 @@ def run_in_pty(
     if screenshot_dir is not None:
         os.write(master, b"S")
         pump(3)
-    if "--headless" in args:
+    if program is not None:
+        os.write(master, b"q")  # nvitop quits on q
+    elif "--headless" in args:
         os.killpg(monitor.pid, 2)  # our Ctrl+C: forwarded to the job
     else:
         os.write(master, b"q")
@@ -110,6 +119,25 @@ def run_in_pty(
     }
 
 
+def run_nvitop(
+    demo: list[str], columns: int, rows: int, warmup_s: float, measure_s: float, refresh: float
+) -> dict[str, float]:
+    """nvitop in the same pty size, beside the same demo (started plain: no hook)."""
+    job = subprocess.Popen(
+        [sys.executable, *demo],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        program = [sys.executable, "-m", "nvitop", "--interval", str(refresh)]
+        return run_in_pty([], columns, rows, warmup_s, measure_s, None, program=program)
+    finally:
+        os.killpg(job.pid, 9)
+        job.wait()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--size", default="160x48")
@@ -126,6 +154,7 @@ def main() -> None:
         default="demos/resnet.py",
         help="the training script (a GPU-less box can use tests/scenarios/loops.py sleepy ...)",
     )
+    parser.add_argument("--refresh", type=float, default=0.5, help="TUI and nvitop refresh, s")
     parser.add_argument("demo_args", nargs=argparse.REMAINDER)
     args = parser.parse_args()
     columns, rows = (int(v) for v in args.size.split("x"))
@@ -133,9 +162,12 @@ def main() -> None:
     runs: dict[str, list[dict[str, float]]] = {}
     for _ in range(args.rounds):
         for mode in args.modes.split(","):
-            extra = ["--headless"] if mode == "headless" else []
-            shot = args.screenshot if mode == "tui" else None
-            run = run_in_pty([*extra, *demo], columns, rows, args.warmup, args.measure, shot)
+            if mode == "nvitop":
+                run = run_nvitop(demo, columns, rows, args.warmup, args.measure, args.refresh)
+            else:
+                extra = ["--headless"] if mode == "headless" else ["--refresh", str(args.refresh)]
+                shot = args.screenshot if mode == "tui" else None
+                run = run_in_pty([*extra, *demo], columns, rows, args.warmup, args.measure, shot)
             runs.setdefault(mode, []).append(run)
             print(mode, json.dumps(run), flush=True)
     # One figure per mode: the median run by CPU (the machines are noisy; every run is kept).
@@ -145,6 +177,14 @@ def main() -> None:
     }
     for mode, result in results.items():
         print(f"{mode} median of {len(runs[mode])}", json.dumps(result), flush=True)
+    if "tui" in runs and "nvitop" in runs:  # per round, side by side: the ratio is what holds
+        for key in ("cpu_pct_of_one_core", "terminal_bytes_per_s"):
+            ratios = [
+                tui[key] / max(nv[key], 1e-9)
+                for tui, nv in zip(runs["tui"], runs["nvitop"], strict=False)
+            ]
+            shown = ", ".join(f"{r:.2f}" for r in ratios)
+            print(f"tui / nvitop {key}: median {sorted(ratios)[len(ratios) // 2]:.2f} ({shown})")
     if args.screenshot:
         for svg in args.screenshot.rglob("gputop-train_*.svg"):  # the S key's file, not a chart
             shutil.copy(svg, args.screenshot / "tui.svg")

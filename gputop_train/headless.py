@@ -63,6 +63,15 @@ def headline(view: View) -> str:
     return f"▶ no findings: {wait}" if wait else "▶ no findings"
 
 
+def rank_lines(snap: Snapshot) -> list[str]:
+    """One line per rank over the last window: what tells a straggler from the others."""
+    return [
+        f"{r.label} (PID {r.who.pid}): step p50 {fmt.ms(r.steps.step_ms_p50)}, data-wait "
+        f"{fmt.pct(r.steps.data_wait_pct)}, {fmt.rate(r.steps.samples_per_s, 'samples/s')}"
+        for r in snap.ranks
+    ]
+
+
 def summary_text(view: View) -> str:
     """The closing summary over the whole run."""
     snap = view.snap
@@ -80,6 +89,8 @@ def summary_text(view: View) -> str:
     ]
     if snap.nvml_error:
         lines.append(f"  GPU figures N/A: {snap.nvml_error}")
+    if len(snap.ranks) > 1:
+        lines.extend(f"  {line}" for line in rank_lines(snap))
     if snap.stacks is not None and not snap.hooked:
         shares = ", ".join(f"{name} {fmt.pct(pct)}" for name, pct in snap.stacks.shares.items())
         lines.append(f"  no hook; last py-spy window of {snap.stacks.thread}: {shares}")
@@ -214,7 +225,11 @@ def run_headless(
 
     def forward_interrupt(signum: int, frame: Any) -> None:
         session.note_stop("Ctrl+C")
-        job.interrupt()
+        sent = job.interrupt()
+        firmer = {"SIGINT": "; Ctrl+C again sends SIGTERM", "SIGTERM": "; again: SIGKILL"}
+        with contextlib.suppress(OSError):
+            err.write(f"gputop-train: sent {sent} to the job{firmer.get(sent, '')}\n")
+            err.flush()
 
     def detach(signum: int, frame: Any) -> None:
         stop_waiting.set()

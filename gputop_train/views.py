@@ -131,10 +131,32 @@ def status_fields(view: View) -> dict[str, Any]:
         "syncs_per_step": snap.observation.syncs_per_step if snap.observation else None,
         "achieved_tflops": _significant(view.achieved_tflops),
         "mfu_pct": _significant(view.mfu_pct),
+        "ranks": rank_dicts(snap),
         "findings": [finding_dict(f) for f in view.findings],
         "advice_wait": snap.advice_wait,
         "autopilot": snap.autopilot,
     }
+
+
+def rank_dicts(snap: Snapshot) -> list[dict[str, Any]]:
+    """Each hooked process's own figures over the window (several under torchrun)."""
+    return [
+        {
+            "rank": r.who.rank,
+            "local_rank": r.who.local_rank,
+            "pid": r.who.pid,
+            "host": r.who.host,
+            "steps": r.steps.steps,
+            "step_ms_p50": _round(r.steps.step_ms_p50, 2),
+            "step_ms_p95": _round(r.steps.step_ms_p95, 2),
+            "data_wait_pct": _round(r.steps.data_wait_pct, 1),
+            "gpu_time_pct": _round(r.steps.gpu_time_pct, 1),
+            "samples_per_s": _round(r.steps.samples_per_s, 1),
+            "total_steps": r.total_steps,
+            "total_samples": r.total_samples,
+        }
+        for r in snap.ranks
+    ]
 
 
 def finding_dict(finding: Finding) -> dict[str, Any]:

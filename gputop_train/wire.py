@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import stat
 import tempfile
@@ -80,10 +81,10 @@ def validate_knob(spec: Frame, value: object) -> KnobValue:
     if kind == "bool":
         if type(value) is bool:
             return value
-        raise ValueError(f"{name} takes true or false, not {_shown(value)}")
+        raise ValueError(f"{name} takes true or false, not {shown(value)}")
     if kind == "int":
         if type(value) is not int:
-            raise ValueError(f"{name} takes a whole number, not {_shown(value)}")
+            raise ValueError(f"{name} takes a whole number, not {shown(value)}")
         low, high = spec.get("min"), spec.get("max")
         if (low is not None and value < low) or (high is not None and value > high):
             raise ValueError(f"{name} must be within {low}..{high}, not {value}")
@@ -93,10 +94,10 @@ def validate_knob(spec: Frame, value: object) -> KnobValue:
         if not isinstance(value, (bool, int, str)) or not any(
             type(value) is type(c) and value == c for c in choices
         ):
-            shown = ", ".join(map(str, choices))
-            raise ValueError(f"{name} is one of {shown}, not {_shown(value)}")
+            listed = ", ".join(map(str, choices))
+            raise ValueError(f"{name} is one of {listed}, not {shown(value)}")
         return value
-    raise ValueError(f"unknown knob kind {_shown(kind)}")
+    raise ValueError(f"unknown knob kind {shown(kind)}")
 
 
 def parse_knob(spec: Frame, text: object) -> KnobValue:
@@ -115,7 +116,7 @@ def parse_knob(spec: Frame, text: object) -> KnobValue:
     return validate_knob(spec, text)
 
 
-def _shown(value: object, limit: int = 40) -> str:
+def shown(value: object, limit: int = 40) -> str:
     """A value in an error message, cut short: a refusal never echoes a megabyte back."""
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
@@ -123,10 +124,14 @@ def _shown(value: object, limit: int = 40) -> str:
 
 # A line longer than this is malformed: no honest frame comes near it (a batch at ~10/s).
 MAX_FRAME_BYTES = 4 * 1024 * 1024
+# What a monitor sends the hook (set_knob, scan_syncs) is a few hundred bytes: the hook
+# refuses longer lines before parsing them.
+MAX_COMMAND_BYTES = 16 * 1024
 
 
 class UnsafeRuntimeDir(RuntimeError):
-    """The socket directory exists but another user could read or replace our sockets."""
+    """The socket directory cannot hold our sockets safely (another user's, open to others,
+    or a path too long for a socket); the message says how to get round it."""
 
 
 def encode(frame_type: str, **fields: Any) -> bytes:
@@ -135,33 +140,86 @@ def encode(frame_type: str, **fields: Any) -> bytes:
     return json.dumps(body, separators=(",", ":"), allow_nan=False).encode() + b"\n"
 
 
-class FrameDecoder:
-    """Turns a byte stream into frames; malformed or foreign frames are counted, never raised."""
+def encode_row(row: list[Any]) -> bytes:
+    """One step row as JSON, for ``encode_steps``: a row is encoded once, however many
+    monitors (and late monitors' backlogs) it goes to."""
+    return json.dumps(row, separators=(",", ":"), allow_nan=False).encode()
 
-    def __init__(self) -> None:
-        self._buffer = b""
+
+def encode_steps(pid: int, encoded_rows: list[bytes]) -> bytes:
+    """A STEPS frame of rows already encoded by ``encode_row``; the same bytes as
+    ``encode(STEPS, pid=pid, rows=rows)``."""
+    head = f'{{"v":{VERSION},"type":"{STEPS}","pid":{int(pid)},"rows":['.encode()
+    return head + b",".join(encoded_rows) + b"]}\n"
+
+
+def _finite_float(text: str) -> float:
+    number = float(text)
+    if not math.isfinite(number):  # 1e400 parses as inf
+        raise ValueError(f"number out of range: {text[:20]}")
+    return number
+
+
+def _no_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def decode(line: bytes | str) -> Any:
+    """One JSON value, strict: NaN, Infinity and numbers that overflow are refused
+    (ValueError), and so is nesting too deep to parse (RecursionError becomes ValueError):
+    a frame can never put a non-finite number into a knob or a figure."""
+    try:
+        return json.loads(line, parse_float=_finite_float, parse_constant=_no_constant)
+    except RecursionError as error:
+        raise ValueError("nested too deeply") from error
+
+
+class FrameDecoder:
+    """Turns a byte stream into frames; malformed or foreign frames are counted, never raised.
+
+    A line longer than ``max_frame_bytes`` is dropped as it arrives (the rest of it up to its
+    newline too), so an endless line costs neither memory nor parsing.
+    """
+
+    def __init__(self, max_frame_bytes: int = MAX_FRAME_BYTES) -> None:
+        self._parts: list[bytes] = []
+        self._buffered = 0
+        self._skipping = False  # inside an over-long line: drop up to its newline
+        self.max_frame_bytes = max_frame_bytes
         self.malformed = 0
         self.unsupported_version = 0
 
     def feed(self, data: bytes) -> list[dict[str, Any]]:
         """Return the complete frames in ``data`` plus what was buffered before."""
-        self._buffer += data
-        *lines, self._buffer = self._buffer.split(b"\n")
-        if len(self._buffer) > MAX_FRAME_BYTES:
-            self._buffer = b""
-            self.malformed += 1
         frames = []
+        *lines, rest = data.split(b"\n")
         for line in lines:
+            if self._skipping:
+                self._skipping = False
+                continue
+            if self._parts:
+                line = b"".join([*self._parts, line])
+                self._parts, self._buffered = [], 0
+            if len(line) > self.max_frame_bytes:
+                self.malformed += 1
+                continue
             frame = self._parse(line)
             if frame is not None:
                 frames.append(frame)
+        if rest and not self._skipping:
+            self._parts.append(rest)
+            self._buffered += len(rest)
+            if self._buffered > self.max_frame_bytes:
+                self._parts, self._buffered = [], 0
+                self._skipping = True
+                self.malformed += 1
         return frames
 
     def _parse(self, line: bytes) -> dict[str, Any] | None:
         if not line.strip():
             return None
         try:
-            frame = json.loads(line)
+            frame = decode(line)
         except (ValueError, UnicodeDecodeError):
             self.malformed += 1
             return None
@@ -177,22 +235,29 @@ class FrameDecoder:
 def runtime_dir(create: bool = True) -> Path:
     """The private per-user directory that holds the hooks' sockets.
 
-    ``$XDG_RUNTIME_DIR/gputop-train`` where that exists (desktops, most SSH logins),
-    else ``/tmp/gputop-train-<uid>`` (the GPU machines have no XDG_RUNTIME_DIR). The
-    directory must be ours and mode 0700: anyone who can connect can change knobs.
+    ``$XDG_RUNTIME_DIR/gputop-train-<uid>`` where that exists (desktops, most SSH logins),
+    else ``/tmp/gputop-train-<uid>`` (the GPU machines have no XDG_RUNTIME_DIR); the name
+    always carries the uid, so an XDG_RUNTIME_DIR of /tmp is never shared between users.
+    ``GPUTOP_TRAIN_RUNTIME_DIR`` overrides both. The directory must be ours and mode 0700:
+    anyone who can connect can change knobs (docs/security.md).
     """
     override = os.environ.get(RUNTIME_DIR_ENV)
+    name = f"gputop-train-{os.getuid()}"
     if override:
         path = Path(override)
     elif os.environ.get("XDG_RUNTIME_DIR") and Path(os.environ["XDG_RUNTIME_DIR"]).is_dir():
-        path = Path(os.environ["XDG_RUNTIME_DIR"]) / "gputop-train"
+        path = Path(os.environ["XDG_RUNTIME_DIR"]) / name
     else:
-        path = Path(tempfile.gettempdir()) / f"gputop-train-{os.getuid()}"
+        path = Path(tempfile.gettempdir()) / name
     if create:
         with contextlib.suppress(FileExistsError):
             path.mkdir(mode=0o700, parents=True)
     _check_private(path)
+    _check_socket_length(path)
     return path
+
+
+_WAY_ROUND = f"or set {RUNTIME_DIR_ENV} to a private directory of your own"
 
 
 def _check_private(path: Path) -> None:
@@ -201,13 +266,32 @@ def _check_private(path: Path) -> None:
     except FileNotFoundError:
         return
     if not stat.S_ISDIR(info.st_mode):
-        raise UnsafeRuntimeDir(f"{path} is not a directory")
+        raise UnsafeRuntimeDir(f"{path} is not a directory; remove it {_WAY_ROUND}")
     if info.st_uid != os.getuid():
-        raise UnsafeRuntimeDir(f"{path} belongs to uid {info.st_uid}, not to us ({os.getuid()})")
+        raise UnsafeRuntimeDir(
+            f"{path} belongs to uid {info.st_uid}, not to us ({os.getuid()}): another user "
+            f"created it; {_WAY_ROUND}"
+        )
     if stat.S_IMODE(info.st_mode) & 0o077:
         raise UnsafeRuntimeDir(
             f"{path} is open to other users (mode {stat.S_IMODE(info.st_mode):o}); "
-            f"run: chmod 700 {path}"
+            f"run: chmod 700 {path}, {_WAY_ROUND}"
+        )
+
+
+# sockaddr_un.sun_path holds 108 bytes on Linux, 104 on macOS, the terminating NUL included.
+MAX_SOCKET_PATH_BYTES = 103
+# The longest socket name: a PID of 7 digits (Linux's pid_max is at most 2^22).
+_LONGEST_SOCKET_NAME = "4194304.sock"
+
+
+def _check_socket_length(path: Path) -> None:
+    longest = len(os.fsencode(path / _LONGEST_SOCKET_NAME))
+    if longest > MAX_SOCKET_PATH_BYTES:
+        raise UnsafeRuntimeDir(
+            f"socket paths in {path} would be {longest} bytes, over the "
+            f"{MAX_SOCKET_PATH_BYTES} a Unix socket allows; set {RUNTIME_DIR_ENV} to a "
+            "shorter directory (e.g. /tmp/gputop-$USER)"
         )
 
 

@@ -88,3 +88,18 @@ def run_hooked(
             client.poll(0.05)
         client.close()
     return HookedRun(job.returncode, out.read_text(), err.read_text(), session)
+
+
+def hooked_child(monitor_pid: int, timeout_s: float = 60.0) -> int:
+    """The PID of the hooked job under ``monitor_pid``, once its socket exists."""
+    import psutil
+
+    from gputop_train import wire
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for child in psutil.Process(monitor_pid).children(recursive=True):
+            if wire.socket_path(child.pid, wire.runtime_dir(create=False)).exists():
+                return child.pid
+        time.sleep(0.2)
+    raise AssertionError("the job never opened its socket")

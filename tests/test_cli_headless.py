@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, SCENARIOS
+from tests.conftest import REPO, SCENARIOS, hooked_child
 
 pytest.importorskip("torch")
 
@@ -101,6 +101,54 @@ def test_ctrl_c_is_forwarded_to_the_job_which_ends_cleanly() -> None:
     assert "job got KeyboardInterrupt" in err
     assert monitor.returncode == 130
     assert "job exit code 130" in out
+
+
+def test_ctrl_c_reaches_a_job_that_ignores_sigint_as_sigterm() -> None:
+    # Started under `trap '' INT` (nohup and some schedulers do the same), the job inherits
+    # SIGINT as ignored: forwarding SIGINT alone would do nothing.
+    command = f"trap '' INT; exec {sys.executable} {SCENARIOS} forever"
+    monitor = subprocess.Popen(
+        [sys.executable, "-m", "gputop_train", "--headless", "--", "bash", "-c", command],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+    )
+    time.sleep(6)
+    monitor.send_signal(signal.SIGINT)
+    out, err = monitor.communicate(timeout=60)
+    assert "sent SIGTERM to the job" in err
+    assert monitor.returncode == 128 + signal.SIGTERM
+    assert f"job exit code {128 + signal.SIGTERM}" in out
+
+
+@pytest.mark.parametrize("flags", [[], ["--no-nice"]], ids=["yields", "no-nice"])
+def test_the_monitor_yields_its_cpu_and_io_to_the_job_unless_told_not_to(
+    flags: list[str],
+) -> None:
+    import psutil
+
+    monitor = subprocess.Popen(
+        [sys.executable, "-m", "gputop_train", "--headless", *flags, str(SCENARIOS), "forever"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        cwd=REPO,
+    )
+    try:
+        job = psutil.Process(hooked_child(monitor.pid))
+        time.sleep(1.0)  # the monitor's threads have started
+        threads = [t.id for t in psutil.Process(monitor.pid).threads()]
+        monitor_nice = {os.getpriority(os.PRIO_PROCESS, tid) for tid in threads}
+        job_nice = job.nice()
+        if flags:
+            assert monitor_nice == {job_nice}
+        else:
+            assert min(monitor_nice) > job_nice  # every thread, the recorder's too
+            assert psutil.Process(monitor.pid).ionice().ioclass == psutil.IOPRIO_CLASS_IDLE
+            assert job.ionice().ioclass != psutil.IOPRIO_CLASS_IDLE  # the job keeps its own
+    finally:
+        monitor.send_signal(signal.SIGINT)
+        monitor.wait(timeout=60)
 
 
 def test_the_job_has_its_own_session_so_a_hangup_cannot_reach_it() -> None:
@@ -201,6 +249,10 @@ def test_torchrun_ranks_are_each_hooked_and_their_samples_add_up(tmp_path: Path)
     # samples/s counts both ranks: twice one rank's batches per second.
     one_rank = 8 * summary["steps_per_s"]
     assert summary["samples_per_s"] == pytest.approx(2 * one_rank, rel=0.2)
+    # Each rank has its own row; neither is slowed, so no straggler is named.
+    assert [r["rank"] for r in summary["ranks"]] == [0, 1]
+    assert all(r["total_steps"] == 60 for r in summary["ranks"])
+    assert "ranks.straggler" not in {f["id"] for f in summary["findings"]}
 
 
 def test_a_socket_directory_open_to_others_is_refused_with_the_fix(tmp_path: Path) -> None:

@@ -76,3 +76,19 @@ def test_the_precision_facts_come_from_the_forward_pass(tmp_path: Path) -> None:
     assert frames[0]["cuda"] is False and frames[0]["compiled"] is False
     plain = run_hooked("sleepy", "batch_ms=0", "step_ms=1", "steps=3", tmp_path=tmp_path)
     assert [frame["autocast"] for frame in plain.session.facts("model")] == ["off"]
+
+
+def test_threads_training_side_by_side_are_not_merged_into_one_step(tmp_path: Path) -> None:
+    run = run_hooked("two_trainers", "steps=30", tmp_path=tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert "both trained" in run.stdout
+    # While both train, the main thread's steps only, each with its own batch of 4 (the other
+    # thread's batches of 8 are left out); once the main thread's optimizer is gone, the
+    # thread still training is measured (its first step's batches were fetched while it was
+    # left out: unknown, None). Never a step that mixes the two.
+    steps = run.steps
+    assert [s.step for s in steps[:30]] == list(range(1, 31))
+    assert {s.samples for s in steps[1:30]} == {4}
+    assert {s.samples for s in steps[30:]} <= {8, None}
+    notices = " ".join(run.session.snapshot(60.0).notices)
+    assert "more than one thread" in notices and "MainThread" in notices

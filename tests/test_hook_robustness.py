@@ -77,16 +77,146 @@ def test_a_monitor_that_stops_reading_is_dropped_and_never_blocks_the_producer(
         listener.finish()
 
 
-def _listener(directory: Path, rows_after: Any = None) -> Listener:
+def test_a_frame_the_hook_cannot_take_is_skipped_and_the_listener_goes_on(
+    private_runtime_dir: Path,
+) -> None:
+    taken: list[dict[str, Any]] = []
+
+    def on_frame(frame: dict[str, Any]) -> None:
+        if frame.get("boom"):
+            raise OverflowError("cannot convert float infinity to integer")
+        taken.append(frame)
+
+    listener = _listener(private_runtime_dir, on_frame=on_frame)
+    try:
+        with _connected(listener) as sock:
+            sock.sendall(wire.encode("set_knob", boom=True) + wire.encode("scan_syncs"))
+            _wait_until(lambda: len(taken) == 1)
+        assert listener.alive and listener.errors == 1
+        assert _hello_of(listener)["pid"] == os.getpid()  # still serving
+    finally:
+        listener.finish()
+
+
+def test_a_hello_that_cannot_be_built_closes_that_client_only(
+    private_runtime_dir: Path,
+) -> None:
+    broken = [True]
+
+    def hello() -> dict[str, Any]:
+        if broken[0]:
+            return {"id": float("nan")}  # what a poisoned history once did
+        return {"pid": os.getpid()}
+
+    listener = _listener(private_runtime_dir, hello=hello)
+    try:
+        with _connected(listener) as sock:
+            assert sock.recv(1024) == b""  # closed, nothing sent
+        broken[0] = False
+        assert _hello_of(listener)["pid"] == os.getpid()
+    finally:
+        listener.finish()
+
+
+def test_another_users_connection_is_refused_without_a_word(
+    private_runtime_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(listener_module, "peer_uid", lambda sock: 4242)
+    listener = _listener(private_runtime_dir)
+    try:
+        with _connected(listener) as sock:
+            assert sock.recv(1024) == b""
+        assert listener.refused == {listener_module.OTHER_USER: 1}
+    finally:
+        listener.finish()
+
+
+def test_the_peer_uid_of_our_own_connection_is_ours(private_runtime_dir: Path) -> None:
+    left, right = socket.socketpair()
+    with left, right:
+        assert listener_module.peer_uid(left) in (os.getuid(), None)
+
+
+def test_a_monitor_over_the_limit_is_told_why(
+    private_runtime_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(listener_module, "MAX_CLIENTS", 1)
+    listener = _listener(private_runtime_dir)
+    try:
+        with _connected(listener) as first:
+            first.recv(1024)
+            _wait_until(lambda: listener.connected == 1)
+            with _connected(listener) as second:
+                data = _read_all(second)
+        assert b"hook refused this monitor: over 1 monitors at once" in data
+    finally:
+        listener.finish()
+
+
+def test_a_failing_accept_backs_off_instead_of_spinning(
+    private_runtime_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    listener = _listener(private_runtime_dir, start=False)
+    calls = []
+
+    def accept(self: socket.socket) -> Any:
+        calls.append(time.monotonic())
+        raise OSError(24, "Too many open files")
+
+    monkeypatch.setattr(socket.socket, "accept", accept)  # only the listener accepts here
+    listener.start()
+    try:
+        waiting = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        waiting.connect(str(listener.path))  # stays queued: every accept fails
+        time.sleep(2.5)
+        waiting.close()
+        # One try per ACCEPT_BACKOFF_S (1 s), where a retry at once made thousands.
+        assert 1 <= len(calls) <= 4
+        assert listener.alive
+    finally:
+        listener.finish()
+
+
+def _listener(
+    directory: Path,
+    rows_after: Any = None,
+    on_frame: Any = None,
+    hello: Any = None,
+    start: bool = True,
+) -> Listener:
     listener = Listener(
         wire.socket_path(os.getpid(), wire.runtime_dir()),
-        hello=lambda: {"pid": os.getpid()},
+        hello=hello or (lambda: {"pid": os.getpid()}),
         rows_after=rows_after or (lambda step: []),
         take_frames=list,
-        on_frame=lambda frame: None,
+        on_frame=on_frame or (lambda frame: None),
     )
-    listener.start()
+    if start:
+        listener.start()
     return listener
+
+
+def _connected(listener: Listener) -> socket.socket:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(5.0)
+    sock.connect(str(listener.path))
+    return sock
+
+
+def _read_all(sock: socket.socket) -> bytes:
+    data = b""
+    while chunk := sock.recv(65536):
+        data += chunk
+    return data
+
+
+def _hello_of(listener: Listener) -> dict[str, Any]:
+    with _connected(listener) as sock:
+        decoder = wire.FrameDecoder()
+        while True:
+            frames = decoder.feed(sock.recv(65536))
+            if frames:
+                return frames[0]
 
 
 def _wait_until(condition: Any, timeout_s: float = 20.0) -> None:

@@ -100,6 +100,31 @@ def test_a_bad_value_is_refused_at_once_and_nothing_changes() -> None:
     assert applied == []
 
 
+@pytest.mark.parametrize(
+    "frame",
+    [
+        {"id": 1, "name": "n" * 2_000_000, "value": 1},  # an unknown knob with a huge name
+        {"id": 2, "name": "num_workers", "value": "v" * 2_000_000},  # a huge refused value
+        {"id": float("nan"), "name": "num_workers", "value": 4},  # an id JSON cannot carry
+        {"id": "i" * 2_000_000, "name": "num_workers", "value": 4},  # a huge id
+        {"id": [[[[]]]], "name": {"a": 1}, "value": 4},  # ids and names of the wrong type
+    ],
+    ids=["huge-name", "huge-value", "nan-id", "huge-id", "wrong-types"],
+)
+def test_what_an_outcome_echoes_is_bounded_and_refusals_stay_out_of_the_history(
+    frame: dict[str, Any],
+) -> None:
+    board = make_board([])
+    board.request({"type": "set_knob", **frame})
+    board.apply_pending(step=3)
+    frames = board.take_outbox()  # each one encodable (it was encoded), and small
+    assert frames and all(len(f) < 1024 for f in frames)
+    history = json.dumps(list(board.history), allow_nan=False)
+    assert len(history) < 1024
+    refused = [json.loads(f) for f in frames if not json.loads(f)["ok"]]
+    assert all("seq" not in outcome for outcome in refused)  # not kept for later monitors
+
+
 def test_a_callback_that_raises_reverts_to_the_previous_value() -> None:
     applied: list[Any] = []
     board = make_board(applied, fail_on=4)

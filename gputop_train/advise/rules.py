@@ -13,12 +13,13 @@ headline against the measured gain of applying it on the scenario corpus.
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from .. import format as fmt
-from ..session.stats import Observation
+from ..session.stats import Observation, RankStats
 
 # The PyTorch profiler's recommendations flag a DataLoader share above 5% of the step
 # and GPU utilization under 50%; we use the same lines.
@@ -70,6 +71,15 @@ SYNCS_PER_STEP = 3
 # from 1,408 to 1,806 img/s (+28%) on 19 MiB batches; batches under 1 MB copy in microseconds.
 PAGEABLE_MIN_BYTES = 1_000_000
 PINNED_GAIN = 1.3
+# A straggler among a job's ranks. DDP ranks meet at every gradient all-reduce, so their step
+# times come out equal and a rank slowed in its input shows by its data-wait share (the others
+# wait inside backward instead). Unslowed, 2 gloo ranks on the dev box differed by at most 0.3
+# points of data-wait and 1.01x in step p50 over 18 windows; a rank slowed by 15 ms of input
+# per 52 ms step stood 40 points out (benchmarks/stragglers.py, docs/ranks.md). The lines sit
+# far above the unslowed spread: a rank that costs the job 15% of its time is worth chasing.
+STRAGGLER_WAIT_POINTS = 15.0
+STRAGGLER_STEP_RATIO = 1.3
+STRAGGLER_MIN_STEPS = 5  # each rank's measured steps in the window
 
 
 @dataclass(frozen=True)
@@ -621,7 +631,67 @@ def gpu_bound(o: Observation) -> Finding | None:
     )
 
 
+def _others(ranks: tuple[RankStats, ...], one: RankStats, figure: str) -> float | None:
+    values = [getattr(r.steps, figure) for r in ranks if r is not one]
+    known = [v for v in values if v is not None]
+    return statistics.median(known) if known else None
+
+
+def straggler(o: Observation) -> Finding | None:
+    """One rank holds the others back: its data-wait share, or its step time (ranks that do
+    not meet every step), stands out from the median of the others."""
+    ranks = tuple(r for r in o.ranks if r.steps.steps >= STRAGGLER_MIN_STEPS)
+    if len(ranks) < 2:
+        return None
+    worst = None
+    for rank in ranks:
+        wait, others_wait = rank.steps.data_wait_pct, _others(ranks, rank, "data_wait_pct")
+        step, others_step = rank.steps.step_ms_p50, _others(ranks, rank, "step_ms_p50")
+        if wait is not None and others_wait is not None:
+            excess = wait - others_wait
+            if excess >= STRAGGLER_WAIT_POINTS and (worst is None or excess / 100 > worst[1]):
+                worst = (rank, excess / 100, "data")
+        if step and others_step:
+            slower = 1.0 - others_step / step
+            if step >= STRAGGLER_STEP_RATIO * others_step and (worst is None or slower > worst[1]):
+                worst = (rank, slower, "step")
+    if worst is None:
+        return None
+    rank, lost, kind = worst
+    name = rank.label
+    wait_line = (
+        f"{name} data-wait {fmt.pct(rank.steps.data_wait_pct)} of its step, the other ranks "
+        f"{fmt.pct(_others(ranks, rank, 'data_wait_pct'))} (median; hook)"
+    )
+    step_line = (
+        f"{name} step p50 {fmt.ms(rank.steps.step_ms_p50)}, the other ranks "
+        f"{fmt.ms(_others(ranks, rank, 'step_ms_p50'))} (median; hook)"
+    )
+    if kind == "data":
+        title = f"Straggler: {name} waits for data, and the other ranks wait for {name}"
+        action = (
+            f"find what slows {name}'s input: its shard of the data (larger or slower files), "
+            f"its DataLoader workers and CPUs (NUMA, other jobs on its cores), its host"
+        )
+        evidence = (wait_line, step_line + ": the gradient all-reduce evens the ranks out")
+    else:
+        title = f"Straggler: {name} steps slower than the other ranks"
+        action = f"find what slows {name}: its GPU (clocks, throttling), its host, its input"
+        evidence = (step_line, wait_line)
+    gain = 1.0 / max(1.0 - lost, 0.2)
+    return Finding(
+        "ranks.straggler",
+        title,
+        evidence,
+        action + "; the whole job runs at its pace",
+        f"up to {gain:.1f}x",
+        0.7,
+        gain,
+    )
+
+
 RULES: tuple[Callable[[Observation], Finding | None], ...] = (
+    straggler,
     more_workers,
     input_saturated,
     main_process_bound,

@@ -98,6 +98,18 @@ def _add_monitor_options(parser: argparse.ArgumentParser) -> None:
         "--record", metavar="PATH", help="write the session recording here (.jsonl)"
     )
     parser.add_argument("--no-record", action="store_true", help="do not record the session")
+    parser.add_argument(
+        "--prometheus",
+        metavar="[HOST:]PORT",
+        help="serve Prometheus metrics at http://HOST:PORT/metrics (HOST 127.0.0.1 unless "
+        "given; docs/prometheus.md)",
+    )
+    parser.add_argument(
+        "--no-nice",
+        action="store_true",
+        help="keep the monitor at the job's CPU and I/O priority (by default it yields: "
+        "nice +10 below the job, idle I/O class)",
+    )
     pilot = parser.add_mutually_exclusive_group()
     pilot.add_argument(
         "--autopilot",

@@ -18,14 +18,17 @@ from typing import Any
 
 from .. import __version__, wire
 from ..collect.stacks import StackSampler, StacksUnavailable
+from ..export.prometheus import Exporter, ExporterError, job_name, serve
 from ..job import Job
 from ..job.attached import AttachError, find_job, no_hook_advice, output_of, python_process
 from ..job.launched import LaunchError, build_command, start_job
 from ..job.log import LogTail
 from ..monitor.monitor import Monitor
+from ..monitor.priority import yield_to_job
 from ..record.files import RecordError
 from ..record.session_files import SessionFiles
 from ..session.model import Session
+from ..views import view_of
 
 
 def launch(args: argparse.Namespace) -> int:
@@ -37,24 +40,34 @@ def launch(args: argparse.Namespace) -> int:
         return 2
     session = Session(command=tuple(command))
     try:
+        exporter = _serve_metrics(args, session)  # a port in use fails before the job starts
+    except ExporterError as error:
+        _say(str(error))
+        return 2
+    try:
         files = _open_files(args, command, session)
         log_fd = files.open_log()
     except (RecordError, wire.UnsafeRuntimeDir) as error:
         _say(str(error))
+        _close(exporter)
         return 2
     try:
         job = start_job(command, log_fd, schedule=args.schedule)
     except LaunchError as error:
         _say(str(error))
         _report(files.finish(session, job_running=False))
+        _close(exporter)
         return 2
     finally:
         os.close(log_fd)  # the relay holds it now
     monitor = _start_monitor(args, session, job.pid)
     log = LogTail(files.log)
-    if _headless(args):
-        return _run_headless(args, session, files, job, monitor, log)
-    return _run_tui(args, session, files, job, monitor, log)
+    try:
+        if _headless(args):
+            return _run_headless(args, session, files, job, monitor, log)
+        return _run_tui(args, session, files, job, monitor, log)
+    finally:
+        _close(exporter)
 
 
 def attach(args: argparse.Namespace) -> int:
@@ -85,8 +98,9 @@ def attach(args: argparse.Namespace) -> int:
         )
     session = Session(command=tuple(command))
     try:
+        exporter = _serve_metrics(args, session)
         files = _open_files(args, command, session)
-    except RecordError as error:
+    except (RecordError, ExporterError) as error:
         _say(str(error))
         return 2
     if stacks is not None:
@@ -95,9 +109,32 @@ def attach(args: argparse.Namespace) -> int:
     output = output_of(job.pid)
     log = LogTail(output) if isinstance(output, Path) else None
     session.add_notice(f"the job's output goes to {output}" + ("" if log else ": not shown here"))
-    if _headless(args):
-        return _run_headless(args, session, files, job, monitor, None)
-    return _run_tui(args, session, files, job, monitor, log)
+    try:
+        if _headless(args):
+            return _run_headless(args, session, files, job, monitor, None)
+        return _run_tui(args, session, files, job, monitor, log)
+    finally:
+        _close(exporter)
+
+
+def _serve_metrics(args: argparse.Namespace, session: Session) -> Exporter | None:
+    """``--prometheus``: the endpoint, serving a view of the moment at each scrape."""
+    if not args.prometheus:
+        return None
+    window_s = args.window
+    exporter = serve(
+        args.prometheus,
+        lambda: view_of(session.snapshot(window_s=window_s)),
+        job_name(session.command),
+    )
+    _say(f"Prometheus metrics at {exporter.url}")
+    session.add_notice(f"Prometheus metrics at {exporter.url}")
+    return exporter
+
+
+def _close(exporter: Exporter | None) -> None:
+    if exporter is not None:
+        exporter.close()
 
 
 def _open_files(args: argparse.Namespace, command: list[str], session: Session) -> SessionFiles:
@@ -114,6 +151,10 @@ def _open_files(args: argparse.Namespace, command: list[str], session: Session) 
 def _start_monitor(
     args: argparse.Namespace, session: Session, pid: int, stacks: StackSampler | None = None
 ) -> Monitor:
+    if not args.no_nice:  # before the monitor's threads start: they inherit it
+        problem = yield_to_job(pid)
+        if problem:
+            session.add_notice(f"the monitor could not lower its priority ({problem})")
     monitor = Monitor(session, pid, stacks=stacks, window_s=args.window)
     monitor.start()
     if args.autopilot or args.tries:

@@ -45,9 +45,10 @@ WAIT_FOR_MONITOR_S = 3.0
 class _Feed:
     """One DataLoader iterator's share of the current step interval."""
 
-    __slots__ = ("batches", "data_s", "exhausted_pass", "facts", "samples", "started")
+    __slots__ = ("batches", "data_s", "exhausted_pass", "facts", "samples", "started", "thread")
 
     def __init__(self) -> None:
+        self.thread = threading.get_ident()
         self.data_s = 0.0
         self.samples: int | None = None
         self.batches = 0
@@ -78,13 +79,19 @@ class Agent:
         self._autocast_dtype: str | None = None  # the autocast entered during this step
         self._probe_due_step = MODEL_FACTS_STEP
         self._primary_optimizer: weakref.ref[Any] | None = None
+        self._primary_thread: int | None = None  # the thread whose optimizer steps we count
+        self._other_trainer = False  # another thread steps an optimizer of its own too
         self._timer: CudaStepTimer | None = None
         self._awaiting_gpu: deque[list[Any]] = deque()
         self._next_memory_sample = 0.0
         self._started_at = time.time()
         self.board = KnobBoard()
-        self._frames: deque[bytes] = deque(maxlen=256)
+        # Facts not yet taken by the listener, and the latest of each kind it has taken: a
+        # monitor's hello carries only facts already sent to the others, so a fact reaches
+        # each monitor exactly once (in its hello or in a frame after it).
+        self._pending_facts: deque[tuple[str, dict[str, Any]]] = deque(maxlen=256)
         self._latest: dict[str, dict[str, Any]] = {}
+        self._facts_lock = threading.Lock()
         self._syncs = SyncScanner(torch_module)
         self._flops = FlopCounter()
         if os.environ.get(wire.SCHEDULE_ENV):
@@ -94,6 +101,8 @@ class Agent:
 
     def on_iterator_created(self, seconds: float, loader: Any, iterator: Any) -> None:
         """Starting an epoch's iterator (forking workers) is time spent waiting for data."""
+        if self._other_trainer and not self._on_primary_thread():
+            return
         self._open_first_step(seconds)
         self._dataloader_seen = True
         feed = self._feed(iterator)
@@ -107,6 +116,8 @@ class Agent:
         }
 
     def on_batch(self, seconds: float, batch: Any, iterator: Any) -> None:
+        if self._other_trainer and not self._on_primary_thread():
+            return
         self._open_first_step(seconds)
         self._dataloader_seen = True
         feed = self._feed(iterator)
@@ -125,19 +136,27 @@ class Agent:
 
     def on_iterator_exhausted(self, seconds: float, iterator: Any) -> None:
         """StopIteration: an iterator started in this interval has made a whole pass."""
+        if self._other_trainer and not self._on_primary_thread():
+            return
         feed = self._feed(iterator)
         feed.data_s += seconds
         feed.exhausted_pass = feed.started
 
     def on_autocast(self, dtype: Any) -> None:
+        if self._other_trainer and not self._on_primary_thread():
+            return
         self._autocast_dtype = str(dtype).removeprefix("torch.")
 
     def count_samples(self, samples: int) -> None:
         """Samples a step consumed, for loops that do not use a DataLoader."""
+        if self._other_trainer and not self._on_primary_thread():
+            return
         self._counted_samples = (self._counted_samples or 0) + int(samples)
 
     def on_optimizer_step(self, optimizer: Any) -> None:
         if not self._is_primary(optimizer):
+            if not self._other_trainer and not self._on_primary_thread():
+                self._note_other_trainer()
             return
         self._activate()
         now = time.perf_counter()
@@ -199,7 +218,7 @@ class Agent:
         for key, feed in feeds.items():
             if not feed.exhausted_pass and (feed.batches or feed.started):
                 following = self._feeds[key] = _Feed()
-                following.facts = feed.facts
+                following.facts, following.thread = feed.facts, feed.thread
         return data_s, samples, batches
 
     # -- internals ----------------------------------------------------------------------
@@ -224,8 +243,8 @@ class Agent:
 
     def _publish(self, frame_type: str, **fields: Any) -> None:
         """Send a fact now, and keep the latest of its kind for monitors that come later."""
-        self._latest[frame_type] = {"type": frame_type, **fields}
-        self._frames.append(wire.encode(frame_type, **fields))
+        with self._facts_lock:
+            self._pending_facts.append((frame_type, fields))
 
     def _open_first_step(self, seconds: float) -> None:
         """Data activity before any step starts the first step: it began when the wait did."""
@@ -238,8 +257,27 @@ class Agent:
         primary = self._primary_optimizer() if self._primary_optimizer else None
         if primary is None:
             self._primary_optimizer = weakref.ref(optimizer)
+            self._primary_thread = threading.get_ident()
             return True
         return primary is optimizer
+
+    def _on_primary_thread(self) -> bool:
+        return self._primary_thread is None or threading.get_ident() == self._primary_thread
+
+    def _note_other_trainer(self) -> None:
+        """Threads that train models side by side: their steps and batches would interleave
+        into rows that are neither's. Measure the first one, and say so once."""
+        self._other_trainer = True
+        # What the other thread fetched before its first step is not this step's either.
+        self._feeds = {k: f for k, f in self._feeds.items() if f.thread == self._primary_thread}
+        first = next(
+            (t.name for t in threading.enumerate() if t.ident == self._primary_thread), "?"
+        )
+        self._notices.append(
+            f"optimizers step on more than one thread: gputop-train measures thread {first!r} "
+            f"(the first to step); the steps and batches of {threading.current_thread().name!r} "
+            "and any other are left out"
+        )
 
     def _finish_row(self, row: list[Any]) -> None:
         if self._timer is None and self._cuda_in_use():
@@ -292,6 +330,7 @@ class Agent:
             rows_after=self.rows_after,
             take_frames=self.take_frames,
             on_frame=self.on_frame,
+            backlog_rows=self._ring.maxlen or RING_STEPS,
         )
         self.listener.start()
 
@@ -310,12 +349,19 @@ class Agent:
         return [row for row in snapshot if row[wire.COLUMN["step"]] > step]
 
     def take_frames(self) -> list[bytes]:
-        """Notices and knob outcomes waiting to be sent, oldest first."""
+        """Facts, notices and knob outcomes waiting to be sent, oldest first. Facts go at once
+        (a later monitor gets the latest of each in its hello); notices and knob outcomes
+        wait, bounded, for the first monitor to connect."""
         frames = []
+        with self._facts_lock:
+            while self._pending_facts:
+                frame_type, fields = self._pending_facts.popleft()
+                self._latest[frame_type] = {"type": frame_type, **fields}
+                frames.append(wire.encode(frame_type, **fields))
+        if self.listener is None or not self.listener.connected:
+            return frames
         while self._notices:
             frames.append(wire.encode(wire.NOTICE, pid=self.pid, text=self._notices.popleft()))
-        while self._frames:
-            frames.append(self._frames.popleft())
         return frames + self.board.take_outbox()
 
     def on_frame(self, frame: dict[str, Any]) -> None:
@@ -327,6 +373,10 @@ class Agent:
 
     def revert_last_change(self, error: str) -> bool:
         return self.board.revert_last_change(error, self._step)
+
+    def _latest_taken(self) -> list[dict[str, Any]]:
+        with self._facts_lock:
+            return list(self._latest.values())
 
     def hello(self) -> dict[str, Any]:
         return {
@@ -343,7 +393,7 @@ class Agent:
             "step_fields": list(wire.STEP_FIELDS),
             "knobs": self.board.describe(),
             "knob_history": list(self.board.history),
-            "latest": list(self._latest.values()),
+            "latest": self._latest_taken(),
             "step": self._step,
         }
 

@@ -68,7 +68,8 @@ class KnobBoard:
     knobs: dict[str, Knob] = field(default_factory=dict)
     schedule: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
     _queue: deque[_Change] = field(default_factory=deque)
-    _outbox: deque[bytes] = field(default_factory=deque)
+    # Frames for the monitors, bounded: without a monitor they wait for the first one.
+    _outbox: deque[bytes] = field(default_factory=lambda: deque(maxlen=256))
     # The changes applied at the last boundary: (step, [(name, previous, request id), ...]).
     _last_applied: tuple[int, list[tuple[str, Any, Any]]] | None = None
     # Every outcome, numbered: a monitor that connects late replays it from the hello.
@@ -87,18 +88,19 @@ class KnobBoard:
 
     def request(self, frame: dict[str, Any]) -> None:
         """A set_knob frame: refuse a bad one at once, queue a good one for the boundary."""
-        name, request_id = frame.get("name"), frame.get("id")
+        name, request_id = frame.get("name"), _echoed(frame.get("id"))
         knob = self.knobs.get(name) if isinstance(name, str) else None
-        if knob is None or not isinstance(name, str):
-            self._ack(request_id, name, None, None, False, f"no knob named {name!r}", None)
+        if knob is None:
+            error = f"no knob named {wire.shown(name)}"
+            self._refuse(request_id, _echoed(name), None, error)
             return
         try:
             value = wire.validate_knob(knob.describe(), frame.get("value"))
         except ValueError as error:
-            self._ack(request_id, name, knob.value, knob.value, False, str(error), None)
+            self._refuse(request_id, knob.name, knob.value, str(error))
             return
         with self._lock:
-            self._queue.append(_Change(request_id, name, value))
+            self._queue.append(_Change(request_id, knob.name, value))
 
     def set_schedule(self, entries_json: str) -> None:
         """Scheduled changes from the launcher (``wire.SCHEDULE_ENV``); bad JSON raises."""
@@ -185,6 +187,13 @@ class KnobBoard:
                 wire.encode(wire.NOTICE, text=f"knob {knob.name}: revert failed: {_short(error)}")
             )
 
+    def _refuse(self, request_id: Any, name: Any, value: Any, error: str) -> None:
+        """A request refused as it arrived: told to the monitors now, kept out of the history
+        (it changed nothing, and a flood of them must not crowd out what did)."""
+        outcome = {"id": request_id, "name": name, "value": value, "previous": value}
+        outcome |= {"ok": False, "error": error, "step": None, "reverted": False, "t": time.time()}
+        self._outbox.append(wire.encode(wire.KNOB_APPLIED, **outcome))
+
     def _ack(
         self,
         request_id: Any,
@@ -204,7 +213,7 @@ class KnobBoard:
             "value": value,
             "previous": previous,
             "ok": ok,
-            "error": error,
+            "error": None if error is None else error[:MAX_ERROR_CHARS],
             "step": step,
             "reverted": reverted,
             "t": time.time(),
@@ -213,6 +222,25 @@ class KnobBoard:
         self._outbox.append(wire.encode(wire.KNOB_APPLIED, **outcome))
 
 
+# An error text in an outcome (a script's own revert reason can be anything).
+MAX_ERROR_CHARS = 300
+# What an outcome echoes of a request: a monitor's ids are small numbers or short strings.
+MAX_ECHO_CHARS = 64
+_MAX_ECHO_INT = 2**53  # exact in every JSON reader
+
+
+def _echoed(value: object) -> Any:
+    """``value`` as an outcome may carry it back: as it is when small, else cut to a short
+    text (a refusal never echoes a megabyte into every monitor's hello)."""
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, int) and abs(value) <= _MAX_ECHO_INT:
+        return value
+    if isinstance(value, str) and len(value) <= MAX_ECHO_CHARS:
+        return value
+    return wire.shown(value, MAX_ECHO_CHARS)
+
+
 def _short(error: BaseException) -> str:
     text = f"{type(error).__name__}: {error}"
-    return text if len(text) <= 300 else text[:297] + "..."
+    return text if len(text) <= MAX_ERROR_CHARS else text[: MAX_ERROR_CHARS - 3] + "..."

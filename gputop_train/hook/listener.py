@@ -1,8 +1,11 @@
 """The hook's socket server: a daemon thread that ships step batches to connected monitors.
 
 Only this thread touches the socket. The training thread appends rows to a ring and moves
-on; a monitor that stops reading fills its own bounded buffer and is dropped, so it can
-never slow or block training.
+on. Whatever a client does, it cannot stop this thread or slow training more than a bounded
+amount (docs/security.md): a handful of clients at a time, each within a budget of bytes,
+reads and frames per second, every frame handled under its own ``try``, large encodes cut
+into pieces so the training thread gets the GIL between them, and a client that stops
+reading is dropped once its buffer fills.
 """
 
 from __future__ import annotations
@@ -11,8 +14,10 @@ import contextlib
 import os
 import selectors
 import socket
+import struct
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,15 +26,73 @@ from .. import wire
 
 # The architecture's budget: at most ~10 frames/s, each with every step since the last.
 SEND_PERIOD_S = 0.1
-# A monitor this far behind (a frozen SSH session, a stopped process) is dropped.
-MAX_CLIENT_BUFFER_BYTES = 8 * 1024 * 1024
+# A monitor this far behind (a frozen SSH session, a stopped process) is dropped: minutes of
+# steps, and at most MAX_CLIENTS x this in the job's memory.
+MAX_CLIENT_BUFFER_BYTES = 4 * 1024 * 1024
+# A TUI, a headless monitor and a few attaches at once; each costs a buffer and an encode
+# of every batch. 2000 idle clients took a job from 682 MB to 3.8 GB (issue 13's attack run).
+MAX_CLIENTS = 8
+# New connections served per second (burst of ACCEPT_BURST): each costs a hello and the
+# backlog. Beyond it, connections wait in the kernel's queue (a reconnecting client at
+# ~10,000/s cost the job 40-80% of its step rate before this limit: benchmarks/attacks.py).
+ACCEPTS_PER_S, ACCEPT_BURST = 4.0, 8
+# After a failed accept (no file descriptors left), wait before trying again: a failed
+# accept leaves the connection queued, so retrying at once spins (34% slower training).
+ACCEPT_BACKOFF_S = 1.0
+# Refused and dropped clients are told to the monitors at most this often (per reason).
+REFUSALS_TOLD_EVERY_S = 5.0
+# Rows per STEPS frame of a backlog: a late monitor's backlog goes out in pieces.
+BACKLOG_ROWS_PER_FRAME = 512
+
+
+class _Budget:
+    """A token bucket: ``rate`` per second, up to ``burst`` saved."""
+
+    __slots__ = ("_last", "_rate", "_tokens", "burst")
+
+    def __init__(self, rate: float, burst: float) -> None:
+        self._rate, self.burst = rate, burst
+        self._tokens = burst
+        self._last = time.monotonic()
+
+    def take(self, amount: float) -> bool:
+        """Spend ``amount`` if the bucket holds it; False (nothing spent) if not."""
+        self._refill()
+        if self._tokens < amount:
+            return False
+        self._tokens -= amount
+        return True
+
+    def seconds_until(self, amount: float) -> float:
+        """How long until ``amount`` can be spent."""
+        self._refill()
+        return max(0.0, (amount - self._tokens) / self._rate)
+
+    def _refill(self) -> None:
+        now = time.monotonic()
+        self._tokens = min(self.burst, self._tokens + (now - self._last) * self._rate)
+        self._last = now
 
 
 class _Client:
+    # What an honest monitor sends is a few small commands a second (set_knob, scan_syncs);
+    # these budgets are ~10x that, and a client over any of them is dropped.
+    BYTES_PER_S, BYTES_BURST = 64 * 1024, 256 * 1024
+    READS_PER_S, READS_BURST = 50, 200
+    FRAMES_PER_S, FRAMES_BURST = 50, 200
+
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
         self.outbox = bytearray()
-        self.decoder = wire.FrameDecoder()
+        self.backlog: list[bytes] = []  # encoded rows still to send, before any new ones
+        self.decoder = wire.FrameDecoder(max_frame_bytes=wire.MAX_COMMAND_BYTES)
+        self.bytes = _Budget(self.BYTES_PER_S, self.BYTES_BURST)
+        self.reads = _Budget(self.READS_PER_S, self.READS_BURST)
+        self.frames = _Budget(self.FRAMES_PER_S, self.FRAMES_BURST)
+
+    def within_budget(self, data: bytes) -> bool:
+        lines = data.count(b"\n")
+        return self.reads.take(1) and self.bytes.take(len(data)) and self.frames.take(lines)
 
 
 class Listener:
@@ -42,6 +105,7 @@ class Listener:
         rows_after: Callable[[int], list[list[Any]]],
         take_frames: Callable[[], list[bytes]],
         on_frame: Callable[[dict[str, Any]], None],
+        backlog_rows: int = 8192,
     ) -> None:
         self.path = path
         self._hello = hello
@@ -50,9 +114,19 @@ class Listener:
         self._on_frame = on_frame
         self._clients: list[_Client] = []
         self._sent_upto = 0
+        # Every row sent, encoded once: a late monitor's backlog is a join, not an encode
+        # (8,192 rows took 13 ms to encode on the dev box, at each connection).
+        self._sent_rows: deque[bytes] = deque(maxlen=backlog_rows)
         self._stop = threading.Event()
         self._finished = threading.Event()
         self._selector = selectors.DefaultSelector()
+        self._accepts = _Budget(ACCEPTS_PER_S, ACCEPT_BURST)
+        self._accept_paused_until = 0.0
+        # What clients were refused or dropped for, by reason: told to the monitors (NOTICE).
+        self.refused: dict[str, int] = {}
+        self._refusals_told: dict[str, int] = {}
+        self._next_refusals_told = 0.0
+        self.errors = 0  # errors caught in the loop (a frame, a client), never raised
         self._server = self._bind(path)
         self._selector.register(self._server, selectors.EVENT_READ)
         self._thread = threading.Thread(target=self._run, name="gputop-train-hook", daemon=True)
@@ -64,7 +138,7 @@ class Listener:
         server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         server.bind(str(path))
         os.chmod(path, 0o600)  # the directory is 0700 already; this is belt and braces
-        server.listen(8)
+        server.listen(MAX_CLIENTS)
         server.setblocking(False)
         return server
 
@@ -74,6 +148,10 @@ class Listener:
     @property
     def connected(self) -> int:
         return len(self._clients)
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
 
     def finish(self, wait_for_monitor_s: float = 0.0, timeout_s: float = 2.0) -> None:
         """Send what is left and a goodbye, then close; waits briefly for a monitor we expect."""
@@ -87,36 +165,83 @@ class Listener:
         try:
             next_send = time.monotonic()
             while not self._stop.is_set():
-                for key, _ in self._selector.select(timeout=SEND_PERIOD_S / 2):
-                    if key.fileobj is self._server:
-                        self._accept()
-                    else:
-                        self._read(key.data)
-                if time.monotonic() >= next_send:
-                    self._broadcast_new_rows()
-                    next_send = time.monotonic() + SEND_PERIOD_S
-                self._flush_all()
-            self._broadcast_new_rows()
-            self._broadcast(wire.encode(wire.BYE, pid=os.getpid()))
-            self._flush_all(blocking_s=0.5)
+                try:
+                    self._turn()
+                    if time.monotonic() >= next_send:
+                        self._broadcast_new_rows()
+                        self._tell_refusals()
+                        next_send = time.monotonic() + SEND_PERIOD_S
+                    self._flush_all()
+                except Exception:  # never let one bad turn end the listener
+                    self.errors += 1
+                    time.sleep(SEND_PERIOD_S)
+            with contextlib.suppress(Exception):
+                self._broadcast_new_rows()
+                while any(c.backlog for c in self._clients):
+                    self._send_backlogs()
+                self._broadcast(wire.encode(wire.BYE, pid=os.getpid()))
+                self._flush_all(blocking_s=0.5)
         finally:
             self._close()
             self._finished.set()
 
+    def _turn(self) -> None:
+        """Wait up to half a send period for sockets, then serve each one."""
+        if self._accept_paused_until and time.monotonic() >= self._accept_paused_until:
+            self._accept_paused_until = 0.0
+            self._selector.register(self._server, selectors.EVENT_READ)
+        for key, _ in self._selector.select(timeout=SEND_PERIOD_S / 2):
+            if key.fileobj is self._server:
+                self._accept()
+            else:
+                self._read(key.data)
+        self._send_backlogs()
+
     def _accept(self) -> None:
+        if not self._accepts.take(1):  # over the rate: leave them queued in the kernel
+            self._pause_accepting(self._accepts.seconds_until(1))
+            return
         try:
             sock, _ = self._server.accept()
-        except OSError:
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:  # EMFILE and friends: a retry at once would spin
+            self._pause_accepting(ACCEPT_BACKOFF_S)
+            self._count("accept failed (out of file descriptors?)")
+            return
+        reason = self._refusal(sock)
+        if reason is not None:
+            self._count(reason)
+            if reason != OTHER_USER:  # a monitor of ours: say why, so its Log can tell
+                with contextlib.suppress(OSError):
+                    sock.setblocking(False)
+                    sock.send(wire.encode(wire.NOTICE, text=f"hook refused this monitor: {reason}"))
+            sock.close()
             return
         sock.setblocking(False)
         client = _Client(sock)
-        client.outbox += wire.encode(wire.HELLO, **self._hello())
-        backlog = self._rows_after(0)
-        backlog = [row for row in backlog if row[wire.COLUMN["step"]] <= self._sent_upto]
-        if backlog:
-            client.outbox += wire.encode(wire.STEPS, pid=os.getpid(), rows=backlog)
+        try:
+            client.outbox += wire.encode(wire.HELLO, **self._hello())
+        except Exception:  # the hook's own state could not be told: this client goes
+            self.errors += 1
+            sock.close()
+            return
+        client.backlog = list(self._sent_rows)
         self._clients.append(client)
         self._selector.register(sock, selectors.EVENT_READ, client)
+
+    def _refusal(self, sock: socket.socket) -> str | None:
+        """Why a new connection is not served, or None."""
+        if not _same_user(sock):
+            return OTHER_USER
+        if len(self._clients) >= MAX_CLIENTS:
+            return f"over {MAX_CLIENTS} monitors at once"
+        return None
+
+    def _pause_accepting(self, seconds: float) -> None:
+        """Stop selecting the server socket for ``seconds``; connections wait in its queue."""
+        self._selector.unregister(self._server)
+        self._accept_paused_until = time.monotonic() + max(seconds, 0.01)
 
     def _read(self, client: _Client) -> None:
         try:
@@ -128,19 +253,60 @@ class Listener:
         if not data:
             self._drop(client)
             return
+        if not client.within_budget(data):
+            self._count("a client over its budget of commands")
+            self._drop(client)
+            return
         for frame in client.decoder.feed(data):
-            self._on_frame(frame)
+            try:
+                self._on_frame(frame)
+            except Exception:  # a frame the hook could not take: skipped, the rest go on
+                self.errors += 1
+
+    def _send_backlogs(self) -> None:
+        """Send each late client a piece of the steps it missed (see BACKLOG_ROWS_PER_FRAME)."""
+        for client in list(self._clients):
+            if client.backlog:
+                rows = client.backlog[:BACKLOG_ROWS_PER_FRAME]
+                del client.backlog[:BACKLOG_ROWS_PER_FRAME]
+                client.outbox += wire.encode_steps(os.getpid(), rows)
 
     def _broadcast_new_rows(self) -> None:
         rows = self._rows_after(self._sent_upto)
         if rows:
             self._sent_upto = rows[-1][wire.COLUMN["step"]]
-            self._broadcast(wire.encode(wire.STEPS, pid=os.getpid(), rows=rows))
+            encoded = [wire.encode_row(row) for row in rows]
+            self._sent_rows.extend(encoded)
+            catching_up = [c for c in self._clients if c.backlog]
+            for client in catching_up:  # after their backlog, never before it
+                client.backlog += encoded
+            if len(catching_up) < len(self._clients):
+                frame = wire.encode_steps(os.getpid(), encoded)
+                self._broadcast(frame, skip=catching_up)
         for frame in self._take_frames():
             self._broadcast(frame)
 
-    def _broadcast(self, frame: bytes) -> None:
+    def _count(self, reason: str) -> None:
+        self.refused[reason] = self.refused.get(reason, 0) + 1
+
+    def _tell_refusals(self) -> None:
+        """A notice per reason whose count grew, at most one per REFUSALS_TOLD_EVERY_S: the
+        user learns that someone is knocking without a flood of notices."""
+        now = time.monotonic()
+        if now < self._next_refusals_told or not self._clients:
+            return
+        for reason, count in self.refused.items():
+            told = self._refusals_told.get(reason, 0)
+            if count > told:
+                self._refusals_told[reason] = count
+                self._next_refusals_told = now + REFUSALS_TOLD_EVERY_S
+                text = f"hook refused or dropped {count - told} client(s): {reason}"
+                self._broadcast(wire.encode(wire.NOTICE, pid=os.getpid(), text=text))
+
+    def _broadcast(self, frame: bytes, skip: list[_Client] | None = None) -> None:
         for client in list(self._clients):
+            if skip and client in skip:
+                continue
             client.outbox += frame
             if len(client.outbox) > MAX_CLIENT_BUFFER_BYTES:
                 self._drop(client)
@@ -180,3 +346,27 @@ class Listener:
         self._server.close()
         with contextlib.suppress(FileNotFoundError):
             self.path.unlink()
+
+
+OTHER_USER = "another user's connection"
+_UCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
+
+
+def _same_user(sock: socket.socket) -> bool:
+    """The peer runs as us (or as root). The 0700 directory already keeps others out; this
+    holds should its mode ever be loosened."""
+    uid = peer_uid(sock)
+    return uid is None or uid in (os.getuid(), 0)
+
+
+def peer_uid(sock: socket.socket) -> int | None:
+    """The connecting process's uid (SO_PEERCRED), or None where the system has no such
+    option (macOS: the directory's mode is the check there)."""
+    option = getattr(socket, "SO_PEERCRED", None)
+    if option is None:
+        return None
+    try:
+        _, uid, _ = _UCRED.unpack(sock.getsockopt(socket.SOL_SOCKET, option, _UCRED.size))
+    except OSError:
+        return -1  # unknown: never one of ours
+    return int(uid)

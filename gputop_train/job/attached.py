@@ -48,9 +48,10 @@ class AttachedJob:
             time.sleep(POLL_S)
         return None
 
-    def interrupt(self) -> None:
+    def interrupt(self) -> str:
         with contextlib.suppress(ProcessLookupError):
             os.kill(self.pid, signal.SIGINT)
+        return "SIGINT"
 
     def stop(self) -> None:
         """SIGINT (as Ctrl+C), then SIGTERM, then SIGKILL, to this process alone."""

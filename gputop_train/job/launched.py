@@ -66,7 +66,7 @@ def start_job(
     try:
         env = hook_environment(os.environ, schedule)
     except wire.UnsafeRuntimeDir as error:
-        raise LaunchError(f"the hook's socket directory is not private: {error}") from error
+        raise LaunchError(f"cannot use the hook's socket directory: {error}") from error
     reader, writer = os.pipe()
     try:
         relay = subprocess.Popen(
@@ -101,6 +101,18 @@ def signal_job(job: subprocess.Popen[bytes], signum: int) -> None:
     """Deliver a signal to the job's whole process group (ranks and workers too)."""
     with contextlib.suppress(ProcessLookupError):
         os.killpg(job.pid, signum)
+
+
+def ignores_signal(pid: int, signum: int) -> bool:
+    """Whether process ``pid`` has ``signum`` set to SIG_IGN (Linux /proc; False elsewhere)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    for line in status.splitlines():
+        if line.startswith("SigIgn:"):
+            return bool(int(line.split()[1], 16) >> (signum - 1) & 1)
+    return False
 
 
 def exit_status(returncode: int) -> int:
@@ -140,6 +152,7 @@ class LaunchedJob:
         self.process = process
         self.relay = relay
         self.pid = process.pid
+        self._interrupts = 0
 
     def running(self) -> bool:
         return self.process.poll() is None
@@ -153,9 +166,17 @@ class LaunchedJob:
                 self.relay.wait(timeout=RELAY_DRAIN_S)
         return code
 
-    def interrupt(self) -> None:
-        """What Ctrl+C in the job's own terminal would do."""
-        signal_job(self.process, signal.SIGINT)
+    def interrupt(self) -> str:
+        """What Ctrl+C in the job's own terminal would do; pressed again, firmer: SIGTERM,
+        then SIGKILL. A job that ignores SIGINT (it inherited SIG_IGN, as under ``nohup`` or
+        a shell's ``trap '' INT``) gets SIGTERM at once. Returns what was sent, to show."""
+        ladder = [signal.SIGINT, signal.SIGTERM, signal.SIGKILL]
+        if ignores_signal(self.pid, signal.SIGINT):
+            ladder.remove(signal.SIGINT)
+        signum = ladder[min(self._interrupts, len(ladder) - 1)]
+        self._interrupts += 1
+        signal_job(self.process, signum)
+        return signal.Signals(signum).name
 
     def stop(self) -> None:
         stop_job(self.process)

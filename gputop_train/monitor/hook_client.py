@@ -17,6 +17,11 @@ from ..session.model import Session
 FACTS = (wire.LOADER, wire.SYNCS, wire.FLOPS, wire.MODEL)
 # How often to look for sockets of new processes (ranks start late, workers never listen).
 DISCOVERY_PERIOD_S = 0.5
+# A hook that closed on us before its hello refused us (too many monitors, too many
+# connections a second: hook/listener.py); ask again this much later, not every discovery.
+REFUSED_RETRY_S = 5.0
+# A hook whose queue of connections is full (a client flooding it) would block connect().
+CONNECT_TIMEOUT_S = 0.5
 
 
 class _Connection:
@@ -24,6 +29,7 @@ class _Connection:
         self.pid = pid
         self.sock = sock
         self.decoder = wire.FrameDecoder()
+        self.said_hello = False
         self.said_bye = False
 
 
@@ -42,6 +48,7 @@ class HookClient:
         self._selector = selectors.DefaultSelector()
         self._connections: dict[int, _Connection] = {}
         self._finished: set[int] = set()
+        self._retry_at: dict[int, float] = {}  # refused: not before this monotonic time
         self._next_discovery = 0.0
         self._outgoing: deque[tuple[int | None, bytes]] = deque()
 
@@ -90,11 +97,15 @@ class HookClient:
 
     def _discover(self) -> None:
         directory = self._directory or wire.runtime_dir(create=False)
+        now = time.monotonic()
         for pid in self._candidate_pids() - set(self._connections) - self._finished:
+            if self._retry_at.get(pid, 0.0) > now:
+                continue
             path = wire.socket_path(pid, directory)
             if not path.exists():
                 continue
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.settimeout(CONNECT_TIMEOUT_S)
             try:
                 sock.connect(str(path))
             except OSError:
@@ -125,6 +136,7 @@ class HookClient:
     def _dispatch(self, connection: _Connection, frame: dict) -> None:
         kind, pid = frame["type"], connection.pid  # trust the socket's PID, not the frame's
         if kind == wire.HELLO:
+            connection.said_hello = True
             self._session.process_hello(pid, frame)
             self._session.set_knobs(pid, frame.get("knobs"))
             for outcome in frame.get("knob_history") or []:
@@ -160,4 +172,7 @@ class HookClient:
         with contextlib.suppress(Exception):
             self._selector.unregister(connection.sock)
         connection.sock.close()
-        self._session.process_disconnected(connection.pid)
+        if connection.said_hello:
+            self._session.process_disconnected(connection.pid)
+        else:  # refused (its notice, if any, is in the Log): not again at once
+            self._retry_at[connection.pid] = time.monotonic() + REFUSED_RETRY_S

@@ -50,6 +50,9 @@ def recording_stem(record: str | None, command: list[str]) -> Path:
     if record is None:
         return new_session_stem(command)
     path = Path(record)
+    if path.exists() and not path.is_file():
+        kind = "a directory" if path.is_dir() else "a device or a pipe"
+        raise RecordError(f"--record {record}: that is {kind}; give a file name to record to")
     stem = path.with_suffix("") if path.suffix == ".jsonl" else path
     recording = Path(f"{stem}.jsonl")
     parent = recording.parent

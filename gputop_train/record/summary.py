@@ -89,6 +89,17 @@ def markdown(summary: dict[str, Any], chart_name: str | None = None) -> str:
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     lines += [_phase_row(p) for p in summary["phases"]]
+    ranks = summary["figures"].get("ranks") or []
+    if len(ranks) > 1:
+        lines += ["", "## Ranks (whole run)", ""]
+        lines += ["| rank | PID | host | steps | step p50 | data-wait | samples/s |"]
+        lines += ["|---|---:|---|---:|---:|---:|---:|"]
+        lines += [
+            f"| {_or_na(r['rank'])} | {r['pid']} | {_or_na(r['host'])} | {r['total_steps']} "
+            f"| {fmt.ms(r['step_ms_p50'])} | {fmt.pct(r['data_wait_pct'])} "
+            f"| {fmt.rate(r['samples_per_s'], '').strip()} |"
+            for r in ranks
+        ]
     autopilot = summary["figures"].get("autopilot")
     if autopilot:
         lines += ["", f"## {autopilot['mode'].capitalize()}: {autopilot['state']}", ""]

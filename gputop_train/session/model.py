@@ -47,6 +47,7 @@ class HookedProcess:
     torch_version: str | None
     host: str | None
     connected: bool
+    local_rank: int | None = None
 
 
 @dataclass(frozen=True)
@@ -102,6 +103,8 @@ class Snapshot:
     # optimizer.step() (12 s)..."): the screen explains itself as it happens.
     activity_note: str | None = None
     run_steps: stats.StepStats | None = None  # the whole run's figures, once the job ended
+    # Each hooked process's own figures over the window, by rank (torchrun), then PID.
+    ranks: tuple[stats.RankStats, ...] = ()
 
     @property
     def elapsed_s(self) -> float:
@@ -130,6 +133,7 @@ class Session:
         self._total_samples: int | None = None
         self._dropped_frames = 0
         self._last_step: dict[int, int] = {}
+        self._samples_by_pid: dict[int, int] = {}  # every process's samples so far
         self._knobs: dict[str, KnobState] = {}
         self._knob_seq: dict[int, int] = {}
         # loader / syncs / flops frames as they came, to find the one in force at any time
@@ -169,10 +173,11 @@ class Session:
         process = HookedProcess(
             pid=pid,
             argv=tuple(str(a) for a in argv) if isinstance(argv, list) else (),
-            rank=hello.get("rank") if isinstance(hello.get("rank"), int) else None,
+            rank=_int_or_none(hello.get("rank")),
             torch_version=hello.get("torch") if isinstance(hello.get("torch"), str) else None,
             host=hello.get("host") if isinstance(hello.get("host"), str) else None,
             connected=True,
+            local_rank=_int_or_none(hello.get("local_rank")),
         )
         with self._lock:
             self._hooked[pid] = process
@@ -181,10 +186,7 @@ class Session:
         self._tell("disconnected", pid=pid)
         with self._lock:
             if pid in self._hooked:
-                old = self._hooked[pid]
-                self._hooked[pid] = HookedProcess(
-                    old.pid, old.argv, old.rank, old.torch_version, old.host, connected=False
-                )
+                self._hooked[pid] = _replace(self._hooked[pid], connected=False)
 
     def set_knobs(self, pid: int, specs: Any) -> None:
         """The knobs a process advertised (hello or knobs frame); the primary's are shown."""
@@ -227,6 +229,7 @@ class Session:
                 return
             sent = frame.get("t")
             t = float(sent) if isinstance(sent, (int, float)) else self.clock()
+            before = list(self._phases)
             if frame.get("reverted"):
                 current = self._phases[-1]
                 revert = f"revert {name}={value}"
@@ -242,7 +245,9 @@ class Session:
                     self._phases[-1] = _replace(current, change=f"{current.change}, {change}")
                 else:
                     self._phases.append(Phase(len(self._phases) + 1, change, step + 1, t))
-            self._tell("phase", phases=[asdict(p) for p in self._phases])
+            for index, phase in enumerate(self._phases):  # only the phases that changed
+                if index >= len(before) or phase != before[index]:
+                    self._tell("phase", phase=asdict(phase))
 
     def add_step_rows(self, pid: int, rows: list[Any]) -> int:
         """Append steps from a wire frame; returns how many rows were malformed."""
@@ -257,6 +262,7 @@ class Session:
                 self._steps.append(step)
                 if step.samples is not None:
                     self._total_samples = (self._total_samples or 0) + step.samples
+                    self._samples_by_pid[pid] = self._samples_by_pid.get(pid, 0) + step.samples
             self._dropped_frames += len(parsed) - len(good)
         return len(parsed) - len(good)
 
@@ -467,6 +473,7 @@ class Session:
                 readings=dict(self._readings),
                 activity_note=self._activity_note(now, primary),
                 run_steps=self._run_steps(primary),
+                ranks=self._rank_stats(recent_steps),
             )
         return snapshot
 
@@ -505,6 +512,18 @@ class Session:
         return (
             f"waiting for the first training step ({elapsed:.0f} s): the hook starts at the "
             "first DataLoader batch or optimizer.step() of a process that imports torch"
+        )
+
+    def _rank_stats(self, steps: Sequence[Step]) -> tuple[stats.RankStats, ...]:
+        """Per hooked process, its figures over ``steps`` and its totals (lock held)."""
+        return stats.rank_stats(
+            steps,
+            [
+                stats.RankIdentity(p.pid, p.rank, p.local_rank, p.host)
+                for p in self._hooked.values()
+            ],
+            self._last_step,
+            self._samples_by_pid,
         )
 
     def _run_steps(self, primary: int | None) -> stats.StepStats | None:
@@ -606,6 +625,7 @@ class Session:
             step_stats = _replace(step_stats, data_wait_pct=self._stacks[1].shares[DATA_WAIT])
             wait_source = "py-spy"
         return stats.Observation(
+            ranks=self._rank_stats(steps) if len(self._hooked) > 1 else (),
             steps=step_stats,
             gpu=stats.gpu_stats(gpu_ticks),
             gpu_name=next((n for n in self._gpu_names if n), None),
@@ -628,6 +648,10 @@ class Session:
             epochs=epochs,
             window_s=end - start,
         )
+
+
+def _int_or_none(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _mean_util_per_gpu(ticks: list[tuple[GpuSample, ...]]) -> tuple[float | None, ...]:

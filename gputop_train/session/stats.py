@@ -83,6 +83,53 @@ def step_stats(steps: Sequence[Step], primary_pid: int | None) -> StepStats:
     )
 
 
+@dataclass(frozen=True)
+class RankIdentity:
+    """Who a hooked process is in its job (from its hello); None where not told."""
+
+    pid: int
+    rank: int | None
+    local_rank: int | None
+    host: str | None
+
+
+@dataclass(frozen=True)
+class RankStats:
+    """One process's own figures over a window (each rank of a DDP job), with its totals."""
+
+    who: RankIdentity
+    steps: StepStats
+    total_steps: int
+    total_samples: int | None
+
+    @property
+    def label(self) -> str:
+        return f"rank {self.who.rank}" if self.who.rank is not None else f"PID {self.who.pid}"
+
+
+def rank_stats(
+    steps: Sequence[Step],
+    processes: Sequence[RankIdentity],
+    last_step: dict[int, int],
+    samples: dict[int, int],
+) -> tuple[RankStats, ...]:
+    """Each process's figures over ``steps`` (its steps only), ordered by rank then PID."""
+    by_pid: dict[int, list[Step]] = {p.pid: [] for p in processes}
+    for step in steps:
+        if step.pid in by_pid:
+            by_pid[step.pid].append(step)
+    ordered = sorted(processes, key=lambda p: (p.rank is None, p.rank or 0, p.pid))
+    return tuple(
+        RankStats(
+            who=who,
+            steps=step_stats(by_pid[who.pid], who.pid),
+            total_steps=last_step.get(who.pid, 0),
+            total_samples=samples.get(who.pid),
+        )
+        for who in ordered
+    )
+
+
 def _sum_rates(groups: Iterable[list[Step]]) -> float | None:
     rate, known = 0.0, False
     for group in groups:
@@ -215,6 +262,8 @@ class Observation:
     system_cpu_pct: float | None = None  # busy share of all the machine's cores (psutil)
     epochs: int = 0  # DataLoader epochs (iterators) started within the window
     window_s: float | None = None  # the seconds of steps the window covers
+    # Each rank's own figures when the job has several hooked processes (torchrun); else ().
+    ranks: tuple[RankStats, ...] = ()
 
     @property
     def precision(self) -> str | None:

@@ -10,6 +10,7 @@ import json
 import os
 import sys
 import time
+from typing import Any
 
 if os.environ.get("BLOCK_MONITOR_DEPS"):
     # A training environment with torch but none of the monitor's dependencies.
@@ -58,8 +59,15 @@ class SleepyBatches(Dataset):
         return torch.zeros(self.batch, 4), torch.zeros(self.batch, dtype=torch.long)
 
 
-def _params(argv: list[str]) -> dict[str, float]:
-    return {k: float(v) for k, v in (arg.split("=") for arg in argv)}
+def _params(argv: list[str]) -> dict[str, Any]:
+    """key=value arguments: numbers as floats, anything else (a path) as text."""
+    params: dict[str, Any] = {}
+    for key, value in (arg.split("=", 1) for arg in argv):
+        try:
+            params[key] = float(value)
+        except ValueError:
+            params[key] = value
+    return params
 
 
 def _model() -> tuple[torch.nn.Module, torch.optim.Optimizer]:
@@ -164,7 +172,9 @@ def knobbed(p: dict[str, float]) -> None:
 
 def ddp(p: dict[str, float]) -> None:
     """One torchrun rank: DDP over a DistributedSampler's share of the batches; gloo on the
-    CPU, or NCCL with one GPU per rank with ``cuda=1``."""
+    CPU, or NCCL with one GPU per rank with ``cuda=1``. Rank ``slow_rank`` (none by default)
+    is slowed on purpose: ``slow_data_ms`` more to load each batch, ``slow_step_ms`` more
+    work in each step."""
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
     from torch.utils.data import TensorDataset
@@ -181,11 +191,21 @@ def ddp(p: dict[str, float]) -> None:
     batch, steps = int(p.get("batch", 8)), int(p.get("steps", 40))
     items = batch * 16 * dist.get_world_size()  # 16 steps an epoch; epochs until ``steps``
     data = TensorDataset(torch.randn(items, width), torch.randint(0, 2, (items,)))
-    loader = DataLoader(data, batch_size=batch, sampler=DistributedSampler(data))
+    slowed = dist.get_rank() == int(p.get("slow_rank", -1))
+    slow_data_s = p.get("slow_data_ms", 0) / 1000.0 if slowed else 0.0
+
+    def collate(items: list[Any]) -> Any:
+        time.sleep(slow_data_s)
+        return torch.utils.data.default_collate(items)
+
+    loader = DataLoader(
+        data, batch_size=batch, sampler=DistributedSampler(data), collate_fn=collate
+    )
+    step_s = (p.get("step_ms", 20) + (p.get("slow_step_ms", 0) if slowed else 0)) / 1000.0
     done = 0
     while done < steps:
         for x, y in loader:
-            time.sleep(p.get("step_ms", 20) / 1000.0)
+            time.sleep(step_s)
             loss = torch.nn.functional.cross_entropy(model(x.to(device)), y.to(device))
             loss.backward()
             optimizer.step()
@@ -239,6 +259,61 @@ def forever(p: dict[str, float]) -> None:
     except KeyboardInterrupt:
         print("job got KeyboardInterrupt", flush=True)
         sys.exit(130)
+
+
+def two_trainers(p: dict[str, Any]) -> None:
+    """The main thread trains (batches of 4); after its first step a second thread trains a
+    model of its own (batches of 8) side by side, from its own first step on."""
+    import threading
+
+    main_stepped, other_stepped = threading.Event(), threading.Event()
+
+    def train(steps: int, batch: int, stepped: threading.Event, wait: threading.Event) -> None:
+        model, optimizer = _model()
+        for x, y in DataLoader(SleepyBatches(steps, batch, 1), batch_size=None):
+            time.sleep(0.002)
+            torch.nn.functional.cross_entropy(model(x), y).backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            stepped.set()
+            wait.wait()
+
+    other = threading.Thread(
+        target=lambda: (main_stepped.wait(), train(40, 8, other_stepped, main_stepped)),
+        name="second",
+    )
+    other.start()
+    train(int(p.get("steps", 30)), 4, main_stepped, other_stepped)
+    other.join()
+    print("both trained", flush=True)
+
+
+# A step of fixed CPU work (a small MLP, one thread): ~5-10 ms on a laptop core.
+def steady(p: dict[str, float]) -> None:
+    """Trains until interrupted or ``seconds`` pass, appending each step's end time (the
+    job's own clock, time.perf_counter) as a float64 to ``times`` when given; declares a
+    knob. For the attack tests and benchmarks/attacks.py."""
+    import struct
+
+    import gputop_train.hook
+
+    gputop_train.hook.knob("width", 256, lambda value: None, minimum=8, maximum=1024)
+    model = torch.nn.Sequential(*(torch.nn.Linear(256, 256) for _ in range(4)))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.001)
+    batches = DataLoader(torch.utils.data.TensorDataset(torch.randn(512, 256)), batch_size=64)
+    times = open(p["times"], "ab", buffering=0) if "times" in p else None  # noqa: SIM115
+    deadline = time.monotonic() + p.get("seconds", 3600)
+    try:
+        while time.monotonic() < deadline:
+            for (x,) in batches:
+                model(x).square().mean().backward()
+                optimizer.step()
+                optimizer.zero_grad()
+                if times is not None:
+                    times.write(struct.pack("d", time.perf_counter()))
+    except KeyboardInterrupt:
+        pass
+    print("steady done", flush=True)
 
 
 def hook_state(p: dict[str, float]) -> None:

@@ -90,9 +90,32 @@ def steps_panel(view: View) -> Text:
         text.append(f"{value.strip():<9}")
         text.append(f" {label2:<8} ", style="dim")
         text.append(f"{value2.strip()}\n")
+    if len(snap.ranks) > 1:
+        _rank_rows(text, view)
     if snap.activity_note:
         text.append(f" {snap.activity_note}", style="italic dim")
     return text
+
+
+RANK_ROWS_SHOWN = 4  # the panel's share of a 24-line screen; the JSON output has every rank
+
+
+def _rank_rows(text: Text, view: View) -> None:
+    """Each rank's own step p50, data-wait and samples/s; a straggler named by the advisor
+    stands out in red."""
+    named = {f.title for f in view.findings if f.id == "ranks.straggler"}
+    text.append(f" {'rank':<8}{'step p50':>9}{'data-wait':>10}{'samples/s':>10}\n", style="dim")
+    ranks = view.snap.ranks
+    for rank in ranks[:RANK_ROWS_SHOWN]:
+        who = str(rank.who.rank) if rank.who.rank is not None else f"PID {rank.who.pid}"
+        slow = any(title.startswith(f"Straggler: {rank.label} ") for title in named)
+        text.append(
+            f" {who:<8}{fmt.ms(rank.steps.step_ms_p50):>9}{fmt.pct(rank.steps.data_wait_pct):>10}"
+            f"{fmt.rate(rank.steps.samples_per_s, '').strip():>10}\n",
+            style="bold red" if slow else "",
+        )
+    if len(ranks) > RANK_ROWS_SHOWN:
+        text.append(f" +{len(ranks) - RANK_ROWS_SHOWN} more ranks (headless JSON: ranks)\n")
 
 
 def stacks_panel(snap: Snapshot) -> Text:

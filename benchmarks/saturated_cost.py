@@ -1,0 +1,124 @@
+"""What the hook and the monitor cost a job that already uses every core (issue: cost).
+
+The user who opens this tool is often the one whose input pipeline saturates the CPU: there
+the monitor competes with the DataLoader workers. Three arms run the same scenario in turn,
+for several rounds, the arm order rotating each round so that the machine's drift cancels:
+
+- ``plain``: the script alone;
+- ``hook``: the script under the hook (its per-step work in the main process, and whatever
+  it does inside the DataLoader workers), no monitor;
+- ``monitored``: ``gputop-train --headless --no-record`` on the script (the hook, plus the
+  monitor's samplers and the socket traffic); ``monitored-no-nice`` adds ``--no-nice``.
+
+Each run's figure is its mean step time over the measured seconds, from the job's own clock
+(``SCENARIO_STEP_TIMES``: each step's end, written by the scenario). Per round, each arm is
+divided by that round's plain run; the report gives the median ratio over rounds, its range,
+and a bootstrap 95% interval of the median. The differences between arms attribute the cost:
+hook / plain is the hook's, monitored / hook the monitor's.
+
+    python benchmarks/saturated_cost.py --rounds 8 --warmup 10 --measure 30
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from gputop_train import wire  # noqa: E402
+from gputop_train.job.launched import hook_environment  # noqa: E402
+
+SCENARIO = REPO / "benchmarks" / "scenarios" / "input_all_cores_busy.py"
+ARMS = ("plain", "hook", "monitored", "monitored-no-nice")
+
+
+def run_arm(arm: str, script: list[str], seconds: float, times: Path) -> None:
+    """One run of ``arm`` for ``seconds``, its step ends appended to ``times``."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith("GPUTOP_TRAIN_")}
+    base["SCENARIO_STEP_TIMES"] = str(times)
+    job = [*script, "--seconds", str(seconds)]
+    if arm == "plain":
+        command, env = [sys.executable, *job], base
+    elif arm == "hook":
+        command, env = [sys.executable, *job], hook_environment(base)
+    else:
+        command = [sys.executable, "-m", "gputop_train", "--headless", "--no-record"]
+        command += ["--format", "json"]
+        if arm == "monitored-no-nice":
+            command.append("--no-nice")
+        command, env = [*command, *job], base
+    subprocess.run(
+        command,
+        env=env,
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        check=True,
+        timeout=seconds + 300,
+    )
+
+
+def mean_step_ms(times: Path, warmup_s: float) -> float:
+    """Mean step time after the warm-up, from the job's clock."""
+    data = times.read_bytes()
+    ends = struct.unpack(f"{len(data) // 8}d", data[: len(data) // 8 * 8])
+    measured = [t for t in ends if t >= ends[0] + warmup_s]
+    if len(measured) < 10:
+        raise RuntimeError(f"only {len(measured)} steps after the warm-up: measure longer")
+    return (measured[-1] - measured[0]) / (len(measured) - 1) * 1000.0
+
+
+def bootstrap_median_interval(values: list[float], draws: int = 4000) -> tuple[float, float]:
+    """A 95% percentile-bootstrap interval of the median of ``values``."""
+    rng = random.Random(0)
+    medians = sorted(statistics.median(rng.choices(values, k=len(values))) for _ in range(draws))
+    return medians[int(0.025 * draws)], medians[int(0.975 * draws) - 1]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=8)
+    parser.add_argument("--warmup", type=float, default=10.0, help="seconds left out per run")
+    parser.add_argument("--measure", type=float, default=30.0, help="seconds measured per run")
+    parser.add_argument("--arms", default=",".join(ARMS[:3]), help=f"of {', '.join(ARMS)}")
+    parser.add_argument("--json", type=Path, help="write every run here")
+    parser.add_argument("script", nargs="*", help="the scenario and its flags")
+    args = parser.parse_args()
+    arms = args.arms.split(",")
+    if arms[0] != "plain" or not set(arms) <= set(ARMS):
+        parser.error(f"--arms: plain first, then any of {', '.join(ARMS[1:])}")
+    script = args.script or [str(SCENARIO)]
+    runs: dict[str, list[float]] = {arm: [] for arm in arms}
+    with tempfile.TemporaryDirectory() as scratch:
+        os.environ[wire.RUNTIME_DIR_ENV] = str(Path(scratch) / "run")
+        for round_index in range(args.rounds):
+            shift = round_index % len(arms)
+            for arm in arms[shift:] + arms[:shift]:
+                times = Path(scratch) / f"{arm}-{round_index}.bin"
+                run_arm(arm, script, args.warmup + args.measure, times)
+                runs[arm].append(mean_step_ms(times, args.warmup))
+                print(f"round {round_index + 1} {arm}: {runs[arm][-1]:.3f} ms", file=sys.stderr)
+    print(f"{'arm':<18} {'mean step ms (median)':>22} {'/ plain':>8} {'range':>15} {'95% CI':>15}")
+    for arm in arms:
+        ratios = [value / plain for value, plain in zip(runs[arm], runs["plain"], strict=True)]
+        low, high = bootstrap_median_interval(ratios)
+        print(
+            f"{arm:<18} {statistics.median(runs[arm]):22.3f} {statistics.median(ratios):8.4f} "
+            f"{min(ratios):7.4f}-{max(ratios):<7.4f} {low:7.4f}-{high:<7.4f}"
+        )
+    if args.json:
+        args.json.write_text(json.dumps({"script": script, "runs_ms": runs}, indent=2))
+
+
+if __name__ == "__main__":
+    main()

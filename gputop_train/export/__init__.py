@@ -1,0 +1,1 @@
+"""Consumers that hand the figures to other tools (Prometheus)."""

@@ -1,0 +1,198 @@
+"""A Prometheus endpoint for what only gputop-train knows: step time and data-wait per rank,
+syncs, MFU, findings; with NVML's per-GPU figures beside them (docs/prometheus.md).
+
+The metrics are built from a fresh view at each scrape (a custom collector), so nothing runs
+between scrapes: at Prometheus's usual 15 s interval the exporter costs one snapshot per 15 s
+(benchmarks/exporter_cost.py).
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from wsgiref.simple_server import WSGIServer
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.exposition import start_http_server
+from prometheus_client.registry import Collector, CollectorRegistry
+
+from ..views import View
+
+PREFIX = "gputop_train_"
+DEFAULT_HOST = "127.0.0.1"  # the job's figures stay on the box unless the user says otherwise
+# ``job`` is Prometheus's own label (the scrape job): a target's ``job`` would be renamed
+# ``exported_job`` unless every scrape config set honor_labels. Ours is ``train_job``.
+JOB_LABELS = ("host", "train_job")
+RANK_LABELS = (*JOB_LABELS, "rank", "local_rank", "pid")
+GPU_LABELS = (*JOB_LABELS, "gpu", "name")
+
+
+class ExporterError(Exception):
+    """The endpoint could not be served (a bad address, a port in use): said in one line."""
+
+
+def parse_address(text: str) -> tuple[str, int]:
+    """``PORT`` or ``HOST:PORT`` (``[::1]:PORT`` for IPv6) -> (host, port)."""
+    host, sep, port_text = text.rpartition(":")
+    host = host.strip("[]") if sep else DEFAULT_HOST
+    try:
+        port = int(port_text)
+    except ValueError:
+        raise ExporterError(f"--prometheus {text!r}: expected [HOST:]PORT, as 9400") from None
+    if not 0 <= port <= 65535:
+        raise ExporterError(f"--prometheus {text!r}: a port is 0 to 65535")
+    return host or DEFAULT_HOST, port
+
+
+def job_name(command: Sequence[str]) -> str:
+    """The ``train_job`` label: the script's name (``resnet`` for ``python resnet.py``), else
+    the command's."""
+    for arg in command:
+        if arg.endswith(".py"):
+            return Path(arg).stem
+    return Path(command[0]).name if command else "job"
+
+
+@dataclass
+class Exporter:
+    """A running endpoint; ``close`` stops it (the job is never touched)."""
+
+    url: str
+    _server: WSGIServer
+    _thread: threading.Thread
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=2.0)
+
+
+def serve(address: str, current_view: Callable[[], View], train_job: str) -> Exporter:
+    """Serve ``/metrics`` on ``address`` ([HOST:]PORT) from a background thread."""
+    host, port = parse_address(address)
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(JobCollector(current_view, train_job))
+    try:
+        server, thread = start_http_server(port, addr=host, registry=registry)
+    except OSError as error:
+        raise ExporterError(
+            f"cannot serve Prometheus metrics on {host}:{port}: {error.strerror or error} "
+            "(another port: --prometheus PORT; 0 picks a free one)"
+        ) from None
+    bound_host, bound_port = str(server.server_address[0]), int(server.server_address[1])
+    shown = f"[{bound_host}]" if ":" in bound_host else bound_host
+    return Exporter(f"http://{shown}:{bound_port}/metrics", server, thread)
+
+
+class JobCollector(Collector):
+    """Builds every metric from the view of the moment, at each scrape."""
+
+    def __init__(self, current_view: Callable[[], View], train_job: str) -> None:
+        self._view = current_view
+        self._job = (socket.gethostname(), train_job)
+
+    def collect(self) -> Iterator[Metric]:
+        view = self._view()
+        yield from self._rank_metrics(view)
+        yield from self._gpu_metrics(view)
+        yield from self._job_metrics(view)
+
+    def _rank_metrics(self, view: View) -> Iterator[Metric]:
+        families = {
+            "step": _gauge("step_seconds", "median step time over the window", RANK_LABELS),
+            "p95": _gauge("step_p95_seconds", "95th percentile step time", RANK_LABELS),
+            "wait": _gauge("data_wait_ratio", "share of step time waiting on data", RANK_LABELS),
+            "gpu": _gauge("gpu_time_ratio", "share of step time the GPU worked", RANK_LABELS),
+            "rate": _gauge("samples_per_second", "samples/s over the window", RANK_LABELS),
+        }
+        steps = _counter("steps", "optimizer steps taken", RANK_LABELS)
+        samples = _counter("samples", "samples consumed", RANK_LABELS)
+        for rank in view.snap.ranks:
+            labels = [
+                *self._job,
+                _label(rank.who.rank),
+                _label(rank.who.local_rank),
+                str(rank.who.pid),
+            ]
+            figures = rank.steps
+            _add(families["step"], labels, _seconds(figures.step_ms_p50))
+            _add(families["p95"], labels, _seconds(figures.step_ms_p95))
+            _add(families["wait"], labels, _ratio(figures.data_wait_pct))
+            _add(families["gpu"], labels, _ratio(figures.gpu_time_pct))
+            _add(families["rate"], labels, figures.samples_per_s)
+            steps.add_metric(labels, rank.total_steps)
+            _add(samples, labels, rank.total_samples)
+        yield from (*families.values(), steps, samples)
+
+    def _gpu_metrics(self, view: View) -> Iterator[Metric]:
+        specs = {
+            "util_pct": _gauge("gpu_utilization_ratio", "NVML utilization", GPU_LABELS),
+            "sm_active_pct": _gauge("gpu_sm_active_ratio", "GPM SM activity", GPU_LABELS),
+            "tensor_active_pct": _gauge(
+                "gpu_tensor_active_ratio", "GPM tensor-core activity", GPU_LABELS
+            ),
+        }
+        memory = _gauge("gpu_memory_used_bytes", "GPU memory used (NVML)", GPU_LABELS)
+        total = _gauge("gpu_memory_total_bytes", "GPU memory (NVML)", GPU_LABELS)
+        power = _gauge("gpu_power_watts", "GPU power draw (NVML)", GPU_LABELS)
+        for gpu in view.snap.latest_gpus:
+            labels = [*self._job, str(gpu.index), gpu.name or ""]
+            for field_name, family in specs.items():
+                _add(family, labels, _ratio(getattr(gpu, field_name)))
+            _add(memory, labels, gpu.mem_used_bytes)
+            _add(total, labels, gpu.mem_total_bytes)
+            _add(power, labels, gpu.power_w)
+        yield from (*specs.values(), memory, total, power)
+
+    def _job_metrics(self, view: View) -> Iterator[Metric]:
+        snap, labels = view.snap, list(self._job)
+        running = _gauge("job_running", "1 while the job runs", JOB_LABELS)
+        running.add_metric(labels, 1.0 if snap.job.running else 0.0)
+        phase = _gauge("phase", "the phase now running (each knob change opens one)", JOB_LABELS)
+        phase.add_metric(labels, snap.phase)
+        rate = _gauge("job_samples_per_second", "samples/s of all ranks", JOB_LABELS)
+        _add(rate, labels, snap.steps.samples_per_s)
+        mfu = _gauge("mfu_ratio", "achieved FLOP/s over the GPU's dense peak", JOB_LABELS)
+        _add(mfu, labels, _ratio(view.mfu_pct))
+        syncs = _gauge("syncs_per_step", "host-device syncs in a scanned step", JOB_LABELS)
+        observation = snap.observation
+        _add(syncs, labels, observation.syncs_per_step if observation else None)
+        finding = _gauge(
+            "finding",
+            "1 for each finding in force; headline=1 marks the first",
+            (*JOB_LABELS, "finding", "headline"),
+        )
+        for index, found in enumerate(view.findings):
+            finding.add_metric([*labels, found.id, "1" if index == 0 else "0"], 1.0)
+        yield from (running, phase, rate, mfu, syncs, finding)
+
+
+def _gauge(name: str, documentation: str, labels: Sequence[str]) -> GaugeMetricFamily:
+    return GaugeMetricFamily(PREFIX + name, documentation, labels=list(labels))
+
+
+def _counter(name: str, documentation: str, labels: Sequence[str]) -> CounterMetricFamily:
+    return CounterMetricFamily(PREFIX + name, documentation, labels=list(labels))
+
+
+def _add(
+    family: GaugeMetricFamily | CounterMetricFamily, labels: list[str], value: float | None
+) -> None:
+    """N/A is no sample, never a zero: a query sees the series absent, not idle."""
+    if value is not None:
+        family.add_metric(labels, float(value))
+
+
+def _label(value: int | None) -> str:
+    return "" if value is None else str(value)
+
+
+def _seconds(ms: float | None) -> float | None:
+    return None if ms is None else ms / 1000.0
+
+
+def _ratio(pct: float | None) -> float | None:
+    return None if pct is None else pct / 100.0

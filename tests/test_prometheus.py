@@ -1,0 +1,240 @@
+"""The Prometheus endpoint: its metrics, its address handling, the shipped dashboard and
+rules, and a real Prometheus server scraping a torchrun job's ranks."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+
+from gputop_train.export import prometheus
+from gputop_train.export.prometheus import ExporterError, JobCollector, job_name, parse_address
+from gputop_train.views import view_of
+
+from .test_cli_headless import gputop
+from .test_ranks import _two_rank_session
+from .tui_data import scripted_session
+
+REPO = Path(__file__).resolve().parents[1]
+SCENARIOS = REPO / "tests" / "scenarios" / "loops.py"
+DOCS = REPO / "docs"
+PROMETHEUS_MISSING = "no prometheus binary: apt-get install prometheus (.ci/run does)"
+
+
+def exposition(session: Any) -> str:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(JobCollector(lambda: view_of(session.snapshot(window_s=30.0)), "train"))
+    return generate_latest(registry).decode()
+
+
+def samples(text: str, name: str) -> dict[tuple[tuple[str, str], ...], float]:
+    """Each sample of ``name``: its labels (sorted pairs) -> value."""
+    found = {}
+    for line in text.splitlines():
+        match = re.fullmatch(rf"{name}\{{(.*)\}} (\S+)", line)
+        if match:
+            labels = tuple(sorted(re.findall(r'(\w+)="([^"]*)"', match.group(1))))
+            found[labels] = float(match.group(2))
+    return found
+
+
+def exported_names() -> set[str]:
+    """Every series name the exporter can produce (counters with their ``_total``)."""
+    names = set()
+    for line in exposition(scripted_session()).splitlines():
+        if line.startswith("# TYPE "):
+            _, _, name, kind = line.split()
+            names.add(
+                name + "_total" if kind == "counter" and not name.endswith("_total") else name
+            )
+    return names
+
+
+def test_each_rank_is_a_series_with_units_as_prometheus_names_them() -> None:
+    text = exposition(_two_rank_session())
+    waits = samples(text, "gputop_train_data_wait_ratio")
+    by_rank = {dict(labels)["rank"]: value for labels, value in waits.items()}
+    assert by_rank == {"0": pytest.approx(0.02), "1": pytest.approx(0.6)}  # ratios, not %
+    labels = dict(next(iter(waits)))
+    assert set(labels) == {"host", "train_job", "rank", "local_rank", "pid"}
+    assert labels["train_job"] == "train" and labels["host"] == socket.gethostname()
+    steps = samples(text, "gputop_train_step_seconds")
+    assert sorted(steps.values()) == [pytest.approx(0.05)] * 2  # 50 ms, in seconds
+    assert sorted(samples(text, "gputop_train_samples_total").values()) == [480.0, 480.0]
+    # The straggler finding, as a labelled gauge: the headline marked.
+    findings = samples(text, "gputop_train_finding")
+    assert {dict(k)["finding"]: dict(k)["headline"] for k in findings} == {"ranks.straggler": "1"}
+
+
+def test_not_measured_is_no_sample_never_a_zero() -> None:
+    text = exposition(_two_rank_session())  # no GPU time measured, no GPU at all
+    assert "# TYPE gputop_train_gpu_time_ratio gauge" in text
+    assert samples(text, "gputop_train_gpu_time_ratio") == {}
+    assert samples(text, "gputop_train_gpu_utilization_ratio") == {}
+
+
+def test_each_gpu_is_a_series_from_nvml() -> None:
+    text = exposition(scripted_session(with_gpu=True))
+    util = samples(text, "gputop_train_gpu_utilization_ratio")
+    assert util and all(0.0 <= v <= 1.0 for v in util.values())
+    assert {dict(k)["gpu"] for k in util} == {"0"}
+    assert samples(text, "gputop_train_gpu_memory_total_bytes")
+
+
+@pytest.mark.parametrize(
+    ("text", "address"),
+    [("9400", ("127.0.0.1", 9400)), ("0.0.0.0:9400", ("0.0.0.0", 9400)), ("[::1]:0", ("::1", 0))],
+)
+def test_address_is_bound_to_localhost_unless_told(text: str, address: tuple[str, int]) -> None:
+    assert parse_address(text) == address
+
+
+@pytest.mark.parametrize("text", ["http", "host:port", "70000", ""])
+def test_a_bad_address_says_what_is_expected(text: str) -> None:
+    with pytest.raises(ExporterError, match=r"\[HOST:\]PORT|0 to 65535"):
+        parse_address(text)
+
+
+def test_a_port_in_use_is_said_in_one_line_before_the_job_starts(tmp_path: Path) -> None:
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    port = taken.getsockname()[1]
+    marker = tmp_path / "ran"
+    script = tmp_path / "train.py"
+    script.write_text(f"open({str(marker)!r}, 'w').close()\n")
+    try:
+        result = gputop("--headless", "--prometheus", str(port), str(script))
+    finally:
+        taken.close()
+    assert result.returncode == 2
+    assert f"cannot serve Prometheus metrics on 127.0.0.1:{port}" in result.stderr
+    assert "Traceback" not in result.stderr and not marker.exists()
+
+
+def test_the_endpoint_speaks_openmetrics_when_asked() -> None:
+    session = _two_rank_session()
+    exporter = prometheus.serve("127.0.0.1:0", lambda: view_of(session.snapshot()), "train")
+    try:
+        request = urllib.request.Request(
+            exporter.url, headers={"Accept": "application/openmetrics-text; version=1.0.0"}
+        )
+        with urllib.request.urlopen(request, timeout=5) as response:
+            assert response.headers["Content-Type"].startswith("application/openmetrics-text")
+            body = response.read().decode()
+    finally:
+        exporter.close()
+    assert body.rstrip().endswith("# EOF")
+    assert "gputop_train_steps_total{" in body
+
+
+def test_job_label_is_the_script_name() -> None:
+    assert job_name(["python", "demos/resnet.py", "--epochs", "1"]) == "resnet"
+    assert job_name(["torchrun", "--nproc-per-node", "2", "train.py"]) == "train"
+    assert job_name(["/usr/bin/accelerate", "launch"]) == "accelerate"
+
+
+def test_the_dashboard_and_the_rules_use_only_metrics_that_exist() -> None:
+    names = exported_names()
+    rules_text = (DOCS / "prometheus" / "rules.yml").read_text()
+    recorded = set(re.findall(r"record: (\S+)", rules_text))
+    dashboard = json.loads((DOCS / "grafana" / "gputop-train.json").read_text())
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    exprs += [v["definition"] for v in dashboard["templating"]["list"] if "definition" in v]
+    used = set(re.findall(r"\bgputop_train_\w+", " ".join(exprs) + rules_text))
+    used |= {r for r in re.findall(r"\b[a-z_]+:gputop_train_\w+:\w+", rules_text)}
+    assert {u for u in used if ":" not in u} <= names
+    assert {u for u in used if ":" in u} <= recorded
+    documented = (DOCS / "prometheus.md").read_text()
+    assert {n for n in names if f"`{n}`" not in documented} == set()  # every metric listed
+
+
+def test_promtool_accepts_the_rules() -> None:
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.skip(PROMETHEUS_MISSING)
+    result = subprocess.run(
+        [promtool, "check", "rules", str(DOCS / "prometheus" / "rules.yml")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _query(port: int, promql: str) -> list[dict[str, Any]]:
+    url = f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": promql})
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return list(json.load(response)["data"]["result"])
+    except OSError:
+        return []  # not up yet
+
+
+@pytest.mark.torch
+@pytest.mark.timeout(240)
+def test_a_real_prometheus_scrapes_each_rank_of_a_torchrun_job(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    binary = shutil.which("prometheus")
+    if binary is None:
+        pytest.skip(PROMETHEUS_MISSING)
+    exporter_port, prometheus_port = _free_port(), _free_port()
+    config = tmp_path / "prometheus.yml"
+    config.write_text(
+        "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
+        "scrape_configs:\n"
+        "  - job_name: gputop-train\n"
+        f"    static_configs: [{{targets: ['127.0.0.1:{exporter_port}']}}]\n"
+    )
+    monitor = subprocess.Popen(
+        [
+            sys.executable, "-m", "gputop_train", "--headless", "--format", "json",
+            "--no-record", "--prometheus", str(exporter_port), "--",
+            sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
+            "2", str(SCENARIOS), "ddp", "batch=8", "steps=100000", "step_ms=20",
+            "slow_rank=1", "slow_data_ms=30",
+        ],
+        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    server = subprocess.Popen(
+        [
+            binary, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+            f"--web.listen-address=127.0.0.1:{prometheus_port}",
+        ],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        deadline, ranks = time.monotonic() + 120, {}
+        while time.monotonic() < deadline and len(ranks) < 2:
+            time.sleep(1.0)
+            series = _query(prometheus_port, 'gputop_train_data_wait_ratio{job="gputop-train"}')
+            ranks = {s["metric"]["rank"]: float(s["value"][1]) for s in series}
+        assert set(ranks) == {"0", "1"}, "Prometheus never had both ranks"
+        assert ranks["1"] > 0.4 > 0.05 > ranks["0"]  # rank 1 waits 30 of its 52 ms
+        steps = _query(prometheus_port, "gputop_train_step_seconds")
+        assert {s["metric"]["rank"] for s in steps} == {"0", "1"}
+        assert all(0.03 < float(s["value"][1]) < 0.5 for s in steps)
+        assert {s["metric"]["train_job"] for s in steps} == {"loops"}
+    finally:
+        server.terminate()
+        monitor.send_signal(2)  # Ctrl+C: the monitor stops the job and writes its summary
+        _, stderr = monitor.communicate(timeout=60)
+        server.wait(timeout=30)
+    assert f"Prometheus metrics at http://127.0.0.1:{exporter_port}/metrics" in stderr

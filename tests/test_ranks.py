@@ -1,0 +1,144 @@
+"""Several ranks of one job: each rank's own figures, and the straggler finding."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from gputop_train.advise import rules
+from gputop_train.headless import rank_lines
+from gputop_train.session.model import Session
+from gputop_train.session.stats import RankIdentity, RankStats, StepStats
+from gputop_train.views import view_of
+
+from .test_advise import observe
+from .test_cli_headless import gputop
+
+SCENARIOS = Path(__file__).parent / "scenarios" / "loops.py"
+
+
+def rank(index: int, step_ms: float, wait_pct: float, steps: int = 50) -> RankStats:
+    figures = StepStats(steps, 1000 / step_ms, 8000 / step_ms, step_ms, step_ms, wait_pct, None)
+    return RankStats(RankIdentity(100 + index, index, index, "node"), figures, steps, steps * 8)
+
+
+def straggler_of(*ranks: RankStats) -> rules.Finding | None:
+    return rules.straggler(observe(ranks=ranks))
+
+
+def test_a_rank_waiting_for_data_while_the_others_do_not_is_named_with_its_figures() -> None:
+    found = straggler_of(rank(0, 52.0, 0.6), rank(1, 52.0, 57.7), rank(2, 52.0, 1.0))
+    assert found is not None and found.id == "ranks.straggler"
+    assert found.title.startswith("Straggler: rank 1 waits for data")
+    # The other ranks' figure is their median (0.6% and 1.0%: 0.8%).
+    assert (
+        found.evidence[0] == "rank 1 data-wait 58% of its step, the other ranks 1% (median; hook)"
+    )
+    assert found.expected_gain == "up to 2.3x"  # the others' 57 points of waiting, back
+
+
+def test_a_rank_whose_steps_take_longer_is_named_when_ranks_do_not_meet_each_step() -> None:
+    found = straggler_of(rank(0, 50.0, 1.0), rank(1, 80.0, 1.0))
+    assert (
+        found is not None and found.title == "Straggler: rank 1 steps slower than the other ranks"
+    )
+    assert "rank 1 step p50 80.0 ms, the other ranks 50.0 ms" in found.evidence[0]
+
+
+@pytest.mark.parametrize(
+    "ranks",
+    [
+        (rank(0, 52.0, 0.6), rank(1, 52.5, 0.9)),  # the measured unslowed spread, and more
+        (rank(0, 52.0, 20.0), rank(1, 52.0, 34.0)),  # both wait: under the 15-point line
+        (rank(0, 50.0, 1.0), rank(1, 64.0, 1.0)),  # 1.28x: under the 1.3x line
+        (rank(0, 52.0, 0.6), rank(1, 52.0, 57.7, steps=4)),  # too few steps to judge
+        (rank(0, 52.0, 0.6),),  # one process is no straggler
+    ],
+)
+def test_no_straggler_without_one_standing_out(ranks: tuple[RankStats, ...]) -> None:
+    assert straggler_of(*ranks) is None
+
+
+def test_a_straggler_outranks_the_per_process_findings() -> None:
+    o = observe(ranks=(rank(0, 52.0, 0.6), rank(1, 52.0, 57.7)), step_data_wait_pct=0.6)
+    assert rules.findings(o)[0].id == "ranks.straggler"
+
+
+def _two_rank_session() -> Session:
+    now = [1000.0]
+    session = Session(command=("torchrun", "train.py"), clock=lambda: now[0], started_at=990.0)
+    for pid, rank_index, wait_ms in ((11, 0, 1.0), (12, 1, 30.0)):
+        hello = {"rank": rank_index, "local_rank": rank_index, "host": "node", "argv": ["t.py"]}
+        session.process_hello(pid, hello)
+        rows = [
+            [i, 990.0 + i * 0.05, 50.0, wait_ms, 8, 1, None, None, None, None] for i in range(1, 61)
+        ]
+        session.add_step_rows(pid, rows)
+    return session
+
+
+def test_each_rank_has_its_own_row_in_the_snapshot_json_and_summary() -> None:
+    view = view_of(_two_rank_session().snapshot(window_s=30.0))
+    assert [(r.who.rank, r.steps.data_wait_pct) for r in view.snap.ranks] == [(0, 2.0), (1, 60.0)]
+    assert [r.total_samples for r in view.snap.ranks] == [480, 480]
+    assert (
+        rank_lines(view.snap)[1]
+        == "rank 1 (PID 12): step p50 50.0 ms, data-wait 60%, 160 samples/s"
+    )
+
+
+@pytest.mark.torch
+def test_torchrun_with_one_rank_slowed_names_that_rank(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    result = gputop(
+        "--headless", "--format", "json", "--interval", "1", "--no-record", "--",
+        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+        str(SCENARIOS), "ddp", "batch=8", "steps=150", "step_ms=20",
+        "slow_rank=1", "slow_data_ms=30",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout.splitlines()[-1])
+    assert [r["rank"] for r in summary["ranks"]] == [0, 1]
+    slow, fast = summary["ranks"][1], summary["ranks"][0]
+    assert slow["data_wait_pct"] > 40.0 > 5.0 > fast["data_wait_pct"]  # 30 of 52 ms, and ~0
+    stragglers = [f for f in summary["findings"] if f["id"] == "ranks.straggler"]
+    assert stragglers and stragglers[0]["title"].startswith("Straggler: rank 1 ")
+
+
+def test_rank_stats_order_ranks_first_then_pids() -> None:
+    from gputop_train.session.stats import rank_stats
+
+    who = [
+        RankIdentity(30, None, None, None),
+        RankIdentity(20, 1, 1, "a"),
+        RankIdentity(10, 0, 0, "a"),
+    ]
+    ordered = rank_stats([], who, {}, {})
+    assert [r.who.pid for r in ordered] == [10, 20, 30]
+    assert [r.label for r in ordered] == ["rank 0", "rank 1", "PID 30"]
+    assert ordered[0].steps == StepStats(0, None, None, None, None, None, None)  # no steps: N/A
+
+
+def test_the_steps_panel_lists_each_rank_and_marks_the_straggler_red() -> None:
+    from gputop_train.tui.panels.text import steps_panel
+
+    panel = steps_panel(view_of(_two_rank_session().snapshot(window_s=30.0)))
+    lines = panel.plain.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.split()[:1] == ["rank"])
+    assert lines[header + 1].split() == ["0", "50.0", "ms", "2%", "160"]
+    assert lines[header + 2].split() == ["1", "50.0", "ms", "60%", "160"]
+    red = [panel.plain[s.start : s.end] for s in panel.spans if "red" in str(s.style)]
+    assert [text.split()[0] for text in red] == ["1"]  # rank 1 only: the one named
+    assert all(len(line) <= 40 for line in lines[header:])  # fits the 80-column layout's half
+
+
+def test_the_markdown_summary_has_a_row_per_rank() -> None:
+    from gputop_train.record.summary import markdown, summarize
+
+    text = markdown(summarize(_two_rank_session(), {"host": "node"}))
+    table = text.split("## Ranks (whole run)")[1].strip().splitlines()
+    assert table[2] == "| 0 | 11 | node | 60 | 50.0 ms | 2% | 160 |"
+    assert table[3] == "| 1 | 12 | node | 60 | 50.0 ms | 60% | 160 |"
