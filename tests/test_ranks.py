@@ -142,3 +142,24 @@ def test_the_markdown_summary_has_a_row_per_rank() -> None:
     table = text.split("## Ranks (whole run)")[1].strip().splitlines()
     assert table[2] == "| 0 | 11 | node | 60 | 50.0 ms | 2% | 160 |"
     assert table[3] == "| 1 | 12 | node | 60 | 50.0 ms | 60% | 160 |"
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("slowed", [True, False])
+def test_the_ddp_demo_names_its_slowed_rank_and_only_then(slowed: bool) -> None:
+    pytest.importorskip("torchvision")
+    flag = ["--slow-rank", "1", "--slow-input-ms", "150"] if slowed else []
+    result = gputop(
+        "--headless", "--format", "json", "--interval", "1", "--no-record", "--",
+        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+        "demos/resnet_ddp.py", "--steps", "40", "--image-size", "32", *flag,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout.splitlines()[-1])
+    assert [r["rank"] for r in summary["ranks"]] == [0, 1]
+    assert all(r["total_steps"] == 40 for r in summary["ranks"])
+    named = [f["title"] for f in summary["findings"] if f["id"] == "ranks.straggler"]
+    if slowed:
+        assert named and named[0].startswith("Straggler: rank 1 waits for data")
+    else:
+        assert named == []
