@@ -179,13 +179,17 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def _query(port: int, promql: str) -> list[dict[str, Any]]:
-    url = f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": promql})
+def _get(port: int, path: str) -> dict[str, Any]:
+    """The ``data`` of a Prometheus HTTP API answer; empty while the server is not up."""
     try:
-        with urllib.request.urlopen(url, timeout=5) as response:
-            return list(json.load(response)["data"]["result"])
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as response:
+            return dict(json.load(response)["data"])
     except OSError:
-        return []  # not up yet
+        return {"result": [], "alerts": []}
+
+
+def _query(port: int, promql: str) -> list[dict[str, Any]]:
+    return list(_get(port, "/api/v1/query?" + urllib.parse.urlencode({"query": promql}))["result"])
 
 
 @pytest.mark.torch
@@ -199,6 +203,7 @@ def test_a_real_prometheus_scrapes_each_rank_of_a_torchrun_job(tmp_path: Path) -
     config = tmp_path / "prometheus.yml"
     config.write_text(
         "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
+        f"rule_files: ['{DOCS / 'prometheus' / 'rules.yml'}']\n"
         "scrape_configs:\n"
         "  - job_name: gputop-train\n"
         f"    static_configs: [{{targets: ['127.0.0.1:{exporter_port}']}}]\n"
@@ -206,7 +211,8 @@ def test_a_real_prometheus_scrapes_each_rank_of_a_torchrun_job(tmp_path: Path) -
     monitor = subprocess.Popen(
         [
             sys.executable, "-m", "gputop_train", "--headless", "--format", "json",
-            "--no-record", "--prometheus", str(exporter_port), "--",
+            "--no-record", "--prometheus", str(exporter_port), "--prometheus-job", "ddp-test",
+            "--",
             sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
             "2", str(SCENARIOS), "ddp", "batch=8", "steps=100000", "step_ms=20",
             "slow_rank=1", "slow_data_ms=30",
@@ -231,7 +237,17 @@ def test_a_real_prometheus_scrapes_each_rank_of_a_torchrun_job(tmp_path: Path) -
         steps = _query(prometheus_port, "gputop_train_step_seconds")
         assert {s["metric"]["rank"] for s in steps} == {"0", "1"}
         assert all(0.03 < float(s["value"][1]) < 0.5 for s in steps)
-        assert {s["metric"]["train_job"] for s in steps} == {"loops"}
+        assert {s["metric"]["train_job"] for s in steps} == {"ddp-test"}  # --prometheus-job
+        # The shipped alert rule picks out rank 1 (pending: it fires after 5 minutes).
+        deadline, alerts = time.monotonic() + 30, []
+        while time.monotonic() < deadline and not alerts:
+            time.sleep(1.0)
+            alerts = [
+                a["labels"]
+                for a in _get(prometheus_port, "/api/v1/alerts")["alerts"]
+                if a["labels"]["alertname"] == "GputopTrainStraggler"
+            ]
+        assert [a["rank"] for a in alerts] == ["1"]
     finally:
         server.terminate()
         monitor.send_signal(2)  # Ctrl+C: the monitor stops the job and writes its summary

@@ -105,6 +105,12 @@ def _add_monitor_options(parser: argparse.ArgumentParser) -> None:
         "given; docs/prometheus.md)",
     )
     parser.add_argument(
+        "--prometheus-job",
+        metavar="NAME",
+        help="the train_job label of the metrics (default: the script's name); give every "
+        "node's monitor of one job the same name, and two jobs different ones",
+    )
+    parser.add_argument(
         "--no-nice",
         action="store_true",
         help="keep the monitor at the job's CPU and I/O priority (by default it yields: "

@@ -125,7 +125,7 @@ def _serve_metrics(args: argparse.Namespace, session: Session) -> Exporter | Non
     exporter = serve(
         args.prometheus,
         lambda: view_of(session.snapshot(window_s=window_s)),
-        job_name(session.command),
+        args.prometheus_job or job_name(session.command),
     )
     _say(f"Prometheus metrics at {exporter.url}")
     session.add_notice(f"Prometheus metrics at {exporter.url}")
