@@ -11,6 +11,10 @@ Runs ``gputop-train [--headless] demos/resnet.py ARGS`` in a pseudo-terminal of 
 
 With --screenshot DIR the TUI run presses S (save SVG) at the end; the file lands in DIR.
 
+``--modes replay`` plays a recording of a real run (default: the H100 ladder in docs/examples)
+in the TUI's replay mode: the same panels fed the same figures, on any machine, for the
+terminal bytes (the CPU then is the replay's, not the live monitor's).
+
 ``--modes tui,nvitop`` runs nvitop (``pip install -e '.[bench]'``) at the same refresh in the
 same pseudo-terminal size, beside the same demo started without gputop-train, alternating
 with the TUI round after round, and prints the TUI's CPU and bytes over nvitop's: the
@@ -54,8 +58,10 @@ def run_in_pty(
     measure_s: float,
     screenshot_dir: Path | None,
     program: list[str] | None = None,
+    keys: bytes = b"",
 ) -> dict[str, float]:
-    """Measure ``gputop-train ARGS`` (or ``program``, another monitor) in a pty."""
+    """Measure ``gputop-train ARGS`` (or ``program``, another monitor) in a pty; ``keys`` are
+    typed 3 s after the start (a replay's seek)."""
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
     env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": str(columns), "LINES": str(rows)}
@@ -84,6 +90,9 @@ def run_in_pty(
                     break
         return total
 
+    if keys:
+        pump(3.0)
+        os.write(master, keys)
     pump(warmup_s)
     cpu_before, main_before = sum(process.cpu_times()[:2]), main_thread_cpu(process)
     started = time.monotonic()
@@ -155,6 +164,13 @@ def main() -> None:
         help="the training script (a GPU-less box can use tests/scenarios/loops.py sleepy ...)",
     )
     parser.add_argument("--refresh", type=float, default=0.5, help="TUI and nvitop refresh, s")
+    parser.add_argument(
+        "--recording",
+        type=Path,
+        default=REPO / "docs" / "examples" / "h100-ladder.jsonl",
+        help="for --modes replay: the recording played (1x) in the TUI",
+    )
+    parser.add_argument("--seek", type=float, default=80.0, help="replay: start this far in, s")
     parser.add_argument("demo_args", nargs=argparse.REMAINDER)
     args = parser.parse_args()
     columns, rows = (int(v) for v in args.size.split("x"))
@@ -164,6 +180,10 @@ def main() -> None:
         for mode in args.modes.split(","):
             if mode == "nvitop":
                 run = run_nvitop(demo, columns, rows, args.warmup, args.measure, args.refresh)
+            elif mode == "replay":  # no GPU needed: a recorded H100 run drives the same panels
+                seek = b"\x1b[C" * int(args.seek // 10)
+                replay = ["replay", str(args.recording)]
+                run = run_in_pty(replay, columns, rows, args.warmup, args.measure, None, keys=seek)
             else:
                 extra = ["--headless"] if mode == "headless" else ["--refresh", str(args.refresh)]
                 shot = args.screenshot if mode == "tui" else None

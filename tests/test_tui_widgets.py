@@ -109,3 +109,45 @@ async def test_live_text_cuts_a_no_wrap_line_with_an_ellipsis() -> None:
         await pilot.pause()
         assert panel.size.height == 1
         assert panel.render_line(0).text == header.plain[:29] + "…"
+
+
+def test_a_changed_figure_marks_only_its_cells_dirty() -> None:
+    from rich.console import Console
+    from textual.geometry import Region
+
+    from gputop_train.tui.widgets.live_text import _changed_cells
+
+    console = Console()
+    before, after = Text("step p50 20 ms   p95 31 ms"), Text("step p50 21 ms   p95 31 ms")
+    assert _changed_cells(4, before, after, 30, console) == Region(10, 4, 1, 1)
+    # A longer figure: up to where the two lines stop differing.
+    assert _changed_cells(0, Text("CPU 9%"), Text("CPU 10%"), 30, console) == Region(4, 0, 3, 1)
+    # A style that changes, or a character two cells wide: the whole line.
+    styled = Text("CPU 9%")
+    styled.stylize("red", 4, 6)
+    assert _changed_cells(0, Text("CPU 9%"), styled, 30, console) == Region(4, 0, 2, 1)
+    assert _changed_cells(0, Text("GPU 日本"), Text("GPU 日"), 30, console) == Region(0, 0, 30, 1)
+
+
+async def test_a_changed_figure_is_written_only_up_to_where_the_line_changed() -> None:
+    app = OnePanel()
+    async with app.run_test(size=(40, 10)) as pilot:
+        panel = app.query_one(CountingText)
+        panel.show(Text("samples/s 100      steps 40"))
+        await pilot.pause()
+        dirty: list = []
+        original = panel.refresh
+        panel.refresh = lambda *regions, **kw: dirty.extend(regions) or original(*regions, **kw)  # type: ignore[method-assign]
+        panel.show(Text("samples/s 101      steps 40"))
+        await pilot.pause()
+        assert [(r.x, r.width) for r in dirty] == [(12, 1)]
+
+
+def test_process_columns_keep_their_widest_width() -> None:
+    from gputop_train.tui.panels.text import fit_columns
+
+    headers = ("PID", "CPU")
+    wide = fit_columns(headers, [("1", "100%")], (0, 1), 80, frozenset({1}))
+    narrow = fit_columns(headers, [("1", "7%")], (0, 1), 80, frozenset({1}), floor=(3, 4))
+    assert [len(line) for line in narrow.splitlines()] == [len(line) for line in wide.splitlines()]
+    assert narrow.splitlines()[1] == "1     7%"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from itertools import zip_longest
+
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 
@@ -12,22 +14,32 @@ from .base import SLOW, Panel, UiState
 
 
 class ProcessesPanel(VerticalScroll, Panel):
-    """The columns that fit its width, drawn again when the width changes."""
+    """The columns that fit its width, drawn again when the width changes. A column keeps the
+    widest width it has had: columns that jumped with every new figure rewrote every line
+    of the table on the terminal, each second."""
 
     TIER = SLOW
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self._view: View | None = None
+        self._widths: tuple[int, ...] = ()
 
     def compose(self) -> ComposeResult:
         yield LiveText(classes="process-table")
 
     def show_view(self, view: View, ui: UiState) -> None:
         self._view = view
-        width = self.size.width or 200  # before the first layout: everything
-        self.query_one(LiveText).show(text.process_table(view.snap, width))
+        self._draw(self.size.width or 200)  # before the first layout: everything
 
     def on_resize(self) -> None:
+        self._widths = ()  # a new width: the columns that fit are chosen afresh
         if self._view is not None:
-            self.query_one(LiveText).show(text.process_table(self._view.snap, self.size.width))
+            self._draw(self.size.width)
+
+    def _draw(self, width: int) -> None:
+        assert self._view is not None
+        snap = self._view.snap
+        now = text.column_widths(text.PROCESS_COLUMNS, text.process_rows(snap))
+        self._widths = tuple(max(pair) for pair in zip_longest(self._widths, now, fillvalue=0))
+        self.query_one(LiveText).show(text.process_table(snap, width, self._widths))

@@ -213,11 +213,12 @@ def process_rows(snap: Snapshot) -> list[tuple[str, ...]]:
     return rows
 
 
-def process_table(snap: Snapshot, width: int = 200) -> Text:
+def process_table(snap: Snapshot, width: int = 200, floor: Sequence[int] = ()) -> Text:
     """The process table as text: the columns that fit ``width``, the most telling first
-    (the PID, its role, its CPU and GPU use), each as wide as its widest cell."""
+    (the PID, its role, its CPU and GPU use), each as wide as its widest cell and at least
+    ``floor`` (the widths shown before: columns that do not jump as figures change)."""
     rows = process_rows(snap)
-    text = fit_columns(PROCESS_COLUMNS, rows, PROCESS_PRIORITY, width, PROCESS_NUMBERS)
+    text = fit_columns(PROCESS_COLUMNS, rows, PROCESS_PRIORITY, width, PROCESS_NUMBERS, floor)
     styled = Text(no_wrap=True, overflow="crop")
     for index, line in enumerate(text.splitlines()):
         role = rows[index - 1][1] if index else ""
@@ -244,17 +245,24 @@ PROCESS_PRIORITY = (0, 1, 3, 8, 9, 4, 5, 6, 7, 2)  # PID, role, CPU, GPU mem, SM
 PROCESS_NUMBERS = frozenset({3, 4, 5, 6, 8, 9})  # right-aligned
 
 
+def column_widths(headers: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> tuple[int, ...]:
+    """Each column's widest cell, the header included."""
+    return tuple(max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers))
+
+
 def fit_columns(
     headers: tuple[str, ...],
     rows: Sequence[tuple[str, ...]],
     priority: tuple[int, ...],
     width: int,
     numbers: frozenset[int],
+    floor: Sequence[int] = (),
 ) -> str:
     """Header and rows as lines of the columns that fit ``width``: taken in ``priority``
     order, shown in their own order, one space apart, numbers right-aligned. A column that
     does not fit is left out whole: cells never run together."""
-    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
+    widest = column_widths(headers, rows)
+    widths = [max(w, floor[i] if i < len(floor) else 0) for i, w in enumerate(widest)]
     chosen: list[int] = []
     used = 0
     for column in priority:

@@ -2,7 +2,8 @@
 
 Textual's Sparkline autoscales to min..max, which is wrong for a 0-100% axis, and a Rich
 renderable per refresh costs far more than handing back cached strips; this chart re-renders
-only when its series change, and leaves buckets with no data blank.
+only when its series change, repaints only the lines that changed (a new title value is one
+line; the rows above the area stay blank), and leaves buckets with no data blank.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from collections.abc import Sequence
 
 from rich.segment import Segment
 from rich.style import Style
+from textual.geometry import Region
 from textual.strip import Strip
 from textual.widget import Widget
 
@@ -100,10 +102,22 @@ class BrailleChart(Widget):
     ) -> None:
         """``under`` (optional) is a part of ``values`` drawn in its own colour, stacked below."""
         data = (tuple(values), top, label, tuple(under))
-        if data != self._data:
-            self._data = data
+        if data == self._data:
+            return
+        self._data = data
+        size = self._strips_size
+        if size is None or min(size) <= 0:
             self._strips_size = None
             self.refresh()
+            return
+        before, self._strips = self._strips, self._build(*size)
+        changed = [
+            Region(0, y, size[0], 1)
+            for y, strip in enumerate(self._strips)
+            if y >= len(before) or strip != before[y]
+        ]
+        if changed:
+            self.refresh(*changed)
 
     def _build(self, width: int, height: int) -> list[Strip]:
         values, top, label, under = self._data

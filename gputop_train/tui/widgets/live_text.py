@@ -2,18 +2,47 @@
 
 ``Static.update`` runs the whole text through Textual's content pipeline again and marks the
 whole widget dirty, so the compositor redraws every widget under it. At 2 Hz that was most of
-the dashboard's CPU. This widget keeps one strip per line and marks dirty only the lines whose
-text changed: a tick that moves three figures repaints three lines.
+the dashboard's CPU. This widget keeps one strip per line and marks dirty only the cells whose
+text changed: a tick that moves three figures repaints three lines up to the last changed
+cell (over SSH the bytes are the cost: docs/benchmarks.md §5).
 """
 
 from __future__ import annotations
 
+from rich.console import Console
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual.geometry import Region, Size
 from textual.strip import Strip
 from textual.widget import Widget
+
+
+def _changed_cells(y: int, old: Text, new: Text, width: int, console: Console) -> Region:
+    """The cells of line ``y`` that differ in character or style. Textual writes a partial
+    update from the widget's left edge to the region's end, so a change early in a line
+    (a figure after its label) no longer rewrites the rest of the line. Characters wider than
+    one cell repaint the whole line."""
+    before, after = _cells(old, console), _cells(new, console)
+    if before is None or after is None:
+        return Region(0, y, width, 1)
+    blank = (" ", Style.null())  # past a line's end: the padding
+    length = max(len(before), len(after))
+    before += [blank] * (length - len(before))
+    after += [blank] * (length - len(after))
+    changed = [x for x in range(length) if before[x] != after[x]]
+    if not changed:
+        return Region(0, y, 0, 0)
+    start, end = changed[0], min(changed[-1] + 1, width)
+    return Region(start, y, max(end - start, 1), 1)
+
+
+def _cells(line: Text, console: Console) -> list[tuple[str, Style]] | None:
+    """(character, style) per cell; None if a character is not one cell wide."""
+    if len(line.plain) != line.cell_len:
+        return None
+    null = Style.null()  # Rich renders "no style" as None or as an empty Style
+    return [(char, seg.style or null) for seg in line.render(console, end="") for char in seg.text]
 
 
 class LiveText(Widget):
@@ -51,11 +80,17 @@ class LiveText(Widget):
             self._strips.clear()
             self.refresh(layout=True)
             return
-        changed = [y for y, (old, new) in enumerate(zip(before, after, strict=True)) if old != new]
-        for y in changed:
-            self._strips.pop(y, None)
-        if changed:
-            self.refresh(*(Region(0, y, width, 1) for y in changed))
+        changed = [
+            (y, old, new)
+            for y, (old, new) in enumerate(zip(before, after, strict=True))
+            if old != new
+        ]
+        console = self.app.console
+        regions = [_changed_cells(y, old, new, width, console) for y, old, new in changed]
+        for region in regions:
+            self._strips.pop(region.y, None)
+        if regions:
+            self.refresh(*regions)
 
     def _wrap(self, width: int) -> list[Text]:
         text = self._text
