@@ -125,15 +125,20 @@ def test_the_recorder_stops_on_a_full_disk_with_one_notice_and_bounded_memory(
 # 7. Files: private, never through a symlink; runtime directories that cannot work say why.
 
 
+def _recorded(stem: Path, steps: int) -> Path:
+    """A short headless session recorded under ``stem``."""
+    result = _gputop(
+        "--headless", "--record", str(stem), str(SCENARIOS), "sleepy", f"steps={steps}",
+        "batch_ms=0", "step_ms=1",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    return stem
+
+
 @pytest.mark.torch
 def test_recordings_and_logs_are_private(tmp_path: Path) -> None:
     pytest.importorskip("torch")
-    stem = tmp_path / "private"
-    result = _gputop(
-        "--headless", "--record", str(stem), str(SCENARIOS), "sleepy", "steps=3", "batch_ms=0",
-        "step_ms=1",
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
+    stem = _recorded(tmp_path / "private", steps=3)
     for suffix in (".jsonl", ".log", ".summary.md", ".summary.json", ".svg"):
         mode = stat.S_IMODE(Path(f"{stem}{suffix}").stat().st_mode)
         assert mode == 0o600, (suffix, oct(mode))
@@ -250,12 +255,7 @@ def _corruptions(good: list[str]) -> dict[str, list[str]]:
 @pytest.mark.torch
 def test_twenty_corrupt_recordings_never_traceback(tmp_path: Path) -> None:
     pytest.importorskip("torch")
-    stem = tmp_path / "good"
-    made = _gputop(
-        "--headless", "--record", str(stem), str(SCENARIOS), "sleepy", "steps=5", "batch_ms=0",
-        "step_ms=1",
-    )  # fmt: skip
-    assert made.returncode == 0, made.stderr
+    stem = _recorded(tmp_path / "good", steps=5)
     good = Path(f"{stem}.jsonl").read_text().splitlines()
     cases = _corruptions(good)
     assert len(cases) == 20

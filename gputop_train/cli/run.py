@@ -62,12 +62,7 @@ def launch(args: argparse.Namespace) -> int:
         os.close(log_fd)  # the relay holds it now
     monitor = _start_monitor(args, session, job.pid)
     log = LogTail(files.log)
-    try:
-        if _headless(args):
-            return _run_headless(args, session, files, job, monitor, log)
-        return _run_tui(args, session, files, job, monitor, log)
-    finally:
-        _close(exporter)
+    return _watch(args, session, files, job, monitor, log, log, exporter)
 
 
 def attach(args: argparse.Namespace) -> int:
@@ -99,9 +94,14 @@ def attach(args: argparse.Namespace) -> int:
     session = Session(command=tuple(command))
     try:
         exporter = _serve_metrics(args, session)
-        files = _open_files(args, command, session)
-    except (RecordError, ExporterError) as error:
+    except ExporterError as error:
         _say(str(error))
+        return 2
+    try:
+        files = _open_files(args, command, session)
+    except RecordError as error:
+        _say(str(error))
+        _close(exporter)
         return 2
     if stacks is not None:
         session.expect_stacks(stacks.window_s)
@@ -109,9 +109,24 @@ def attach(args: argparse.Namespace) -> int:
     output = output_of(job.pid)
     log = LogTail(output) if isinstance(output, Path) else None
     session.add_notice(f"the job's output goes to {output}" + ("" if log else ": not shown here"))
+    # Headless, an attached job's output is not relayed (it is not ours to print).
+    return _watch(args, session, files, job, monitor, log, None, exporter)
+
+
+def _watch(
+    args: argparse.Namespace,
+    session: Session,
+    files: SessionFiles,
+    job: Job,
+    monitor: Monitor,
+    log: LogTail | None,
+    headless_log: LogTail | None,
+    exporter: Exporter | None,
+) -> int:
+    """The front end the user asked for, until the session ends; then the endpoint closes."""
     try:
         if _headless(args):
-            return _run_headless(args, session, files, job, monitor, None)
+            return _run_headless(args, session, files, job, monitor, headless_log)
         return _run_tui(args, session, files, job, monitor, log)
     finally:
         _close(exporter)
