@@ -91,8 +91,16 @@ def _figures(snap: Snapshot, achieved: float | None, mfu: float | None) -> Figur
         gpu_mem=fmt.mem_pair(gpu.mem_used_bytes, gpu.mem_total_bytes),
         syncs=fmt.NA if syncs is None else f"{syncs}/step",
         mfu=fmt.pct(mfu),
-        tflops=fmt.NA if achieved is None else f"{achieved:.3g}",
+        tflops=_tflops_text(achieved),
     )
+
+
+def _tflops_text(achieved: float | None) -> str:
+    """Three significant figures; under a GFLOP/s (a small model on the CPU) "<0.001", where
+    "9.66e-09" read as noise in a panel (the JSON keeps the figure)."""
+    if achieved is None:
+        return fmt.NA
+    return "<0.001" if achieved < 0.001 else f"{achieved:.3g}"
 
 
 # -- serialisers (headless JSON, the summary) -------------------------------------------------

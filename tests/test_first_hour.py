@@ -274,6 +274,14 @@ def test_a_small_models_tflops_keep_their_digits_in_json() -> None:
     assert status_fields(view)["achieved_tflops"] == 0.00412
 
 
+def test_a_tiny_models_tflops_read_as_under_a_gflops_on_screen() -> None:
+    from gputop_train.views import _tflops_text
+
+    assert [_tflops_text(v) for v in (9.66e-09, 0.00412, 312.4, None)] == [
+        "<0.001", "0.00412", "312", "N/A",
+    ]  # fmt: skip
+
+
 def test_a_sync_scan_says_when_there_is_nothing_to_scan() -> None:
     session = Session(command=("train.py",))
     monitor = Monitor(session, 1, samplers=[])
