@@ -162,3 +162,37 @@ def test_a_job_without_the_hook_is_watched_through_py_spy(tmp_path: Path) -> Non
     assert sampled["stacks"]["thread"].startswith("MainThread")
     assert 40.0 <= sampled["data_wait_pct"] <= 95.0  # the loop's truth is ~75%
     assert sampled["samples_per_s"] is None  # step figures need the hook: N/A, not 0
+
+
+def test_an_attached_monitor_serves_prometheus_metrics(
+    running_job: subprocess.Popen[bytes],
+) -> None:
+    import re
+    import urllib.request
+
+    wait_for_socket(running_job.pid)
+    monitor = attach(
+        str(running_job.pid), "--headless", "--no-record", "--prometheus", "127.0.0.1:0",
+        "--prometheus-job", "attached",
+    )  # fmt: skip
+    try:
+        url = ""
+        deadline = time.monotonic() + 30
+        while not url and time.monotonic() < deadline:
+            line = monitor.stderr.readline()  # type: ignore[union-attr]
+            found = re.search(r"Prometheus metrics at (\S+)", line)
+            url = found.group(1) if found else ""
+        assert url.startswith("http://127.0.0.1:"), "the monitor never said where its metrics are"
+        body = ""
+        while "gputop_train_steps_total{" not in body and time.monotonic() < deadline:
+            time.sleep(0.5)
+            with urllib.request.urlopen(url, timeout=5) as response:
+                body = response.read().decode()
+        assert re.search(
+            rf'gputop_train_steps_total\{{.*pid="{running_job.pid}".*train_job="attached"\}} [1-9]',
+            body,
+        )
+    finally:
+        monitor.send_signal(signal.SIGINT)  # detach: the job goes on
+        monitor.communicate(timeout=30)
+    assert running_job.poll() is None
