@@ -163,3 +163,26 @@ def test_the_ddp_demo_names_its_slowed_rank_and_only_then(slowed: bool) -> None:
         assert named and named[0].startswith("Straggler: rank 1 waits for data")
     else:
         assert named == []
+
+
+def test_with_more_ranks_than_rows_the_straggler_is_among_those_shown() -> None:
+    from gputop_train.tui.panels.text import RANK_ROWS_SHOWN, steps_panel
+
+    now = [1000.0]
+    session = Session(command=("torchrun", "train.py"), clock=lambda: now[0], started_at=990.0)
+    for index in range(8):
+        pid, wait_ms = 20 + index, 30.0 if index == 6 else 1.0 + index / 10
+        session.process_hello(pid, {"rank": index, "local_rank": index, "host": "node"})
+        session.add_step_rows(
+            pid,
+            [
+                [i, 990.0 + i * 0.05, 50.0, wait_ms, 8, 1, None, None, None, None]
+                for i in range(1, 61)
+            ],
+        )
+    lines = steps_panel(view_of(session.snapshot(window_s=30.0))).plain.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.split()[:1] == ["rank"])
+    shown = [line.split()[0] for line in lines[header + 1 : header + 1 + RANK_ROWS_SHOWN]]
+    assert "6" in shown  # the straggler, though rank 6 of 8
+    assert shown == sorted(shown, key=int)  # in rank order
+    assert "+4 more ranks, the slowest shown" in lines[header + 1 + RANK_ROWS_SHOWN]

@@ -10,6 +10,7 @@ from ... import format as fmt
 from ...samples import DATA_WAIT, GpuSample
 from ...session.model import Snapshot
 from ...session.phases import KnobState
+from ...session.stats import RankStats
 from ...views import View
 
 BAR_WIDTH = 10
@@ -102,20 +103,36 @@ RANK_ROWS_SHOWN = 4  # the panel's share of a 24-line screen; the JSON output ha
 
 def _rank_rows(text: Text, view: View) -> None:
     """Each rank's own step p50, data-wait and samples/s; a straggler named by the advisor
-    stands out in red."""
-    named = {f.title for f in view.findings if f.id == "ranks.straggler"}
-    text.append(f" {'rank':<8}{'step p50':>9}{'data-wait':>10}{'samples/s':>10}\n", style="dim")
+    stands out in red. With more ranks than rows, the ones that hold the job back are shown:
+    the named straggler, then the longest data-wait and step time."""
+    titles = [f.title for f in view.findings if f.id == "ranks.straggler"]
+
+    def named(rank: RankStats) -> bool:
+        return any(title.startswith(f"Straggler: {rank.label} ") for title in titles)
+
     ranks = view.snap.ranks
-    for rank in ranks[:RANK_ROWS_SHOWN]:
+    shown = ranks
+    if len(ranks) > RANK_ROWS_SHOWN:
+        worst = sorted(
+            ranks,
+            key=lambda r: (
+                not named(r),
+                -(r.steps.data_wait_pct or 0.0),
+                -(r.steps.step_ms_p50 or 0.0),
+            ),
+        )
+        picked = set(map(id, worst[:RANK_ROWS_SHOWN]))
+        shown = tuple(r for r in ranks if id(r) in picked)
+    text.append(f" {'rank':<8}{'step p50':>9}{'data-wait':>10}{'samples/s':>10}\n", style="dim")
+    for rank in shown:
         who = str(rank.who.rank) if rank.who.rank is not None else f"PID {rank.who.pid}"
-        slow = any(title.startswith(f"Straggler: {rank.label} ") for title in named)
         text.append(
             f" {who:<8}{fmt.ms(rank.steps.step_ms_p50):>9}{fmt.pct(rank.steps.data_wait_pct):>10}"
             f"{fmt.rate(rank.steps.samples_per_s, '').strip():>10}\n",
-            style="bold red" if slow else "",
+            style="bold red" if named(rank) else "",
         )
-    if len(ranks) > RANK_ROWS_SHOWN:
-        text.append(f" +{len(ranks) - RANK_ROWS_SHOWN} more ranks (headless JSON: ranks)\n")
+    if len(ranks) > len(shown):
+        text.append(f" +{len(ranks) - len(shown)} more ranks, the slowest shown (JSON: ranks)\n")
 
 
 def stacks_panel(snap: Snapshot) -> Text:
