@@ -145,7 +145,8 @@ def broken_hook(p: dict[str, float]) -> None:
 
 
 def knobbed(p: dict[str, float]) -> None:
-    """A loop with a live knob: the step sleeps ``step_ms``; callbacks log their thread."""
+    """A loop with a live knob: the step sleeps ``step_ms``, each batch takes ``batch_ms`` to
+    load (0 by default); callbacks log their thread."""
     import threading
 
     import gputop_train.hook
@@ -161,7 +162,8 @@ def knobbed(p: dict[str, float]) -> None:
 
     gputop_train.hook.knob("step_ms", 5, set_step_ms, minimum=1, maximum=100, help="sleep")
     model, optimizer = _model()
-    loader = DataLoader(SleepyBatches(int(p.get("steps", 200)), 4, 0), batch_size=None)
+    batches = SleepyBatches(int(p.get("steps", 200)), 4, p.get("batch_ms", 0))
+    loader = DataLoader(batches, batch_size=None)
     for x, y in loader:
         time.sleep(state["step_ms"] / 1000.0)
         torch.nn.functional.cross_entropy(model(x), y).backward()
