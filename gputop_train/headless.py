@@ -15,7 +15,15 @@ from .job import Job
 from .job.log import LogTail
 from .monitor.monitor import Monitor
 from .session.model import Snapshot
-from .views import TRIAL_COLUMNS, View, phase_dicts, status_fields, trial_rows, view_of
+from .views import (
+    TRIAL_COLUMNS,
+    View,
+    phase_dicts,
+    phase_figures,
+    status_fields,
+    trial_rows,
+    view_of,
+)
 
 # After the job exits, how long to wait for its hook's last frames.
 DRAIN_S = 3.0
@@ -157,13 +165,7 @@ def phase_table(view: View) -> list[str]:
             change[:28],
             str(row.steps),
             warmup,
-            fmt.rate(row.samples_per_s, "").strip(),
-            fmt.ms(row.step_ms_p50),
-            fmt.pct(row.data_wait_pct),
-            fmt.pct(row.gpu_util_pct),
-            fmt.pct(row.tensor_active_pct),
-            f"{fmt.gib(row.peak_mem_bytes)} GiB" if row.peak_mem_bytes else fmt.NA,
-            f"{row.speedup:.2f}x" if row.speedup else fmt.NA,
+            *phase_figures(row),
             phase.headline,
         )
         lines.append(

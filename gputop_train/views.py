@@ -103,6 +103,20 @@ def _tflops_text(achieved: float | None) -> str:
     return "<0.001" if achieved < 0.001 else f"{achieved:.3g}"
 
 
+def phase_figures(row: PhaseRow) -> tuple[str, ...]:
+    """A phase row's measured figures as text, in the order every phase table shows them:
+    samples/s, step p50, data-wait, GPU util, tensor, peak memory, speed-up."""
+    return (
+        fmt.rate(row.samples_per_s, "").strip(),
+        fmt.ms(row.step_ms_p50),
+        fmt.pct(row.data_wait_pct),
+        fmt.pct(row.gpu_util_pct),
+        fmt.pct(row.tensor_active_pct),
+        f"{fmt.gib(row.peak_mem_bytes)} GiB" if row.peak_mem_bytes else fmt.NA,
+        f"{row.speedup:.2f}x" if row.speedup else fmt.NA,
+    )
+
+
 # -- serialisers (headless JSON, the summary) -------------------------------------------------
 
 

@@ -352,12 +352,12 @@ class Agent:
         """Facts, notices and knob outcomes waiting to be sent, oldest first. Facts go at once
         (a later monitor gets the latest of each in its hello); notices and knob outcomes
         wait, bounded, for the first monitor to connect."""
-        frames = []
-        with self._facts_lock:
-            while self._pending_facts:
-                frame_type, fields = self._pending_facts.popleft()
+        with self._facts_lock:  # held briefly: the training thread publishes under it
+            taken = list(self._pending_facts)
+            self._pending_facts.clear()
+            for frame_type, fields in taken:
                 self._latest[frame_type] = {"type": frame_type, **fields}
-                frames.append(wire.encode(frame_type, **fields))
+        frames = [wire.encode(frame_type, **fields) for frame_type, fields in taken]
         if self.listener is None or not self.listener.connected:
             return frames
         while self._notices:

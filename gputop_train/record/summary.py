@@ -134,8 +134,8 @@ def _phase_row(p: dict[str, Any]) -> str:
         fmt.pct(p["data_wait_pct"]),
         fmt.pct(p["gpu_util_pct"]),
         fmt.pct(p["tensor_active_pct"]),
-        f"{fmt.gib(p['peak_mem_bytes'])} GiB",
-        f"{p['speedup']:.2f}x" if p["speedup"] else "N/A",
+        f"{fmt.gib(p['peak_mem_bytes'])} GiB" if p["peak_mem_bytes"] else fmt.NA,
+        f"{p['speedup']:.2f}x" if p["speedup"] else fmt.NA,
         p["headline"],
     )
     return "| " + " | ".join(cells) + " |"

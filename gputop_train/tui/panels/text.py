@@ -11,7 +11,7 @@ from ...samples import DATA_WAIT, GpuSample
 from ...session.model import Snapshot
 from ...session.phases import KnobState
 from ...session.stats import RankStats
-from ...views import View
+from ...views import View, phase_figures
 
 BAR_WIDTH = 10
 
@@ -392,13 +392,7 @@ def phase_table(snap: Snapshot, width: int = 200) -> Text:
                 change if len(change) <= 28 else change[:27] + "…",
                 str(row.steps),
                 fmt.ms(row.warmup_s * 1000) if row.warmup_s else fmt.NA,
-                fmt.rate(row.samples_per_s, "").strip(),
-                fmt.ms(row.step_ms_p50),
-                fmt.pct(row.data_wait_pct),
-                fmt.pct(row.gpu_util_pct),
-                fmt.pct(row.tensor_active_pct),
-                f"{fmt.gib(row.peak_mem_bytes)} GiB" if row.peak_mem_bytes else fmt.NA,
-                f"{row.speedup:.2f}x" if row.speedup else fmt.NA,
+                *phase_figures(row),
             )
         )
     text = Text("Phases ", style="bold")
