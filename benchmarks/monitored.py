@@ -18,10 +18,11 @@ ROOT = Path(__file__).resolve().parent.parent
 def run_until_pilot_done(
     options: list[str], script: list[str], stem: Path, timeout_s: float
 ) -> dict[str, Any]:
-    """The summary line; the recording is ``stem``.jsonl, the monitor's stderr ``stem``.log."""
+    """The summary line; the recording is ``stem``.jsonl, the job's output ``stem``.log, the
+    monitor's own stderr ``stem``.monitor.log."""
     command = [sys.executable, "-m", "gputop_train", "--headless", "--format", "json"]
     command += ["--record", f"{stem}.jsonl", *options, *script]
-    with Path(f"{stem}.log").open("w") as log:
+    with Path(f"{stem}.monitor.log").open("w") as log:
         monitor = subprocess.Popen(
             command, cwd=ROOT, stdout=subprocess.PIPE, stderr=log, text=True, bufsize=1
         )
@@ -39,6 +40,6 @@ def run_until_pilot_done(
                 interrupted = True
         monitor.wait(timeout=120)
     if summary is None:
-        raise RuntimeError(f"no summary (see {stem}.log)")
+        raise RuntimeError(f"no summary (see {stem}.monitor.log and {stem}.log)")
     summary["wall_s"] = time.monotonic() - started
     return summary
