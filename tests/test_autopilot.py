@@ -222,6 +222,15 @@ def test_a_gain_inside_the_baselines_noise_is_not_kept() -> None:
     assert job.config["compile"] is False
 
 
+def test_a_gain_just_under_the_bar_never_reads_as_equal_to_it() -> None:
+    job = SimulatedJob(speeds(compile__true=0.9712))  # 1.0297x against the 1.03x floor
+    pilot = Pilot(
+        job.session, job.request, 10.0, clock=job.clock, advise=scripted(Change("compile", True))
+    )
+    fly(job, pilot)
+    assert pilot.status().trials[0].reason == "1.0297x < 1.0300x: does not pay"
+
+
 def test_a_change_the_script_refuses_fails_and_is_not_retried() -> None:
     def step_ms(config: dict[str, Any]) -> float:
         if config["precision"] == "bf16":

@@ -300,7 +300,7 @@ class Pilot:
             needed_gain=needed,
         )
         if self.mode == "autopilot" and gain is not None and gain >= needed:
-            self._record(pending.index, decision="kept", reason=f"{gain:.2f}x >= {needed:.2f}x")
+            self._record(pending.index, decision="kept", reason=_compared(gain, ">=", needed))
             self._pending = None
             self._baseline = row
             self._state = f"kept {pending.candidate.label} ({gain:.2f}x)"
@@ -310,7 +310,7 @@ class Pilot:
         elif gain is None:
             self._revert(pending, "no throughput measured", row)
         else:
-            self._revert(pending, f"{gain:.2f}x < {needed:.2f}x: does not pay", row)
+            self._revert(pending, f"{_compared(gain, '<', needed)}: does not pay", row)
 
     def _revert(
         self, pending: _Pending, reason: str, row: PhaseRow, decision: str = "reverted"
@@ -382,6 +382,12 @@ def _lost_throughput(before: PhaseRow, after: PhaseRow) -> str | None:
         f"{1 - after.samples_per_s / before.samples_per_s:.0%} below the same settings in "
         f"phase {before.phase.index} ({before.samples_per_s:,.0f})"
     )
+
+
+def _compared(gain: float, sign: str, needed: float) -> str:
+    """``1.03x < 1.03x`` reads as a contradiction: more decimals where two read equal."""
+    digits = next((d for d in (2, 3, 4) if f"{gain:.{d}f}" != f"{needed:.{d}f}"), 4)
+    return f"{gain:.{digits}f}x {sign} {needed:.{digits}f}x"
 
 
 def _measured_enough(row: PhaseRow) -> bool:
