@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from diagnosis import SCENARIOS, corpus, rejudge
+from diagnosis import MARGIN, SCENARIOS, corpus, rejudge
 from monitored import ROOT, run_until_pilot_done
 
 # The autopilot's own floor for a gain it keeps (gputop_train.autopilot.pilot.MIN_GAIN_PCT):
@@ -82,7 +82,10 @@ def compare(out: Path, against: list[Path]) -> list[dict[str, Any]]:
         first, last = start_and_end(json.loads(path.read_text()))
         ended = last["samples_per_s"] / first["samples_per_s"] if first and last else None
         fix, fix_gain = best.get(name, (None, None))
-        bar = max(fix_gain or 1.0, 1.0)  # no fix that pays: ending where it began is enough
+        # As the scorecard counts them: a fix under the 10% margin does not pay, and a
+        # scenario where none pays is healthy; there ending where it began is enough.
+        bar = fix_gain if fix_gain and fix_gain >= MARGIN else 1.0
+        kept = _kept_on_knob(json.loads(path.read_text()), fix)
         verdict = (
             "N/A"
             if ended is None or name not in best
@@ -96,14 +99,28 @@ def compare(out: Path, against: list[Path]) -> list[dict[str, Any]]:
                 "ended_x": ended,
                 "best_fix": fix,
                 "best_fix_x": fix_gain,
+                "kept_on_its_knob": kept,
                 "at_least_as_fast": verdict,
             }
         )
         ended_text = "N/A" if ended is None else f"{ended:.2f}x"
         fix_text = "N/A" if fix_gain is None else f"{fix} {fix_gain:.2f}x"
-        print(f"{name:<24} autopilot {ended_text:>7}  best single fix {fix_text:<28} {verdict}")
+        print(
+            f"{name:<22} autopilot {ended_text:>7}  best single fix {fix_text:<27} "
+            f"kept: {kept or '-':<18} {verdict}"
+        )
     (out / "against.json").write_text(json.dumps(rows, indent=1))
     return rows
+
+
+def _kept_on_knob(summary: dict[str, Any], fix: str | None) -> str | None:
+    """The change the autopilot kept on the best fix's knob ("num_workers=16"), if any."""
+    if fix is None:
+        return None
+    knob = fix.split("=")[0]
+    trials = (summary.get("autopilot") or {}).get("trials") or []
+    kept = [t["change"] for t in trials if t["decision"] == "kept"]
+    return next((c for c in reversed(kept) if c.split("=")[0] == knob), None)
 
 
 def main() -> int:
