@@ -41,11 +41,25 @@ class FindingsPanel(LiveText, Panel):
         self.show(text.findings_panel(view))
 
 
+# The chart areas scroll every 2 s, as btop's and nvitop's graphs do at their default
+# refresh; their titles, with the latest value, change at every tick. A scrolling area
+# rewrites nearly all of its cells: at one scroll a second the four charts were two thirds of
+# the TUI's terminal bytes (docs/benchmarks.md §5).
+CHART_SCROLL_S = 2.0
+
+
 class ChartsPanel(Grid, Panel):
-    """Four braille charts of the chart window; redrawn only when a bucket closes."""
+    """Four braille charts of the chart window; redrawn only when a bucket closes, their
+    areas at most every ``CHART_SCROLL_S``."""
 
     TIER = SLOW
     NEEDS_CHARTS: ClassVar[bool] = True
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._scrolled: tuple[float, str] | None = None  # when, and at which window
+        self._tops: dict[str, float] = {}  # each chart's scale, set when the areas scroll
+        self._memory_total_known = False
 
     def compose(self) -> ComposeResult:
         yield BrailleChart("samples/s", "cyan", id="chart-throughput")
@@ -59,35 +73,52 @@ class ChartsPanel(Grid, Panel):
         charts = view.snap.charts
         if charts is None:
             return
-        window = ui.chart_window
-        throughput = [v for v in charts.samples_per_s if v is not None]
-        steps = sorted(v for v in charts.step_ms if v is not None)
-        # The 95th percentile sets the scale: one start-up or compile step must not flatten it.
-        step_top = steps[int(0.95 * (len(steps) - 1))] * 1.3 if steps else 1.0
-        total_mem = sum(g.mem_total_bytes or 0 for g in view.snap.latest_gpus) or None
-        top = max(throughput, default=1.0) * 1.2
+        window, now = ui.chart_window, view.snap.t
+        last = self._scrolled
+        # A new window, or a replay that jumped back, scrolls at once.
+        scroll = last is None or last[1] != window or not 0 <= now - last[0] < CHART_SCROLL_S
+        if scroll:
+            self._scrolled = (now, window)
+            steps = sorted(v for v in charts.step_ms if v is not None)
+            total_mem = sum(g.mem_total_bytes or 0 for g in view.snap.latest_gpus) or None
+            memory = charts.gpu_mem_used_bytes
+            self._tops = {
+                "throughput": max((v for v in charts.samples_per_s if v is not None), default=1.0)
+                * 1.2,
+                # The 95th percentile sets the scale: one start-up or compile step must not
+                # flatten it.
+                "step": steps[int(0.95 * (len(steps) - 1))] * 1.3 if steps else 1.0,
+                "mem": float(total_mem or max((v or 0 for v in memory), default=1) or 1),
+            }
+            self._memory_total_known = total_mem is not None
+        tops = self._tops
+        top = tops["throughput"]
         self.query_one("#chart-throughput", BrailleChart).update_series(
-            charts.samples_per_s, top, _label(charts.samples_per_s, f"{top:,.0f}", window, "hook")
+            charts.samples_per_s,
+            top,
+            _label(charts.samples_per_s, f"{top:,.0f}", window, "hook"),
+            scroll=scroll,
         )
+        step_top = tops["step"]
         self.query_one("#chart-step", BrailleChart).update_series(
             charts.step_ms,
             step_top,
             _label(charts.step_ms, f"{step_top:,.0f}", window, "red=data-wait"),
             under=charts.data_wait_ms,
+            scroll=scroll,
         )
         self.query_one("#chart-util", BrailleChart).update_series(
             charts.gpu_util_pct,
             100.0,
             _label(charts.gpu_util_pct, "100", window, "magenta=tensor"),
             under=charts.tensor_active_pct,
+            scroll=scroll,
         )
-        memory = charts.gpu_mem_used_bytes
-        mem_top = float(total_mem or max((v or 0 for v in memory), default=1) or 1)
+        memory, mem_top = charts.gpu_mem_used_bytes, tops["mem"]
         gib = tuple(None if v is None else v / 2**30 for v in memory)
+        mem_label = f"{mem_top / 2**30:.1f} GiB" if self._memory_total_known else fmt.NA
         self.query_one("#chart-mem", BrailleChart).update_series(
-            memory,
-            mem_top,
-            _label(gib, f"{mem_top / 2**30:.1f} GiB" if total_mem else fmt.NA, window, "NVML"),
+            memory, mem_top, _label(gib, mem_label, window, "NVML"), scroll=scroll
         )
 
 

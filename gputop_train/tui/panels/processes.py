@@ -15,8 +15,9 @@ from .base import SLOW, Panel, UiState
 
 class ProcessesPanel(VerticalScroll, Panel):
     """The columns that fit its width, drawn again when the width changes. A column keeps the
-    widest width it has had: columns that jumped with every new figure rewrote every line
-    of the table on the terminal, each second."""
+    widest width it has had, and the table the most rows it has had: columns that jumped with
+    every new figure, or a table that shrank and grew as workers came and went, rewrote every
+    line of the table on the terminal."""
 
     TIER = SLOW
 
@@ -26,7 +27,7 @@ class ProcessesPanel(VerticalScroll, Panel):
         self._widths: tuple[int, ...] = ()
 
     def compose(self) -> ComposeResult:
-        yield LiveText(classes="process-table")
+        yield LiveText(classes="process-table", sticky=True)
 
     def show_view(self, view: View, ui: UiState) -> None:
         self._view = view
@@ -34,6 +35,7 @@ class ProcessesPanel(VerticalScroll, Panel):
 
     def on_resize(self) -> None:
         self._widths = ()  # a new width: the columns that fit are chosen afresh
+        self.query_one(LiveText).reset_extent()
         if self._view is not None:
             self._draw(self.size.width)
 

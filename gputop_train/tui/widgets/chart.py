@@ -2,8 +2,8 @@
 
 Textual's Sparkline autoscales to min..max, which is wrong for a 0-100% axis, and a Rich
 renderable per refresh costs far more than handing back cached strips; this chart re-renders
-only when its series change, repaints only the lines that changed (a new title value is one
-line; the rows above the area stay blank), and leaves buckets with no data blank.
+only when its series change, repaints only the cells that changed (a new title value is a
+few cells; the rows above the area stay blank), and leaves buckets with no data blank.
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ from textual.geometry import Region
 from textual.strip import Strip
 from textual.widget import Widget
 
+from .dirty import Cell, changed_spans
+
 # Braille dots: each cell is 2 columns x 4 rows of dots; bits per (column, row from top).
 _DOTS = ((0x01, 0x02, 0x04, 0x40), (0x08, 0x10, 0x20, 0x80))
 # _CELLS[a][b]: the cell whose left column has its bottom a dots filled, its right column b.
@@ -26,6 +28,7 @@ _CELLS = tuple(
     tuple(chr(0x2800 + left + right) if left or right else " " for right in _RIGHT)
     for left in _LEFT
 )
+_NULL = Style.null()
 
 
 def braille_rows(values: Sequence[float | None], top: float, width: int, height: int) -> list[str]:
@@ -65,7 +68,10 @@ def _runs(row: str, under: str | None, main: Style, part: Style) -> list[Segment
     segments: list[Segment] = []
     start, current = 0, None
     for x, char in enumerate(row):
-        # A cell takes the part's colour only where the part fills all of its dots.
+        # A cell takes the part's colour only where the part fills all of its dots; a blank
+        # cell joins the run it is in (its colour does not show: fewer codes on the wire).
+        if char == " " and current is not None:
+            continue
         style = part if char != " " and under[x] == char else main
         if style is not current and x > start:
             segments.append(Segment(row[start:x], current))
@@ -73,6 +79,11 @@ def _runs(row: str, under: str | None, main: Style, part: Style) -> list[Segment
         current = style
     segments.append(Segment(row[start:], current))
     return segments
+
+
+def _cells(strip: Strip) -> list[Cell]:
+    """(character, style) per cell: braille and the title are one cell per character."""
+    return [(char, segment.style or _NULL) for segment in strip for char in segment.text]
 
 
 class BrailleChart(Widget):
@@ -99,9 +110,14 @@ class BrailleChart(Widget):
         top: float,
         label: str,
         under: Sequence[float | None] = (),
+        scroll: bool = True,
     ) -> None:
-        """``under`` (optional) is a part of ``values`` drawn in its own colour, stacked below."""
-        data = (tuple(values), top, label, tuple(under))
+        """``under`` (optional) is a part of ``values`` drawn in its own colour, stacked below.
+        ``scroll`` False changes the title only: the area keeps the series it has."""
+        if scroll or not self._data[0]:
+            data = (tuple(values), top, label, tuple(under))
+        else:
+            data = (self._data[0], self._data[1], label, self._data[3])
         if data == self._data:
             return
         self._data = data
@@ -112,9 +128,14 @@ class BrailleChart(Widget):
             return
         before, self._strips = self._strips, self._build(*size)
         changed = [
-            Region(0, y, size[0], 1)
+            region
             for y, strip in enumerate(self._strips)
             if y >= len(before) or strip != before[y]
+            for region in (
+                changed_spans(y, _cells(before[y]), _cells(strip), size[0])
+                if y < len(before)
+                else [Region(0, y, size[0], 1)]
+            )
         ]
         if changed:
             self.refresh(*changed)

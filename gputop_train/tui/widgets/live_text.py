@@ -3,11 +3,13 @@
 ``Static.update`` runs the whole text through Textual's content pipeline again and marks the
 whole widget dirty, so the compositor redraws every widget under it. At 2 Hz that was most of
 the dashboard's CPU. This widget keeps one strip per line and marks dirty only the cells whose
-text changed: a tick that moves three figures repaints three lines up to the last changed
-cell (over SSH the bytes are the cost: docs/benchmarks.md §5).
+text changed: a tick that moves three figures repaints those figures (over SSH the bytes are
+the cost: docs/benchmarks.md §5).
 """
 
 from __future__ import annotations
+
+from itertools import zip_longest
 
 from rich.console import Console
 from rich.segment import Segment
@@ -17,24 +19,16 @@ from textual.geometry import Region, Size
 from textual.strip import Strip
 from textual.widget import Widget
 
+from .dirty import changed_spans
 
-def _changed_cells(y: int, old: Text, new: Text, width: int, console: Console) -> Region:
-    """The cells of line ``y`` that differ in character or style. Textual writes a partial
-    update from the widget's left edge to the region's end, so a change early in a line
-    (a figure after its label) no longer rewrites the rest of the line. Characters wider than
-    one cell repaint the whole line."""
+
+def _changed_regions(y: int, old: Text, new: Text, width: int, console: Console) -> list[Region]:
+    """The cells of line ``y`` that differ in character or style (tui/widgets/dirty.py); a
+    line with characters wider than one cell is repainted whole."""
     before, after = _cells(old, console), _cells(new, console)
     if before is None or after is None:
-        return Region(0, y, width, 1)
-    blank = (" ", Style.null())  # past a line's end: the padding
-    length = max(len(before), len(after))
-    before += [blank] * (length - len(before))
-    after += [blank] * (length - len(after))
-    changed = [x for x in range(length) if before[x] != after[x]]
-    if not changed:
-        return Region(0, y, 0, 0)
-    start, end = changed[0], min(changed[-1] + 1, width)
-    return Region(start, y, max(end - start, 1), 1)
+        return [Region(0, y, width, 1)]
+    return changed_spans(y, before, after, width)
 
 
 def _cells(line: Text, console: Console) -> list[tuple[str, Style]] | None:
@@ -45,16 +39,28 @@ def _cells(line: Text, console: Console) -> list[tuple[str, Style]] | None:
     return [(char, seg.style or null) for seg in line.render(console, end="") for char in seg.text]
 
 
+_UNSIZED = -1  # a sticky widget whose width is not its text's (not `width: auto`)
+
+
 class LiveText(Widget):
     """Shows a Rich ``Text``; wraps it to the width unless ``text.no_wrap`` (then it is cut,
-    with an ellipsis if ``text.overflow`` says so)."""
+    with an ellipsis if ``text.overflow`` says so).
+
+    ``sticky``: the widget keeps the largest extent its text has had (until
+    ``reset_extent``), so a table whose rows come and go repaints the rows that changed; a
+    change of size makes Textual repaint the whole widget and everything it moves."""
 
     DEFAULT_CSS = """
     LiveText { height: auto; }
     """
 
-    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+    def __init__(
+        self, *, id: str | None = None, classes: str | None = None, sticky: bool = False
+    ) -> None:
         super().__init__(id=id, classes=classes)
+        self._sticky = sticky
+        # The extent kept when sticky; columns only where the width follows the text.
+        self._rows, self._columns = 0, _UNSIZED
         self._text = Text()
         self._lines: list[Text] = []
         self._lines_width = -1
@@ -76,21 +82,36 @@ class LiveText(Widget):
             return
         before, after = self._lines, self._wrap(width)
         self._lines = after
-        if len(before) != len(after):
+        if self._needs_layout(before, after):
             self._strips.clear()
             self.refresh(layout=True)
             return
-        changed = [
-            (y, old, new)
-            for y, (old, new) in enumerate(zip(before, after, strict=True))
-            if old != new
-        ]
+        blank = Text()
+        padded = zip_longest(before, after, fillvalue=blank)
+        changed = [(y, old, new) for y, (old, new) in enumerate(padded) if old != new]
         console = self.app.console
-        regions = [_changed_cells(y, old, new, width, console) for y, old, new in changed]
-        for region in regions:
-            self._strips.pop(region.y, None)
+        regions = [
+            region
+            for y, old, new in changed
+            for region in _changed_regions(y, old, new, width, console)
+        ]
+        for y, _, _ in changed:
+            self._strips.pop(y, None)
         if regions:
             self.refresh(*regions)
+
+    def reset_extent(self) -> None:
+        """Fit the text again (a sticky widget's new width, say)."""
+        self._rows, self._columns = 0, _UNSIZED
+        self.refresh(layout=True)
+
+    def _needs_layout(self, before: list[Text], after: list[Text]) -> bool:
+        if not self._sticky:
+            return len(before) != len(after)
+        if len(after) > self._rows:
+            return True
+        widest = max((line.cell_len for line in after), default=0)
+        return self._columns != _UNSIZED and widest > self._columns
 
     def _wrap(self, width: int) -> list[Text]:
         text = self._text
@@ -105,12 +126,18 @@ class LiveText(Widget):
         return list(text.wrap(self.app.console, width))
 
     def get_content_width(self, container: Size, viewport: Size) -> int:
-        return max((line.cell_len for line in self._text.split("\n")), default=0)
+        natural = max((line.cell_len for line in self._text.split("\n")), default=0)
+        if self._sticky:
+            self._columns = max(self._columns, natural)
+            return self._columns
+        return natural
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
-        if width != self._lines_width:
-            return len(self._wrap(width))
-        return len(self._lines)
+        natural = len(self._wrap(width)) if width != self._lines_width else len(self._lines)
+        if self._sticky:
+            self._rows = max(self._rows, natural)
+            return self._rows
+        return natural
 
     def render_line(self, y: int) -> Strip:
         width = self.size.width
