@@ -15,6 +15,8 @@ docs/benchmarks.md §5).
 
 from __future__ import annotations
 
+import functools
+
 from rich.color import ColorSystem
 from rich.console import Console
 from rich.control import Control
@@ -24,7 +26,10 @@ from textual.strip import Strip
 
 _RESET = "\x1b[0m"
 _DEFAULT_FOREGROUND, _DEFAULT_BACKGROUND = "39", "49"
-_PLAIN = (0, None, None)
+# What a style sets on the terminal: its attribute bits (bold, dim, ...) and the codes of its
+# foreground and background colours.
+Pen = tuple[int, str | None, str | None]
+_PLAIN: Pen = (0, None, None)
 
 
 def _render_segments(self: ChopsUpdate, console: Console) -> str:
@@ -51,9 +56,9 @@ def render_strip(strip: Strip, color_system: ColorSystem) -> str:
     """What ``Strip.render`` writes, with each style written as a change from the last; the
     terminal is left in the default style, as Textual leaves it."""
     out: list[str] = []
-    state: tuple[int, str | None, str | None] | None = None  # attributes, fg, bg; None: reset
-    for text, style, _ in strip._segments:
-        if style is None or style._link:
+    state: Pen | None = None  # None: the terminal's default style
+    for text, style, _ in strip:
+        if style is None or style.link:
             if state is not None:
                 out.append(_RESET)
                 state = None
@@ -75,8 +80,10 @@ def render_strip(strip: Strip, color_system: ColorSystem) -> str:
     return "".join(out)
 
 
-def _state(style: Style, color_system: ColorSystem) -> tuple[int, str | None, str | None]:
-    color, bgcolor = style._color, style._bgcolor
+@functools.lru_cache(maxsize=1024)
+def _state(style: Style, color_system: ColorSystem) -> Pen:
+    """The pen of ``style`` (cached: a screen holds a few dozen styles)."""
+    color, bgcolor = style.color, style.bgcolor
     return (
         style._attributes & style._set_attributes,
         None if color is None else ";".join(color.downgrade(color_system).get_ansi_codes()),
@@ -86,12 +93,7 @@ def _state(style: Style, color_system: ColorSystem) -> tuple[int, str | None, st
     )
 
 
-def _change(
-    old: tuple[int, str | None, str | None] | None,
-    new: tuple[int, str | None, str | None],
-    style: Style,
-    color_system: ColorSystem,
-) -> str:
+def _change(old: Pen | None, new: Pen, style: Style, color_system: ColorSystem) -> str:
     """The codes from ``old`` to ``new``: only the colours that changed when the attributes
     (bold, dim, ...) are the same, else a reset and the whole style."""
     if old is None:  # from the reset state: the style alone
