@@ -10,6 +10,7 @@ Runs ``gputop-train [--headless] demos/resnet.py ARGS`` in a pseudo-terminal of 
     python benchmarks/tui_cost.py --size 160x48 --warmup 30 --measure 60 -- --workers 8
 
 With --screenshot DIR the TUI run presses S (save SVG) at the end; the file lands in DIR.
+With --threads each run also reports the CPU of each of the monitor's threads, by name.
 
 ``--modes replay`` plays a recording of a real run (default: the H100 ladder in docs/examples)
 in the TUI's replay mode: the same panels fed the same figures, on any machine, for the
@@ -36,6 +37,7 @@ import sys
 import termios
 import time
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -50,6 +52,29 @@ def main_thread_cpu(process: psutil.Process) -> float:
     return 0.0
 
 
+def thread_ticks(pid: int) -> dict[int, tuple[str, int]]:
+    """Each thread's name and CPU clock ticks (user + system), from /proc."""
+    found = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            name = (task / "comm").read_text().strip()
+            fields = (task / "stat").read_text().rpartition(")")[2].split()
+            found[int(task.name)] = (name, int(fields[11]) + int(fields[12]))
+        except (OSError, ValueError, IndexError):
+            continue  # a thread that ended
+    return found
+
+
+def thread_cpu(pid: int, before: dict[int, tuple[str, int]], elapsed: float) -> dict[str, float]:
+    """% of one core per thread name over the window (threads of one name summed)."""
+    hertz = os.sysconf("SC_CLK_TCK")
+    totals: dict[str, float] = {}
+    for tid, (name, ticks) in thread_ticks(pid).items():
+        spent = ticks - before.get(tid, (name, 0))[1]
+        totals[name] = totals.get(name, 0.0) + 100.0 * spent / hertz / elapsed
+    return {name: round(pct, 2) for name, pct in sorted(totals.items(), key=lambda kv: -kv[1])}
+
+
 def run_in_pty(
     args: list[str],
     columns: int,
@@ -59,7 +84,8 @@ def run_in_pty(
     screenshot_dir: Path | None,
     program: list[str] | None = None,
     keys: bytes = b"",
-) -> dict[str, float]:
+    by_thread: bool = False,
+) -> dict[str, Any]:
     """Measure ``gputop-train ARGS`` (or ``program``, another monitor) in a pty; ``keys`` are
     typed 3 s after the start (a replay's seek)."""
     master, slave = pty.openpty()
@@ -67,8 +93,11 @@ def run_in_pty(
     env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": str(columns), "LINES": str(rows)}
     if screenshot_dir is not None:
         env["XDG_DATA_HOME"] = str(screenshot_dir)
+    launcher = (
+        [str(REPO / "benchmarks" / "named_threads.py")] if by_thread else ["-m", "gputop_train"]
+    )
     monitor = subprocess.Popen(
-        program or [sys.executable, "-m", "gputop_train", *args],
+        program or [sys.executable, *launcher, *args],
         stdin=slave,
         stdout=slave,
         stderr=slave,
@@ -95,6 +124,7 @@ def run_in_pty(
         os.write(master, keys)
     pump(warmup_s)
     cpu_before, main_before = sum(process.cpu_times()[:2]), main_thread_cpu(process)
+    threads_before = thread_ticks(monitor.pid) if by_thread else {}
     started = time.monotonic()
     written = pump(measure_s)
     elapsed = time.monotonic() - started
@@ -103,6 +133,7 @@ def run_in_pty(
     if screenshot_dir is not None:
         os.write(master, b"S")
         pump(3)
+    threads = thread_cpu(monitor.pid, threads_before, elapsed) if threads_before else {}
     if program is not None:
         os.write(master, b"q")  # nvitop quits on q
     elif "--headless" in args:
@@ -125,6 +156,7 @@ def run_in_pty(
         "other_threads_cpu_pct": round(cpu_pct - main_pct, 2),
         "terminal_bytes_per_s": round(written / elapsed, 1),
         "measured_s": round(elapsed, 1),
+        **({"threads_cpu_pct": threads} if threads else {}),
     }
 
 
@@ -171,6 +203,9 @@ def main() -> None:
         help="for --modes replay: the recording played (1x) in the TUI",
     )
     parser.add_argument("--seek", type=float, default=80.0, help="replay: start this far in, s")
+    parser.add_argument(
+        "--threads", action="store_true", help="also each monitor thread's CPU (named_threads.py)"
+    )
     parser.add_argument("demo_args", nargs=argparse.REMAINDER)
     args = parser.parse_args()
     columns, rows = (int(v) for v in args.size.split("x"))
@@ -183,11 +218,28 @@ def main() -> None:
             elif mode == "replay":  # no GPU needed: a recorded H100 run drives the same panels
                 seek = b"\x1b[C" * int(args.seek // 10)
                 replay = ["replay", str(args.recording)]
-                run = run_in_pty(replay, columns, rows, args.warmup, args.measure, None, keys=seek)
+                run = run_in_pty(
+                    replay,
+                    columns,
+                    rows,
+                    args.warmup,
+                    args.measure,
+                    None,
+                    keys=seek,
+                    by_thread=args.threads,
+                )
             else:
                 extra = ["--headless"] if mode == "headless" else ["--refresh", str(args.refresh)]
                 shot = args.screenshot if mode == "tui" else None
-                run = run_in_pty([*extra, *demo], columns, rows, args.warmup, args.measure, shot)
+                run = run_in_pty(
+                    [*extra, *demo],
+                    columns,
+                    rows,
+                    args.warmup,
+                    args.measure,
+                    shot,
+                    by_thread=args.threads,
+                )
             runs.setdefault(mode, []).append(run)
             print(mode, json.dumps(run), flush=True)
     # One figure per mode: the median run by CPU (the machines are noisy; every run is kept).
