@@ -12,7 +12,9 @@ import ctypes
 import runpy
 import sys
 import threading
+from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this checkout's package
 _PR_SET_NAME = 15
 _libc = ctypes.CDLL(None, use_errno=True)
 _bootstrap = threading.Thread._bootstrap_inner  # type: ignore[attr-defined]
