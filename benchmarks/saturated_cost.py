@@ -126,7 +126,8 @@ def main() -> None:
         parser.error(f"--arms: plain first, then any of {', '.join(ARMS[1:])}")
     script = args.script or [str(SCENARIO)]
     runs: dict[str, list[float]] = {arm: [] for arm in arms}
-    shares: dict[str, list[float]] = {arm: [] for arm in arms}
+    # The monitor's share of all the CPU a run used: monitored arms only.
+    shares: dict[str, list[float]] = {arm: [] for arm in arms if arm.startswith("monitored")}
     started, seconds = time.monotonic(), args.warmup + args.measure
     with tempfile.TemporaryDirectory() as scratch:
         os.environ[wire.RUNTIME_DIR_ENV] = str(Path(scratch) / "run")
@@ -140,7 +141,8 @@ def main() -> None:
                 times = Path(scratch) / f"{arm}-{round_index}.bin"
                 monitor_cpu_s, all_cpu_s = run_arm(arm, script, seconds, times)
                 runs[arm].append(mean_step_ms(times, args.warmup))
-                shares[arm].append(100.0 * monitor_cpu_s / all_cpu_s if all_cpu_s else 0.0)
+                if arm in shares and all_cpu_s:
+                    shares[arm].append(100.0 * monitor_cpu_s / all_cpu_s)
                 line = {"round": round_index + 1, "arm": arm, "mean_step_ms": runs[arm][-1]}
                 line.update(monitor_cpu_s=monitor_cpu_s, all_cpu_s=all_cpu_s)
                 print(json.dumps(line), flush=True)
@@ -155,7 +157,7 @@ def main() -> None:
             f"{min(ratios):7.4f}-{max(ratios):<7.4f} {low:7.4f}-{high:<7.4f}"
         )
     for arm in arms[1:]:
-        if arm.startswith("monitored") and shares[arm]:
+        if shares.get(arm):
             print(
                 f"{arm}: the monitor's share of all the run's CPU, median "
                 f"{statistics.median(shares[arm]):.3f}%, highest {max(shares[arm]):.3f}% "

@@ -10,7 +10,8 @@ Runs ``gputop-train [--headless] demos/resnet.py ARGS`` in a pseudo-terminal of 
     python benchmarks/tui_cost.py --size 160x48 --warmup 30 --measure 60 -- --workers 8
 
 With --screenshot DIR the TUI run presses S (save SVG) at the end; the file lands in DIR.
-With --threads each run also reports the CPU of each of the monitor's threads, by name.
+With --threads each run also reports the CPU of each of the monitor's threads, by name, and
+with --breakdown the terminal bytes by kind (style codes, cursor moves, braille, the rest).
 
 ``--modes replay`` plays a recording of a real run (default: the H100 ladder in docs/examples)
 in the TUI's replay mode: the same panels fed the same figures, on any machine, for the
@@ -29,6 +30,7 @@ import fcntl
 import json
 import os
 import pty
+import re
 import select
 import shutil
 import struct
@@ -50,6 +52,21 @@ def main_thread_cpu(process: psutil.Process) -> float:
         if thread.id == process.pid:
             return thread.user_time + thread.system_time
     return 0.0
+
+
+_KINDS = {
+    "style codes": re.compile(rb"\x1b\[[0-9;]*m"),
+    "cursor moves": re.compile(rb"\x1b\[\d+;\d+H"),
+    "braille": re.compile(rb"\xe2[\xa0-\xa3][\x80-\xbf]"),  # U+2800-U+28FF in UTF-8
+}
+
+
+def bytes_by_kind(output: bytes, elapsed: float) -> dict[str, float]:
+    """What the terminal was sent, per second: style codes, cursor moves, braille cells and
+    the rest (text, line ends, other sequences)."""
+    found = {kind: sum(map(len, pattern.findall(output))) for kind, pattern in _KINDS.items()}
+    found["other"] = len(output) - sum(found.values())
+    return {kind: round(count / elapsed, 1) for kind, count in found.items()}
 
 
 def thread_ticks(pid: int) -> dict[int, tuple[str, int]]:
@@ -85,6 +102,7 @@ def run_in_pty(
     program: list[str] | None = None,
     keys: bytes = b"",
     by_thread: bool = False,
+    breakdown: bool = False,
 ) -> dict[str, Any]:
     """Measure ``gputop-train ARGS`` (or ``program``, another monitor) in a pty; ``keys`` are
     typed 3 s after the start (a replay's seek)."""
@@ -108,15 +126,18 @@ def run_in_pty(
     os.close(slave)
     process = psutil.Process(monitor.pid)
 
-    def pump(seconds: float) -> int:
+    def pump(seconds: float, keep: list[bytes] | None = None) -> int:
         total, deadline = 0, time.monotonic() + seconds
         while (left := deadline - time.monotonic()) > 0:
             ready, _, _ = select.select([master], [], [], min(left, 0.2))
             if ready:
                 try:
-                    total += len(os.read(master, 65536))
+                    data = os.read(master, 65536)
                 except OSError:
                     break
+                total += len(data)
+                if keep is not None:
+                    keep.append(data)
         return total
 
     if keys:
@@ -126,7 +147,8 @@ def run_in_pty(
     cpu_before, main_before = sum(process.cpu_times()[:2]), main_thread_cpu(process)
     threads_before = thread_ticks(monitor.pid) if by_thread else {}
     started = time.monotonic()
-    written = pump(measure_s)
+    kept: list[bytes] | None = [] if breakdown else None
+    written = pump(measure_s, kept)
     elapsed = time.monotonic() - started
     cpu_pct = 100.0 * (sum(process.cpu_times()[:2]) - cpu_before) / elapsed
     main_pct = 100.0 * (main_thread_cpu(process) - main_before) / elapsed
@@ -157,6 +179,7 @@ def run_in_pty(
         "terminal_bytes_per_s": round(written / elapsed, 1),
         "measured_s": round(elapsed, 1),
         **({"threads_cpu_pct": threads} if threads else {}),
+        **({"bytes_per_s_by_kind": bytes_by_kind(b"".join(kept), elapsed)} if kept else {}),
     }
 
 
@@ -206,6 +229,9 @@ def main() -> None:
     parser.add_argument(
         "--threads", action="store_true", help="also each monitor thread's CPU (named_threads.py)"
     )
+    parser.add_argument(
+        "--breakdown", action="store_true", help="also the terminal bytes by kind (codes, text)"
+    )
     parser.add_argument("demo_args", nargs=argparse.REMAINDER)
     args = parser.parse_args()
     columns, rows = (int(v) for v in args.size.split("x"))
@@ -227,6 +253,7 @@ def main() -> None:
                     None,
                     keys=seek,
                     by_thread=args.threads,
+                    breakdown=args.breakdown,
                 )
             else:
                 extra = ["--headless"] if mode == "headless" else ["--refresh", str(args.refresh)]
@@ -239,6 +266,7 @@ def main() -> None:
                     args.measure,
                     shot,
                     by_thread=args.threads,
+                    breakdown=args.breakdown,
                 )
             runs.setdefault(mode, []).append(run)
             print(mode, json.dumps(run), flush=True)

@@ -9,8 +9,8 @@ the edge as before, since cutting into one would shift the rest of the line.
 
 It also writes each style as a change from the one before: Textual writes every segment as
 "set the whole style, text, reset", so a chart cell in another colour cost 24 bytes of codes
-where its colour alone is 11 (codes were half of the TUI's bytes, measured on the replay of
-docs/benchmarks.md §5).
+where its colour alone is 11 (codes were a third of the TUI's bytes on the replay of
+docs/benchmarks.md §5, `tui_cost.py --breakdown`).
 """
 
 from __future__ import annotations
@@ -58,21 +58,19 @@ def render_strip(strip: Strip, color_system: ColorSystem) -> str:
     out: list[str] = []
     state: Pen | None = None  # None: the terminal's default style
     for text, style, _ in strip:
-        if style is None or style.link:
+        if style is not None and style.link:  # a hyperlink: written as Textual writes it
             if state is not None:
                 out.append(_RESET)
                 state = None
-            out.append(text if style is None else Strip.render_style(style, text, color_system))
+            out.append(Strip.render_style(style, text, color_system))
             continue
-        new = _state(style, color_system)
-        if new == _PLAIN:  # a style that sets nothing: Textual writes the bare text
-            if state is not None:
-                out.append(_RESET)
-                state = None
-            out.append(text)
-            continue
+        pen = None if style is None else _state(style, color_system)
+        new = None if pen == _PLAIN else pen  # a style that sets nothing: the bare text
         if new != state:
-            out.append(_change(state, new, style, color_system))
+            if style is None or new is None:
+                out.append(_RESET)
+            else:
+                out.append(_change(state, new, style, color_system))
             state = new
         out.append(text)
     if state is not None:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Sequence
+from typing import ClassVar, NamedTuple
 
 from textual.app import ComposeResult
 from textual.containers import Grid
 
 from ... import format as fmt
+from ...samples import GpuSample
+from ...session.series import ChartSeries
 from ...views import View
 from ..widgets.chart import BrailleChart
 from ..widgets.live_text import LiveText
@@ -43,9 +46,32 @@ class FindingsPanel(LiveText, Panel):
 
 # The chart areas scroll every 2 s, as btop's and nvitop's graphs do at their default
 # refresh; their titles, with the latest value, change at every tick. A scrolling area
-# rewrites nearly all of its cells: at one scroll a second the four charts were two thirds of
-# the TUI's terminal bytes (docs/benchmarks.md §5).
+# rewrites nearly all of its cells: at one scroll a second the four charts were most of the
+# TUI's terminal bytes once the other panels wrote only their changed cells; scrolling every
+# 2 s took the replay from 4.7 to 3.1 KB/s (docs/benchmarks.md §5).
 CHART_SCROLL_S = 2.0
+
+
+class _Scales(NamedTuple):
+    """Each chart's top, set when the areas scroll (a title shows the scale its area has)."""
+
+    throughput: float
+    step_ms: float
+    memory_bytes: float
+    memory_total_known: bool
+
+
+def _scales(charts: ChartSeries, gpus: Sequence[GpuSample]) -> _Scales:
+    steps = sorted(v for v in charts.step_ms if v is not None)
+    total_mem = sum(g.mem_total_bytes or 0 for g in gpus) or None
+    memory = charts.gpu_mem_used_bytes
+    return _Scales(
+        throughput=max((v for v in charts.samples_per_s if v is not None), default=1.0) * 1.2,
+        # The 95th percentile sets the scale: one start-up or compile step must not flatten it.
+        step_ms=steps[int(0.95 * (len(steps) - 1))] * 1.3 if steps else 1.0,
+        memory_bytes=float(total_mem or max((v or 0 for v in memory), default=1) or 1),
+        memory_total_known=total_mem is not None,
+    )
 
 
 class ChartsPanel(Grid, Panel):
@@ -58,8 +84,7 @@ class ChartsPanel(Grid, Panel):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self._scrolled: tuple[float, str] | None = None  # when, and at which window
-        self._tops: dict[str, float] = {}  # each chart's scale, set when the areas scroll
-        self._memory_total_known = False
+        self._scales: _Scales | None = None
 
     def compose(self) -> ComposeResult:
         yield BrailleChart("samples/s", "cyan", id="chart-throughput")
@@ -79,27 +104,16 @@ class ChartsPanel(Grid, Panel):
         scroll = last is None or last[1] != window or not 0 <= now - last[0] < CHART_SCROLL_S
         if scroll:
             self._scrolled = (now, window)
-            steps = sorted(v for v in charts.step_ms if v is not None)
-            total_mem = sum(g.mem_total_bytes or 0 for g in view.snap.latest_gpus) or None
-            memory = charts.gpu_mem_used_bytes
-            self._tops = {
-                "throughput": max((v for v in charts.samples_per_s if v is not None), default=1.0)
-                * 1.2,
-                # The 95th percentile sets the scale: one start-up or compile step must not
-                # flatten it.
-                "step": steps[int(0.95 * (len(steps) - 1))] * 1.3 if steps else 1.0,
-                "mem": float(total_mem or max((v or 0 for v in memory), default=1) or 1),
-            }
-            self._memory_total_known = total_mem is not None
-        tops = self._tops
-        top = tops["throughput"]
+            self._scales = _scales(charts, view.snap.latest_gpus)
+        scales = self._scales
+        assert scales is not None  # set by the first draw, which always scrolls
+        top, step_top, mem_top = scales.throughput, scales.step_ms, scales.memory_bytes
         self.query_one("#chart-throughput", BrailleChart).update_series(
             charts.samples_per_s,
             top,
             _label(charts.samples_per_s, f"{top:,.0f}", window, "hook"),
             scroll=scroll,
         )
-        step_top = tops["step"]
         self.query_one("#chart-step", BrailleChart).update_series(
             charts.step_ms,
             step_top,
@@ -114,9 +128,9 @@ class ChartsPanel(Grid, Panel):
             under=charts.tensor_active_pct,
             scroll=scroll,
         )
-        memory, mem_top = charts.gpu_mem_used_bytes, tops["mem"]
+        memory = charts.gpu_mem_used_bytes
         gib = tuple(None if v is None else v / 2**30 for v in memory)
-        mem_label = f"{mem_top / 2**30:.1f} GiB" if self._memory_total_known else fmt.NA
+        mem_label = f"{mem_top / 2**30:.1f} GiB" if scales.memory_total_known else fmt.NA
         self.query_one("#chart-mem", BrailleChart).update_series(
             memory, mem_top, _label(gib, mem_label, window, "NVML"), scroll=scroll
         )

@@ -17,7 +17,7 @@ from textual.geometry import Region
 from textual.strip import Strip
 from textual.widget import Widget
 
-from .dirty import Cell, changed_spans
+from .dirty import cells_of, changed_spans
 
 # Braille dots: each cell is 2 columns x 4 rows of dots; bits per (column, row from top).
 _DOTS = ((0x01, 0x02, 0x04, 0x40), (0x08, 0x10, 0x20, 0x80))
@@ -28,7 +28,6 @@ _CELLS = tuple(
     tuple(chr(0x2800 + left + right) if left or right else " " for right in _RIGHT)
     for left in _LEFT
 )
-_NULL = Style.null()
 
 
 def braille_rows(values: Sequence[float | None], top: float, width: int, height: int) -> list[str]:
@@ -81,11 +80,6 @@ def _runs(row: str, under: str | None, main: Style, part: Style) -> list[Segment
     return segments
 
 
-def _cells(strip: Strip) -> list[Cell]:
-    """(character, style) per cell: braille and the title are one cell per character."""
-    return [(char, segment.style or _NULL) for segment in strip for char in segment.text]
-
-
 class BrailleChart(Widget):
     """A titled area chart; ``update_series`` sets data and range, redrawing only on change."""
 
@@ -132,7 +126,7 @@ class BrailleChart(Widget):
             for y, strip in enumerate(self._strips)
             if y >= len(before) or strip != before[y]
             for region in (
-                changed_spans(y, _cells(before[y]), _cells(strip), size[0])
+                changed_spans(y, cells_of(before[y]), cells_of(strip), size[0])
                 if y < len(before)
                 else [Region(0, y, size[0], 1)]
             )

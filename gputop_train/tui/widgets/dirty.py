@@ -7,8 +7,9 @@ cost less to rewrite than a second cursor move and its style codes.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
+from rich.segment import Segment
 from rich.style import Style
 from textual.geometry import Region
 
@@ -17,7 +18,14 @@ Cell = tuple[str, Style]
 # skip costs a cursor move and the style codes again, about 20 bytes, where a cell costs 1 to
 # 3 (a braille cell is 3 bytes of UTF-8).
 MERGE_GAP_CELLS = 8
-_BLANK: Cell = (" ", Style.null())  # past a line's end: the padding
+_NULL = Style.null()
+_BLANK: Cell = (" ", _NULL)  # past a line's end: the padding
+
+
+def cells_of(segments: Iterable[Segment]) -> list[Cell]:
+    """(character, style) per cell of segments whose characters are one cell wide each; no
+    style and Rich's empty style read the same."""
+    return [(char, segment.style or _NULL) for segment in segments for char in segment.text]
 
 
 def changed_spans(

@@ -19,7 +19,7 @@ from textual.geometry import Region, Size
 from textual.strip import Strip
 from textual.widget import Widget
 
-from .dirty import changed_spans
+from .dirty import Cell, cells_of, changed_spans
 
 
 def _changed_regions(y: int, old: Text, new: Text, width: int, console: Console) -> list[Region]:
@@ -31,12 +31,11 @@ def _changed_regions(y: int, old: Text, new: Text, width: int, console: Console)
     return changed_spans(y, before, after, width)
 
 
-def _cells(line: Text, console: Console) -> list[tuple[str, Style]] | None:
+def _cells(line: Text, console: Console) -> list[Cell] | None:
     """(character, style) per cell; None if a character is not one cell wide."""
     if len(line.plain) != line.cell_len:
         return None
-    null = Style.null()  # Rich renders "no style" as None or as an empty Style
-    return [(char, seg.style or null) for seg in line.render(console, end="") for char in seg.text]
+    return cells_of(line.render(console, end=""))
 
 
 _UNSIZED = -1  # a sticky widget whose width is not its text's (not `width: auto`)
