@@ -168,6 +168,7 @@ def rank_dicts(snap: Snapshot) -> list[dict[str, Any]]:
             "local_rank": r.who.local_rank,
             "pid": r.who.pid,
             "host": r.who.host,
+            "gpus": list(r.gpus),
             "steps": r.steps.steps,
             "step_ms_p50": _round(r.steps.step_ms_p50, 2),
             "step_ms_p95": _round(r.steps.step_ms_p95, 2),

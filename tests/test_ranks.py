@@ -10,9 +10,10 @@ import pytest
 
 from gputop_train.advise import rules
 from gputop_train.headless import rank_lines
+from gputop_train.samples import GpuProcess, GpuSample
 from gputop_train.session.model import Session
 from gputop_train.session.stats import RankIdentity, RankStats, StepStats
-from gputop_train.views import view_of
+from gputop_train.views import rank_dicts, view_of
 
 from .test_advise import observe
 from .test_cli_headless import gputop
@@ -77,6 +78,12 @@ def _two_rank_session() -> Session:
             [i, 990.0 + i * 0.05, 50.0, wait_ms, 8, 1, None, None, None, None] for i in range(1, 61)
         ]
         session.add_step_rows(pid, rows)
+    session.add_gpu_samples(  # each rank on its own GPU, as NVML lists their processes
+        tuple(
+            GpuSample(index, 1000.0, processes=(GpuProcess(pid, 2 << 30, 80.0),))
+            for index, pid in enumerate((11, 12))
+        )
+    )
     return session
 
 
@@ -84,10 +91,36 @@ def test_each_rank_has_its_own_row_in_the_snapshot_json_and_summary() -> None:
     view = view_of(_two_rank_session().snapshot(window_s=30.0))
     assert [(r.who.rank, r.steps.data_wait_pct) for r in view.snap.ranks] == [(0, 2.0), (1, 60.0)]
     assert [r.total_samples for r in view.snap.ranks] == [480, 480]
+    assert [(r["pid"], r["gpus"]) for r in rank_dicts(view.snap)] == [(11, [0]), (12, [1])]
     assert (
         rank_lines(view.snap)[1]
-        == "rank 1 (PID 12): step p50 50.0 ms, data-wait 60%, 160 samples/s"
+        == "rank 1 (PID 12, GPU 1): step p50 50.0 ms, data-wait 60%, 160 samples/s"
     )
+
+
+def test_the_process_table_names_the_gpu_each_rank_runs_on() -> None:
+    from gputop_train.samples import ProcSample
+    from gputop_train.tui.panels.text import process_table
+
+    session = _two_rank_session()
+    session.set_processes(
+        tuple(
+            ProcSample(pid, 1, "python3", "main", 99.0, 1 << 30, 0.0, 0.0, "running", 8)
+            for pid in (11, 12)
+        )
+    )
+    lines = process_table(session.snapshot(window_s=30.0), width=80).plain.splitlines()
+    header = lines[0].split()
+    assert header[header.index("GPU") + 1 : header.index("GPU") + 3] == ["GPU", "mem"]
+    column = lines[0].index("GPU ")
+    assert [(line.split()[0], line[column]) for line in lines[1:3]] == [("11", "0"), ("12", "1")]
+
+
+def test_a_column_with_nothing_in_it_is_left_out() -> None:
+    from gputop_train.tui.panels.text import fit_columns
+
+    table = fit_columns(("a", "b", "c"), [("1", "", "3")], (0, 1, 2), 80, frozenset())
+    assert table.splitlines() == ["a c", "1 3"]
 
 
 @pytest.mark.torch
@@ -140,8 +173,8 @@ def test_the_markdown_summary_has_a_row_per_rank() -> None:
 
     text = markdown(summarize(_two_rank_session(), {"host": "node"}))
     table = text.split("## Ranks (whole run)")[1].strip().splitlines()
-    assert table[2] == "| 0 | 11 | node | 60 | 50.0 ms | 2% | 160 |"
-    assert table[3] == "| 1 | 12 | node | 60 | 50.0 ms | 60% | 160 |"
+    assert table[2] == "| 0 | 11 | node | 0 | 60 | 50.0 ms | 2% | 160 |"
+    assert table[3] == "| 1 | 12 | node | 1 | 60 | 50.0 ms | 60% | 160 |"
 
 
 @pytest.mark.torch

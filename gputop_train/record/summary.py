@@ -92,10 +92,11 @@ def markdown(summary: dict[str, Any], chart_name: str | None = None) -> str:
     ranks = summary["figures"].get("ranks") or []
     if len(ranks) > 1:
         lines += ["", "## Ranks (whole run)", ""]
-        lines += ["| rank | PID | host | steps | step p50 | data-wait | samples/s |"]
-        lines += ["|---|---:|---|---:|---:|---:|---:|"]
+        lines += ["| rank | PID | host | GPU | steps | step p50 | data-wait | samples/s |"]
+        lines += ["|---|---:|---|---|---:|---:|---:|---:|"]
         lines += [
-            f"| {_or_na(r['rank'])} | {r['pid']} | {_or_na(r['host'])} | {r['total_steps']} "
+            f"| {_or_na(r['rank'])} | {r['pid']} | {_or_na(r['host'])} "
+            f"| {_gpu_indices(r.get('gpus'))} | {r['total_steps']} "
             f"| {fmt.ms(r['step_ms_p50'])} | {fmt.pct(r['data_wait_pct'])} "
             f"| {fmt.rate(r['samples_per_s'], '').strip()} |"
             for r in ranks
@@ -222,3 +223,8 @@ def _or_na(value: object) -> str:
 def _wait_basis(source: str | None) -> str:
     """The hook's data-wait is a share of step time; py-spy's, of the thread's samples."""
     return "the training thread's py-spy samples (no hook)" if source == "py-spy" else "step time"
+
+
+def _gpu_indices(gpus: list[int] | None) -> str:
+    """A rank's GPUs as NVML numbers them ("0", "0, 1"); N/A where NVML saw it on none."""
+    return ", ".join(map(str, gpus)) if gpus else fmt.NA

@@ -134,6 +134,7 @@ class Session:
         self._dropped_frames = 0
         self._last_step: dict[int, int] = {}
         self._samples_by_pid: dict[int, int] = {}  # every process's samples so far
+        self._gpus_by_pid: dict[int, set[int]] = {}  # the GPUs NVML saw each PID on, so far
         self._knobs: dict[str, KnobState] = {}
         self._knob_seq: dict[int, int] = {}
         # loader / syncs / flops frames as they came, to find the one in force at any time
@@ -270,6 +271,9 @@ class Session:
         self._tell("gpu", samples=[_gpu_record(s) for s in samples])
         with self._lock:
             self._gpu.append(samples)
+            for gpu in samples:
+                for proc in gpu.processes:
+                    self._gpus_by_pid.setdefault(proc.pid, set()).add(gpu.index)
 
     def set_processes(
         self, processes: tuple[ProcSample, ...], system_cpu_pct: float | None = None
@@ -524,6 +528,7 @@ class Session:
             ],
             self._last_step,
             self._samples_by_pid,
+            self._gpus_by_pid,
         )
 
     def _run_steps(self, primary: int | None) -> stats.StepStats | None:

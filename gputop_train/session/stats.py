@@ -101,6 +101,7 @@ class RankStats:
     steps: StepStats
     total_steps: int
     total_samples: int | None
+    gpus: tuple[int, ...] = ()  # the GPUs (NVML index) it has held memory on, so far
 
     @property
     def label(self) -> str:
@@ -112,8 +113,10 @@ def rank_stats(
     processes: Sequence[RankIdentity],
     last_step: dict[int, int],
     samples: dict[int, int],
+    gpus: dict[int, set[int]] | None = None,
 ) -> tuple[RankStats, ...]:
-    """Each process's figures over ``steps`` (its steps only), ordered by rank then PID."""
+    """Each process's figures over ``steps`` (its steps only), ordered by rank then PID;
+    ``gpus`` the GPUs each PID has been seen on (NVML)."""
     by_pid: dict[int, list[Step]] = {p.pid: [] for p in processes}
     for step in steps:
         if step.pid in by_pid:
@@ -125,6 +128,7 @@ def rank_stats(
             steps=step_stats(by_pid[who.pid], who.pid),
             total_steps=last_step.get(who.pid, 0),
             total_samples=samples.get(who.pid),
+            gpus=tuple(sorted((gpus or {}).get(who.pid, ()))),
         )
         for who in ordered
     )

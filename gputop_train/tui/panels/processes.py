@@ -31,13 +31,13 @@ class ProcessesPanel(VerticalScroll, Panel):
 
     def show_view(self, view: View, ui: UiState) -> None:
         self._view = view
-        self._draw(self.size.width or 200)  # before the first layout: everything
+        self._draw(self.scrollable_content_region.width or 200)  # before layout: all
 
     def on_resize(self) -> None:
         self._widths = ()  # a new width: the columns that fit are chosen afresh
         self.query_one(LiveText).reset_extent()
         if self._view is not None:
-            self._draw(self.size.width)
+            self._draw(self.scrollable_content_region.width)
 
     def _draw(self, width: int) -> None:
         assert self._view is not None

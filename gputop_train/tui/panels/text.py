@@ -201,8 +201,10 @@ def process_rows(snap: Snapshot) -> list[tuple[str, ...]]:
     """Rows of the process table; GPU memory and SM% matched to psutil PIDs through NVML."""
     gpu_mem: dict[int, int] = {}
     gpu_sm: dict[int, float] = {}
+    gpu_of: dict[int, list[str]] = {}
     for gpu in snap.latest_gpus:
         for proc in gpu.processes:
+            gpu_of.setdefault(proc.pid, []).append(str(gpu.index))
             if proc.mem_bytes is not None:
                 gpu_mem[proc.pid] = gpu_mem.get(proc.pid, 0) + proc.mem_bytes
             if proc.sm_pct is not None:
@@ -223,6 +225,7 @@ def process_rows(snap: Snapshot) -> list[tuple[str, ...]]:
                 fmt.bytes_rate(p.io_read_bps),
                 fmt.bytes_rate(p.io_write_bps),
                 p.status or fmt.NA,
+                ",".join(gpu_of[p.pid]) if p.pid in gpu_of else "",
                 fmt.gib(gpu_mem[p.pid]) + " GiB" if p.pid in gpu_mem else fmt.NA,
                 fmt.pct(gpu_sm.get(p.pid)),
             )
@@ -255,11 +258,13 @@ PROCESS_COLUMNS = (
     "read/s",
     "write/s",
     "state",
+    "GPU",
     "GPU mem",
     "SM",
 )
-PROCESS_PRIORITY = (0, 1, 3, 8, 9, 4, 5, 6, 7, 2)  # PID, role, CPU, GPU mem, SM, RSS, IO, ...
-PROCESS_NUMBERS = frozenset({3, 4, 5, 6, 8, 9})  # right-aligned
+# PID, role, CPU, GPU mem, SM, the GPU's index, RSS, IO, ...
+PROCESS_PRIORITY = (0, 1, 3, 9, 10, 8, 4, 5, 6, 7, 2)
+PROCESS_NUMBERS = frozenset({3, 4, 5, 6, 9, 10})  # right-aligned
 
 
 def column_widths(headers: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> tuple[int, ...]:
@@ -277,12 +282,15 @@ def fit_columns(
 ) -> str:
     """Header and rows as lines of the columns that fit ``width``: taken in ``priority``
     order, shown in their own order, one space apart, numbers right-aligned. A column that
-    does not fit is left out whole: cells never run together."""
+    does not fit is left out whole: cells never run together; one with no cell filled (the
+    GPU index on a box without NVML) is left out too."""
     widest = column_widths(headers, rows)
     widths = [max(w, floor[i] if i < len(floor) else 0) for i, w in enumerate(widest)]
     chosen: list[int] = []
     used = 0
     for column in priority:
+        if rows and not any(row[column] for row in rows):
+            continue
         need = widths[column] + (1 if chosen else 0)
         if used + need <= width:
             chosen.append(column)
