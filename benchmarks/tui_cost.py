@@ -69,27 +69,42 @@ def bytes_by_kind(output: bytes, elapsed: float) -> dict[str, float]:
     return {kind: round(count / elapsed, 1) for kind, count in found.items()}
 
 
-def thread_ticks(pid: int) -> dict[int, tuple[str, int]]:
-    """Each thread's name and CPU clock ticks (user + system), from /proc."""
+def thread_ticks(pid: int) -> dict[int, tuple[str, int, int]]:
+    """Each thread's name, CPU clock ticks (user + system) and times scheduled onto a CPU (its
+    wake-ups; /proc/.../schedstat, 0 where the kernel keeps none), from /proc."""
     found = {}
     for task in Path(f"/proc/{pid}/task").iterdir():
         try:
             name = (task / "comm").read_text().strip()
             fields = (task / "stat").read_text().rpartition(")")[2].split()
-            found[int(task.name)] = (name, int(fields[11]) + int(fields[12]))
+            sched = (
+                (task / "schedstat").read_text().split() if (task / "schedstat").exists() else []
+            )
+            slices = int(sched[2]) if len(sched) > 2 else 0
+            found[int(task.name)] = (name, int(fields[11]) + int(fields[12]), slices)
         except (OSError, ValueError, IndexError):
             continue  # a thread that ended
     return found
 
 
-def thread_cpu(pid: int, before: dict[int, tuple[str, int]], elapsed: float) -> dict[str, float]:
-    """% of one core per thread name over the window (threads of one name summed)."""
+def thread_cpu(
+    pid: int, before: dict[int, tuple[str, int, int]], elapsed: float
+) -> tuple[dict[str, float], dict[str, float]]:
+    """% of one core and wake-ups a second per thread name over the window (threads of one
+    name summed). On a VM each wake-up can cost ~0.1 ms of CPU by itself (docs/benchmarks.md
+    §5), so a thread's wake-ups explain much of its CPU."""
     hertz = os.sysconf("SC_CLK_TCK")
     totals: dict[str, float] = {}
-    for tid, (name, ticks) in thread_ticks(pid).items():
-        spent = ticks - before.get(tid, (name, 0))[1]
-        totals[name] = totals.get(name, 0.0) + 100.0 * spent / hertz / elapsed
-    return {name: round(pct, 2) for name, pct in sorted(totals.items(), key=lambda kv: -kv[1])}
+    wakes: dict[str, float] = {}
+    for tid, (name, ticks, slices) in thread_ticks(pid).items():
+        _, ticks_before, slices_before = before.get(tid, (name, 0, 0))
+        totals[name] = totals.get(name, 0.0) + 100.0 * (ticks - ticks_before) / hertz / elapsed
+        wakes[name] = wakes.get(name, 0.0) + (slices - slices_before) / elapsed
+    order = sorted(totals, key=lambda name: -totals[name])
+    return (
+        {name: round(totals[name], 2) for name in order},
+        {name: round(wakes[name], 1) for name in order},
+    )
 
 
 def run_in_pty(
@@ -155,7 +170,9 @@ def run_in_pty(
     if screenshot_dir is not None:
         os.write(master, b"S")
         pump(3)
-    threads = thread_cpu(monitor.pid, threads_before, elapsed) if threads_before else {}
+    threads, wakes = (
+        thread_cpu(monitor.pid, threads_before, elapsed) if threads_before else ({}, {})
+    )
     if program is not None:
         os.write(master, b"q")  # nvitop quits on q
     elif "--headless" in args:
@@ -178,7 +195,7 @@ def run_in_pty(
         "other_threads_cpu_pct": round(cpu_pct - main_pct, 2),
         "terminal_bytes_per_s": round(written / elapsed, 1),
         "measured_s": round(elapsed, 1),
-        **({"threads_cpu_pct": threads} if threads else {}),
+        **({"threads_cpu_pct": threads, "threads_wakeups_per_s": wakes} if threads else {}),
         **({"bytes_per_s_by_kind": bytes_by_kind(b"".join(kept), elapsed)} if kept else {}),
     }
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import math
 from typing import Any
 
 import pytest
@@ -71,13 +73,36 @@ def test_a_line_just_over_the_limit_in_one_read_is_refused() -> None:
         b'{"v":1,"type":"set_knob","name":"workers","value":1,"id":NaN}',
         b'{"v":1,"type":"x","n":' + b"9" * 5000 + b"}",  # past int's digit limit
         b'{"v":1,"type":"x","deep":' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+        b'{"v":1,"type":"x","n":1' + b"0" * 250 + b"e99}",  # 1e349: a 2-digit exponent
+        b'{"v":1,"type":"x","n":-' + b"9" * 309 + b".5}",  # no exponent at all
     ],
-    ids=["inf", "-inf", "overflow", "nan-id", "huge-int", "nested"],
+    ids=["inf", "-inf", "overflow", "nan-id", "huge-int", "nested", "long-e99", "long-float"],
 )
 def test_frames_with_numbers_json_forbids_or_deep_nesting_are_malformed(line: bytes) -> None:
     decoder = wire.FrameDecoder()
     assert decoder.feed(line + b"\n" + wire.encode(wire.BYE, pid=1))[0]["type"] == "bye"
     assert decoder.malformed == 1
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    mantissa=st.from_regex(r"-?(0|[1-9]\d{0,330})(\.\d{1,30})?", fullmatch=True),
+    exponent=st.from_regex(r"([eE][+-]?\d{1,4})?", fullmatch=True),
+)
+def test_numbers_decode_as_the_strict_parse_would(mantissa: str, exponent: str) -> None:
+    """Any JSON number reads as Python's own parse reads it, or is refused where that parse
+    gives a non-finite float."""
+    number = mantissa + exponent
+    try:
+        parsed = json.loads(number)
+        expected: object = ValueError if parsed in (math.inf, -math.inf) else parsed
+    except ValueError:
+        expected = ValueError
+    try:
+        got: object = wire.decode(f"[{number}, {number}]")
+    except ValueError:
+        got = ValueError
+    assert got == (expected if expected is ValueError else [expected, expected])
 
 
 # -- property-based: whatever the bytes, the decoder returns frames and never raises --------

@@ -24,8 +24,15 @@ from typing import Any
 
 from .. import wire
 
-# The architecture's budget: at most ~10 frames/s, each with every step since the last.
-SEND_PERIOD_S = 0.1
+# The architecture's budget: at most 5 frames/s, each with every step since the last. The
+# thread sleeps until the next send (or a client's frame): each wake-up costs the job CPU
+# (this thread woke 20 times a second at 0.1 s and a half-period poll; the monitor spent
+# ~0.28 ms of CPU on each frame it read: tui_cost.py --threads, dev box, 2026-11-24). A
+# frame every 0.2 s is still 2.5 per refresh of the TUI (0.5 s).
+SEND_PERIOD_S = 0.2
+# While a client still has output queued (a backlog in pieces, a full socket buffer), the
+# thread comes back this soon to go on sending.
+BUSY_WAIT_S = 0.02
 # A monitor this far behind (a frozen SSH session, a stopped process) is dropped: minutes of
 # steps, and at most MAX_CLIENTS x this in the job's memory.
 MAX_CLIENT_BUFFER_BYTES = 4 * 1024 * 1024
@@ -129,6 +136,12 @@ class Listener:
         self.errors = 0  # errors caught in the loop (a frame, a client), never raised
         self._server = self._bind(path)
         self._selector.register(self._server, selectors.EVENT_READ)
+        self._next_send = 0.0
+        # ``finish`` writes here to end the thread's wait at once (the job is exiting).
+        self._wake_read, self._wake_write = socket.socketpair()
+        for end in (self._wake_read, self._wake_write):
+            end.setblocking(False)
+        self._selector.register(self._wake_read, selectors.EVENT_READ)
         self._thread = threading.Thread(target=self._run, name="gputop-train-hook", daemon=True)
 
     @staticmethod
@@ -159,18 +172,20 @@ class Listener:
         while not self._clients and time.monotonic() < deadline and self._thread.is_alive():
             time.sleep(0.02)
         self._stop.set()
+        with contextlib.suppress(OSError):
+            self._wake_write.send(b"\0")
         self._finished.wait(timeout_s)
 
     def _run(self) -> None:
         try:
-            next_send = time.monotonic()
+            self._next_send = time.monotonic()
             while not self._stop.is_set():
                 try:
                     self._turn()
-                    if time.monotonic() >= next_send:
+                    if time.monotonic() >= self._next_send:
                         self._broadcast_new_rows()
                         self._tell_refusals()
-                        next_send = time.monotonic() + SEND_PERIOD_S
+                        self._next_send = time.monotonic() + SEND_PERIOD_S
                     self._flush_all()
                 except Exception:  # never let one bad turn end the listener
                     self.errors += 1
@@ -186,16 +201,30 @@ class Listener:
             self._finished.set()
 
     def _turn(self) -> None:
-        """Wait up to half a send period for sockets, then serve each one."""
+        """Wait for sockets until the next send is due, then serve each one."""
         if self._accept_paused_until and time.monotonic() >= self._accept_paused_until:
             self._accept_paused_until = 0.0
             self._selector.register(self._server, selectors.EVENT_READ)
-        for key, _ in self._selector.select(timeout=SEND_PERIOD_S / 2):
+        for key, _ in self._selector.select(timeout=self._wait_s()):
             if key.fileobj is self._server:
                 self._accept()
+            elif key.fileobj is self._wake_read:
+                with contextlib.suppress(OSError):
+                    self._wake_read.recv(4096)
             else:
                 self._read(key.data)
         self._send_backlogs()
+
+    def _wait_s(self) -> float:
+        """How long to wait for sockets: until the next send, or a moment while a client has
+        output queued, or until a paused accept may resume."""
+        now = time.monotonic()
+        if any(c.outbox or c.backlog for c in self._clients):
+            return BUSY_WAIT_S
+        wait = self._next_send - now
+        if self._accept_paused_until:
+            wait = min(wait, self._accept_paused_until - now)
+        return max(0.0, wait)
 
     def _accept(self) -> None:
         if not self._accepts.take(1):  # over the rate: leave them queued in the kernel
@@ -344,6 +373,8 @@ class Listener:
         with contextlib.suppress(Exception):
             self._selector.unregister(self._server)
         self._server.close()
+        self._wake_read.close()
+        self._wake_write.close()
         with contextlib.suppress(FileNotFoundError):
             self.path.unlink()
 

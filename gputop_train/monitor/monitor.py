@@ -147,6 +147,7 @@ class Monitor:
 
     def stop(self) -> None:
         self._stop.set()
+        self.client.wake()  # its poll would otherwise end only at the next discovery
         for thread in self._threads:
             thread.join(timeout=2.0)
         self.client.close()
@@ -212,7 +213,7 @@ class Monitor:
     def _client_loop(self) -> None:
         while not self._stop.is_set():
             try:
-                self.client.poll(0.1)
+                self.client.poll()
             except Exception as error:
                 self.session.add_notice(f"hook client error: {error!r}")
                 self._stop.wait(0.5)

@@ -2,7 +2,8 @@
 
 The session calls ``record(kind, payload)`` from whichever thread wrote to it; lines are
 buffered and a background thread appends them to the file at least once a second, so a
-monitor killed outright loses at most the last second. Format: docs/recording.md.
+monitor killed outright loses at most the last second (a machine that goes down, at most the
+last FSYNC_PERIOD_S). Format: docs/recording.md.
 
 The recorder degrades, never dies: when the disk is full or failing it stops recording,
 says so once (``on_failure``), drops what it has not written and every later line (its
@@ -23,6 +24,10 @@ from .files import create_private, describe_os_error
 
 FORMAT_VERSION = 1
 FLUSH_PERIOD_S = 0.5  # the issue's bar is once a second; half of it leaves margin
+# What is written survives the monitor's death (the kernel holds it); fsync only guards
+# against the machine going down, and each one blocks on the disk: the recorder thread woke
+# 10 times a second with an fsync every flush (tui_cost.py --threads, dev box, 2026-11-24).
+FSYNC_PERIOD_S = 10.0
 # Lines waiting for the writer beyond this are dropped (a stalled disk): ~10 s of a busy run.
 MAX_PENDING_LINES = 100_000
 
@@ -46,6 +51,7 @@ class Recorder:
         self.failed: str | None = None  # why recording stopped
         self.dropped_lines = 0
         self._stop = threading.Event()
+        self._synced_at = 0.0  # monotonic time of the last fsync: the first flush syncs
         self.record("meta", {"format": FORMAT_VERSION, **meta})
         self._flush()
         self._thread = threading.Thread(target=self._run, name="gputop-train-recorder", daemon=True)
@@ -63,14 +69,15 @@ class Recorder:
     def close(self) -> None:
         self._stop.set()
         self._thread.join(timeout=2.0)
-        self._flush()
+        self._flush(sync=True)
         os.close(self._fd)
 
     def _run(self) -> None:
         while not self._stop.wait(FLUSH_PERIOD_S):
             self._flush()
 
-    def _flush(self) -> None:
+    def _flush(self, sync: bool = False) -> None:
+        """Append what is pending; fsync at most every FSYNC_PERIOD_S, or when ``sync``."""
         with self._lock:
             lines, self._pending = self._pending, []
         if not lines or self.failed is not None:
@@ -80,7 +87,10 @@ class Recorder:
             view = memoryview(data)
             while view:
                 view = view[os.write(self._fd, view) :]
-            os.fsync(self._fd)
+            now = time.monotonic()
+            if sync or now - self._synced_at >= FSYNC_PERIOD_S:
+                os.fsync(self._fd)
+                self._synced_at = now
         except OSError as error:
             self._fail(describe_os_error(error, self.path), len(lines))
 
