@@ -6,16 +6,17 @@
 #   part "all": the same, plus an SVG screenshot of the running TUI at rung 4 (workers busy,
 #     GPU partly idle) and the hook overhead on the ~2 ms/step loop;
 #   part "ab OLD_TREE": the TUI's cost side by side with an earlier version (OLD_TREE: a
-#     `git archive` of it inside this tree), three alternating rounds, no samplers benchmark.
+#     `git archive` of it inside this tree) and with nvitop at the same refresh, three
+#     alternating rounds (this version with --threads: CPU and wake-ups per thread).
 set -uo pipefail
 part=${1:-all}
 source benchmarks/gpu_env.sh
 if [ "$part" = ab ]; then
   for round in 1 2 3; do
     (cd "$2" && PYTHONPATH=/tmp/site:$PWD python3 benchmarks/tui_cost.py --size 160x48 \
-      --warmup 15 --measure 30 --modes tui -- --workers 8) | tail -1 | sed 's/^/old /'
-    python3 benchmarks/tui_cost.py --size 160x48 --warmup 15 --measure 30 --modes tui \
-      -- --workers 8 | tail -1 | sed 's/^/new /'
+      --warmup 10 --measure 20 --modes tui -- --workers 8) | tail -1 | sed 's/^/old /'
+    python3 benchmarks/tui_cost.py --size 160x48 --warmup 10 --measure 20 --modes tui,nvitop \
+      --threads -- --workers 8 | grep -v "median\|tui / nvitop" | sed 's/^/new /'
   done | tee "$OUT/tui_cost_ab.txt"
   exit 0
 fi
