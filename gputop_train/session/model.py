@@ -135,6 +135,7 @@ class Session:
         self._last_step: dict[int, int] = {}
         self._samples_by_pid: dict[int, int] = {}  # every process's samples so far
         self._gpus_by_pid: dict[int, set[int]] = {}  # the GPUs NVML saw each PID on, so far
+        self._step_pids: set[int] = set()  # every process that has sent a step
         self._knobs: dict[str, KnobState] = {}
         self._knob_seq: dict[int, int] = {}
         # loader / syncs / flops frames as they came, to find the one in force at any time
@@ -261,6 +262,7 @@ class Session:
                     continue  # a re-attach resends the ring's backlog
                 self._last_step[pid] = step.step
                 self._steps.append(step)
+                self._step_pids.add(pid)
                 if step.samples is not None:
                     self._total_samples = (self._total_samples or 0) + step.samples
                     self._samples_by_pid[pid] = self._samples_by_pid.get(pid, 0) + step.samples
@@ -436,6 +438,7 @@ class Session:
             recent_steps = _tail_between(self._steps, since, end)
             recent_gpu = _ticks_between(self._gpu, since, end)
             primary = self._primary_pid_locked()
+            figures = stats.step_stats(recent_steps, primary)
             processes = self._processes
             observation, advice_wait = self._advice_window(recent_steps, recent_gpu, since, end)
             snapshot = Snapshot(
@@ -451,7 +454,7 @@ class Session:
                 total_steps=self._last_step.get(primary, 0) if primary is not None else 0,
                 total_samples=self._total_samples,
                 window_s=window_s,
-                steps=self._window_steps(recent_steps, observation),
+                steps=self._window_steps(figures, observation),
                 gpu=stats.gpu_stats(recent_gpu),
                 procs=stats.proc_stats(processes),
                 latest_gpus=self._gpu[-1] if self._gpu else (),
@@ -477,7 +480,10 @@ class Session:
                 readings=dict(self._readings),
                 activity_note=self._activity_note(now, primary),
                 run_steps=self._run_steps(primary),
-                ranks=self._rank_stats(recent_steps),
+                # One process: its row is the window's figures (the same steps, computed once).
+                ranks=self._rank_stats(
+                    recent_steps, {primary: figures} if self._step_pids == {primary} else None
+                ),
             )
         return snapshot
 
@@ -518,8 +524,11 @@ class Session:
             "first DataLoader batch or optimizer.step() of a process that imports torch"
         )
 
-    def _rank_stats(self, steps: Sequence[Step]) -> tuple[stats.RankStats, ...]:
-        """Per hooked process, its figures over ``steps`` and its totals (lock held)."""
+    def _rank_stats(
+        self, steps: Sequence[Step], known: dict[int | None, stats.StepStats] | None = None
+    ) -> tuple[stats.RankStats, ...]:
+        """Per hooked process, its figures over ``steps`` (or ``known``'s, by PID) and its
+        totals (lock held)."""
         return stats.rank_stats(
             steps,
             [
@@ -529,6 +538,7 @@ class Session:
             self._last_step,
             self._samples_by_pid,
             self._gpus_by_pid,
+            {pid: figures for pid, figures in (known or {}).items() if pid is not None},
         )
 
     def _run_steps(self, primary: int | None) -> stats.StepStats | None:
@@ -545,11 +555,11 @@ class Session:
         with self._lock:
             self._stacks_expected = self.clock() - self.started_at + window_s
 
+    @staticmethod
     def _window_steps(
-        self, recent: list[Step], observation: stats.Observation | None
+        figures: stats.StepStats, observation: stats.Observation | None
     ) -> stats.StepStats:
         """The step figures shown: the window's; a job without the hook, py-spy's data-wait."""
-        figures = stats.step_stats(recent, self._primary_pid_locked())
         if observation is not None and observation.data_wait_source == "py-spy":
             return observation.steps
         return figures
