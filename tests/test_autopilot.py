@@ -212,6 +212,28 @@ def test_a_restored_baseline_that_reads_low_at_first_is_measured_longer() -> Non
     assert "did not bring" not in (status.stopped_because or "")
 
 
+def test_a_trial_that_gains_less_than_the_bar_is_measured_longer_before_a_revert() -> None:
+    # Its first seconds read 1.02x (under the 1.03x floor); from 12 s after the change it runs
+    # 1.25x. Judged at 5 s it would be reverted; measured on to 15 s it clears the bar.
+    state: dict[str, float | None] = {"applied_at": None}
+
+    def step_ms(config: dict[str, Any]) -> float:
+        if not config["compile"]:
+            return 100.0
+        if state["applied_at"] is None:
+            state["applied_at"] = job.clock.now
+        return 98.0 if job.clock.now - state["applied_at"] < 12.0 else 80.0
+
+    job = SimulatedJob(step_ms)
+    advise = scripted(Change("compile", True))
+    pilot = Pilot(job.session, job.request, 10.0, clock=job.clock, advise=advise)
+    fly(job, pilot)
+    trial = pilot.status().trials[0]
+    assert (trial.change, trial.decision) == ("compile=true", "kept")
+    assert trial.gain is not None and trial.needed_gain is not None
+    assert trial.gain >= trial.needed_gain
+
+
 def test_a_gain_inside_the_baselines_noise_is_not_kept() -> None:
     job = SimulatedJob(speeds(compile__true=0.99))  # 1% faster: below the 3% floor
     pilot = Pilot(
