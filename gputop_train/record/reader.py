@@ -37,8 +37,9 @@ class Recording:
             else (float(self.meta["t"]))
         )
 
-    @property
+    @functools.cached_property
     def ended_at(self) -> float:
+        """The last event's time (kept: the replay's status line asks at every refresh)."""
         return max((e["t"] for e in self.events), default=self.started_at)
 
 
