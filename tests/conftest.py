@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -19,6 +20,12 @@ from gputop_train.session.steps import Step
 
 SCENARIOS = Path(__file__).parent / "scenarios" / "loops.py"
 REPO = Path(__file__).parent.parent
+
+# A suite started in the background of a non-interactive shell (`bash .ci/run &`) inherits
+# SIGINT as ignored, and so would every monitor and job it starts: the Ctrl+C tests then
+# fail and leave their "forever" jobs running. A handler, unlike "ignored", is not inherited.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 class CountingList(list):
