@@ -91,8 +91,8 @@ def thread_cpu(
     pid: int, before: dict[int, tuple[str, int, int]], elapsed: float
 ) -> tuple[dict[str, float], dict[str, float]]:
     """% of one core and wake-ups a second per thread name over the window (threads of one
-    name summed). On a VM each wake-up can cost ~0.1 ms of CPU by itself (docs/benchmarks.md
-    §5), so a thread's wake-ups explain much of its CPU."""
+    name summed). A wake-up runs on cold caches and costs CPU of its own (docs/benchmarks.md
+    §5): a thread's wake-ups explain much of its CPU."""
     hertz = os.sysconf("SC_CLK_TCK")
     totals: dict[str, float] = {}
     wakes: dict[str, float] = {}

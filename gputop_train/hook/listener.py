@@ -30,8 +30,9 @@ from .. import wire
 # ~0.28 ms of CPU on each frame it read: tui_cost.py --threads, dev box, 2026-11-24). A
 # frame every 0.2 s is still 2.5 per refresh of the TUI (0.5 s).
 SEND_PERIOD_S = 0.2
-# While a client still has output queued (a backlog in pieces, a full socket buffer), the
-# thread comes back this soon to go on sending.
+# While a late client's backlog is still going out in pieces, the thread comes back this
+# soon. Output that waits in a full socket buffer waits for the next send: a monitor that
+# stopped reading (a frozen SSH session) must not make the thread spin.
 BUSY_WAIT_S = 0.02
 # A monitor this far behind (a frozen SSH session, a stopped process) is dropped: minutes of
 # steps, and at most MAX_CLIENTS x this in the job's memory.
@@ -216,10 +217,10 @@ class Listener:
         self._send_backlogs()
 
     def _wait_s(self) -> float:
-        """How long to wait for sockets: until the next send, or a moment while a client has
-        output queued, or until a paused accept may resume."""
+        """How long to wait for sockets: until the next send, or a moment while a backlog
+        goes out, or until a paused accept may resume."""
         now = time.monotonic()
-        if any(c.outbox or c.backlog for c in self._clients):
+        if any(c.backlog for c in self._clients):
             return BUSY_WAIT_S
         wait = self._next_send - now
         if self._accept_paused_until:
