@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 NA = "N/A"
 
 
@@ -57,3 +59,8 @@ def duration(seconds: float) -> str:
     hours, rest = divmod(seconds, 3600)
     minutes, secs = divmod(rest, 60)
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+def gpus(indices: Iterable[int]) -> str:
+    """GPUs by NVML's index, "0" or "0,1"; empty where there are none (the caller says why)."""
+    return ",".join(map(str, indices))

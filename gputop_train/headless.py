@@ -74,16 +74,11 @@ def headline(view: View) -> str:
 def rank_lines(snap: Snapshot) -> list[str]:
     """One line per rank over the last window: what tells a straggler from the others."""
     return [
-        f"{r.label} (PID {r.who.pid}{_on_gpus(r.gpus)}): step p50 {fmt.ms(r.steps.step_ms_p50)}, "
-        f"data-wait {fmt.pct(r.steps.data_wait_pct)}, "
+        f"{r.label} (PID {r.who.pid}{f', GPU {fmt.gpus(r.gpus)}' if r.gpus else ''}): "
+        f"step p50 {fmt.ms(r.steps.step_ms_p50)}, data-wait {fmt.pct(r.steps.data_wait_pct)}, "
         f"{fmt.rate(r.steps.samples_per_s, 'samples/s')}"
         for r in snap.ranks
     ]
-
-
-def _on_gpus(gpus: tuple[int, ...]) -> str:
-    """ ", GPU 1" (NVML's index) where NVML has seen the process on a GPU."""
-    return f", GPU {','.join(map(str, gpus))}" if gpus else ""
 
 
 def summary_text(view: View) -> str:

@@ -304,10 +304,8 @@ class Pilot:
             gain=gain,
             needed_gain=needed,
         )
-        borderline = gain is not None and 1.0 < gain < needed
-        measured_s = row.measured_s or 0.0
-        if self.mode == "autopilot" and borderline and measured_s < BORDERLINE_MEASURE_S:
-            assert gain is not None
+        early = (row.measured_s or 0.0) < BORDERLINE_MEASURE_S
+        if self.mode == "autopilot" and gain is not None and 1.0 < gain < needed and early:
             self._state = (
                 f"trying {pending.candidate.label}: {_compared(gain, '<', needed)} so far, "
                 f"measuring on to {BORDERLINE_MEASURE_S:g} s"

@@ -96,7 +96,7 @@ def markdown(summary: dict[str, Any], chart_name: str | None = None) -> str:
         lines += ["|---|---:|---|---|---:|---:|---:|---:|"]
         lines += [
             f"| {_or_na(r['rank'])} | {r['pid']} | {_or_na(r['host'])} "
-            f"| {_gpu_indices(r.get('gpus'))} | {r['total_steps']} "
+            f"| {fmt.gpus(r.get('gpus') or ()) or fmt.NA} | {r['total_steps']} "
             f"| {fmt.ms(r['step_ms_p50'])} | {fmt.pct(r['data_wait_pct'])} "
             f"| {fmt.rate(r['samples_per_s'], '').strip()} |"
             for r in ranks
@@ -223,8 +223,3 @@ def _or_na(value: object) -> str:
 def _wait_basis(source: str | None) -> str:
     """The hook's data-wait is a share of step time; py-spy's, of the thread's samples."""
     return "the training thread's py-spy samples (no hook)" if source == "py-spy" else "step time"
-
-
-def _gpu_indices(gpus: list[int] | None) -> str:
-    """A rank's GPUs as NVML numbers them ("0", "0, 1"); N/A where NVML saw it on none."""
-    return ", ".join(map(str, gpus)) if gpus else fmt.NA

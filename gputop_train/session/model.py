@@ -480,10 +480,7 @@ class Session:
                 readings=dict(self._readings),
                 activity_note=self._activity_note(now, primary),
                 run_steps=self._run_steps(primary),
-                # One process: its row is the window's figures (the same steps, computed once).
-                ranks=self._rank_stats(
-                    recent_steps, {primary: figures} if self._step_pids == {primary} else None
-                ),
+                ranks=self._rank_stats(recent_steps, self._known_figures(primary, figures)),
             )
         return snapshot
 
@@ -524,8 +521,15 @@ class Session:
             "first DataLoader batch or optimizer.step() of a process that imports torch"
         )
 
+    def _known_figures(
+        self, primary: int | None, figures: stats.StepStats
+    ) -> dict[int, stats.StepStats]:
+        """With one process, its row is the window's figures: the same steps, computed once
+        (lock held)."""
+        return {primary: figures} if primary is not None and self._step_pids == {primary} else {}
+
     def _rank_stats(
-        self, steps: Sequence[Step], known: dict[int | None, stats.StepStats] | None = None
+        self, steps: Sequence[Step], known: dict[int, stats.StepStats] | None = None
     ) -> tuple[stats.RankStats, ...]:
         """Per hooked process, its figures over ``steps`` (or ``known``'s, by PID) and its
         totals (lock held)."""
@@ -538,7 +542,7 @@ class Session:
             self._last_step,
             self._samples_by_pid,
             self._gpus_by_pid,
-            {pid: figures for pid, figures in (known or {}).items() if pid is not None},
+            known,
         )
 
     def _run_steps(self, primary: int | None) -> stats.StepStats | None:

@@ -201,10 +201,10 @@ def process_rows(snap: Snapshot) -> list[tuple[str, ...]]:
     """Rows of the process table; GPU memory and SM% matched to psutil PIDs through NVML."""
     gpu_mem: dict[int, int] = {}
     gpu_sm: dict[int, float] = {}
-    gpu_of: dict[int, list[str]] = {}
+    gpu_of: dict[int, list[int]] = {}
     for gpu in snap.latest_gpus:
         for proc in gpu.processes:
-            gpu_of.setdefault(proc.pid, []).append(str(gpu.index))
+            gpu_of.setdefault(proc.pid, []).append(gpu.index)
             if proc.mem_bytes is not None:
                 gpu_mem[proc.pid] = gpu_mem.get(proc.pid, 0) + proc.mem_bytes
             if proc.sm_pct is not None:
@@ -225,7 +225,7 @@ def process_rows(snap: Snapshot) -> list[tuple[str, ...]]:
                 fmt.bytes_rate(p.io_read_bps),
                 fmt.bytes_rate(p.io_write_bps),
                 p.status or fmt.NA,
-                ",".join(gpu_of[p.pid]) if p.pid in gpu_of else "",
+                fmt.gpus(gpu_of.get(p.pid, ())),
                 fmt.gib(gpu_mem[p.pid]) + " GiB" if p.pid in gpu_mem else fmt.NA,
                 fmt.pct(gpu_sm.get(p.pid)),
             )
