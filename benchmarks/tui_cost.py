@@ -12,6 +12,9 @@ Runs ``gputop-train [--headless] demos/resnet.py ARGS`` in a pseudo-terminal of 
 With --screenshot DIR the TUI run presses S (save SVG) at the end; the file lands in DIR.
 With --threads each run also reports the CPU of each of the monitor's threads, by name, and
 with --breakdown the terminal bytes by kind (style codes, cursor moves, braille, the rest).
+With --profile DIR py-spy samples the monitor over the measured window (every thread, without
+stopping it) and writes the collapsed stacks to DIR, one file per run (its CPU is py-spy's
+own, not the monitor's, but the monitor's figures of such a run are not comparable).
 
 ``--modes replay`` plays a recording of a real run (default: the H100 ladder in docs/examples)
 in the TUI's replay mode: the same panels fed the same figures, on any machine, for the
@@ -107,6 +110,14 @@ def thread_cpu(
     )
 
 
+def start_profile(pid: int, seconds: float, out: Path) -> subprocess.Popen[bytes]:
+    """py-spy over ``seconds``: collapsed stacks per thread, idle frames left out."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    command = ["py-spy", "record", "-p", str(pid), "-d", str(int(seconds)), "-r", "200"]
+    command += ["-f", "raw", "--threads", "--nonblocking", "-o", str(out)]
+    return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
 def run_in_pty(
     args: list[str],
     columns: int,
@@ -118,6 +129,7 @@ def run_in_pty(
     keys: bytes = b"",
     by_thread: bool = False,
     breakdown: bool = False,
+    profile: Path | None = None,
 ) -> dict[str, Any]:
     """Measure ``gputop-train ARGS`` (or ``program``, another monitor) in a pty; ``keys`` are
     typed 3 s after the start (a replay's seek)."""
@@ -163,10 +175,13 @@ def run_in_pty(
     threads_before = thread_ticks(monitor.pid) if by_thread else {}
     started = time.monotonic()
     kept: list[bytes] | None = [] if breakdown else None
+    spy = start_profile(monitor.pid, measure_s, profile) if profile else None
     written = pump(measure_s, kept)
     elapsed = time.monotonic() - started
     cpu_pct = 100.0 * (sum(process.cpu_times()[:2]) - cpu_before) / elapsed
     main_pct = 100.0 * (main_thread_cpu(process) - main_before) / elapsed
+    if spy is not None:
+        spy.wait(timeout=60)
     if screenshot_dir is not None:
         os.write(master, b"S")
         pump(3)
@@ -249,13 +264,17 @@ def main() -> None:
     parser.add_argument(
         "--breakdown", action="store_true", help="also the terminal bytes by kind (codes, text)"
     )
+    parser.add_argument(
+        "--profile", type=Path, help="py-spy the monitor over each measured window, stacks here"
+    )
     parser.add_argument("demo_args", nargs=argparse.REMAINDER)
     args = parser.parse_args()
     columns, rows = (int(v) for v in args.size.split("x"))
     demo = [args.script, *[a for a in args.demo_args if a != "--"]]
     runs: dict[str, list[dict[str, float]]] = {}
-    for _ in range(args.rounds):
+    for round_index in range(args.rounds):
         for mode in args.modes.split(","):
+            stacks = args.profile / f"{mode}-{round_index + 1}.txt" if args.profile else None
             if mode == "nvitop":
                 run = run_nvitop(demo, columns, rows, args.warmup, args.measure, args.refresh)
             elif mode == "replay":  # no GPU needed: a recorded H100 run drives the same panels
@@ -271,6 +290,7 @@ def main() -> None:
                     keys=seek,
                     by_thread=args.threads,
                     breakdown=args.breakdown,
+                    profile=stacks,
                 )
             else:
                 extra = ["--headless"] if mode == "headless" else ["--refresh", str(args.refresh)]
@@ -284,6 +304,7 @@ def main() -> None:
                     shot,
                     by_thread=args.threads,
                     breakdown=args.breakdown,
+                    profile=stacks,
                 )
             runs.setdefault(mode, []).append(run)
             print(mode, json.dumps(run), flush=True)

@@ -53,7 +53,6 @@ class ProcSample:
     io_read_bps: float | None
     io_write_bps: float | None
     status: str | None
-    threads: int | None
 
 
 # What the training thread was doing in a py-spy sample (collect/stacks.py classifies them).

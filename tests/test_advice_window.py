@@ -35,9 +35,9 @@ def steps(first: int, count: int, start: float, step_ms: float = 100.0) -> list[
 
 
 def workers(cpu: float, count: int = 4) -> tuple[ProcSample, ...]:
-    main = ProcSample(PID, 1, "python", "main", 50.0, None, None, None, "running", 4)
+    main = ProcSample(PID, 1, "python", "main", 50.0, None, None, None, "running")
     kids = tuple(
-        ProcSample(PID + i, PID, "pt_data_worker", "worker", cpu, None, None, None, "running", 1)
+        ProcSample(PID + i, PID, "pt_data_worker", "worker", cpu, None, None, None, "running")
         for i in range(1, count + 1)
     )
     return (main, *kids)
@@ -101,3 +101,26 @@ def test_after_a_knob_change_only_the_new_configurations_measured_steps_count() 
     clock.now = T0 + 15.2
     observation = session.snapshot(window_s=10.0).observation
     assert observation.steps.step_ms_p50 == 50.0  # none of the old configuration's steps
+
+
+def test_the_advisor_judges_the_same_step_figures_whether_the_window_is_all_measured_or_not() -> (
+    None
+):
+    # The window's figures are reused for the advisor's when every step in it is measured
+    # (one process, past warm-up); with warm-up steps in the window they are computed apart.
+    from gputop_train.session import stats
+    from gputop_train.session.steps import Step
+
+    session, clock = session_at(T0)
+    rows = steps(1, WARMUP_STEPS, T0, step_ms=300.0)
+    rows += steps(WARMUP_STEPS + 1, 200, rows[-1][1], step_ms=50.0)
+    for row, step_ms in zip(rows[WARMUP_STEPS:], [40.0, 60.0] * 100, strict=True):
+        row[2] = step_ms  # measured steps of two lengths: a p50 and a p95 apart
+    session.add_step_rows(PID, rows)
+    measured = [Step.from_row(PID, row) for row in rows[WARMUP_STEPS:]]
+    for window_s, warmup_inside in ((5.0, False), (60.0, True)):
+        clock.now = rows[-1][1]
+        snap = session.snapshot(window_s=window_s)
+        inside = [s for s in measured if s.t > clock.now - window_s]
+        assert snap.observation.steps == stats.step_stats(inside, PID)
+        assert (snap.steps != snap.observation.steps) is warmup_inside

@@ -105,7 +105,7 @@ def test_the_process_table_names_the_gpu_each_rank_runs_on() -> None:
     session = _two_rank_session()
     session.set_processes(
         tuple(
-            ProcSample(pid, 1, "python3", "main", 99.0, 1 << 30, 0.0, 0.0, "running", 8)
+            ProcSample(pid, 1, "python3", "main", 99.0, 1 << 30, 0.0, 0.0, "running")
             for pid in (11, 12)
         )
     )

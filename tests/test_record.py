@@ -154,13 +154,13 @@ def test_something_that_is_not_a_recording_is_refused_clearly(tmp_path: Path) ->
 
 def test_replay_moves_a_cursor_through_the_recording(tmp_path: Path) -> None:
     record = tmp_path / "run.jsonl"
-    start_monitor(record, "sleepy", "steps=40", "batch_ms=5", "step_ms=20").wait(timeout=60)
+    start_monitor(record, "sleepy", "steps=40", "batch_ms=5", "step_ms=50").wait(timeout=60)
     recording = read(record)
     wall = [0.0]
     replay = ReplayController(recording, clock=lambda: wall[0])
     replay.playing = False
     step_times = sorted(s.t for s in replay_all(recording).steps())
-    middle = step_times[20]  # by then the frame with the first steps was recorded
+    middle = step_times[20]  # 1 s in: by then a frame with the first steps was recorded
     replay.seek(middle)
     part = replay.session.snapshot().total_steps
     replay.seek(recording.ended_at)
@@ -230,3 +230,14 @@ def test_the_recording_holds_metadata_phases_and_findings_as_they_happened(tmp_p
         assert kind in kinds, kind
     hello = next(json.loads(line) for line in record.open() if '"kind": "hello"' in line)
     assert hello["frame"]["torch"]  # the job's torch version
+
+
+def test_a_recording_with_fields_this_version_dropped_still_plays() -> None:
+    # The H100 ladder was recorded when a process sample carried its thread count.
+    path = REPO / "docs" / "examples" / "h100-ladder.jsonl"
+    assert '"threads": ' in path.read_text()
+    controller = ReplayController(read(path), clock=lambda: 0.0)
+    controller.seek(controller.recording.started_at + 80.0)  # workers at rung 4
+    processes = controller.session.snapshot().processes
+    assert sum(p.role == "worker" for p in processes) >= 4
+    assert not hasattr(processes[0], "threads")

@@ -115,27 +115,28 @@ def test_a_changed_figure_marks_only_its_cells_dirty() -> None:
     from rich.console import Console
     from textual.geometry import Region
 
-    from gputop_train.tui.widgets.live_text import _changed_regions
+    from gputop_train.tui.widgets.live_text import _changed_regions, _render
 
     console = Console()
+
+    def regions(y: int, old: Text, new: Text) -> list[Region]:
+        rendered = (_render(old, console), _render(new, console))
+        return _changed_regions(y, old, new, rendered, 30)
+
     before, after = Text("step p50 20 ms   p95 31 ms"), Text("step p50 21 ms   p95 31 ms")
-    assert _changed_regions(4, before, after, 30, console) == [Region(10, 4, 1, 1)]
+    assert regions(4, before, after) == [Region(10, 4, 1, 1)]
     # A longer figure: up to where the two lines stop differing.
-    assert _changed_regions(0, Text("CPU 9%"), Text("CPU 10%"), 30, console) == [Region(4, 0, 3, 1)]
+    assert regions(0, Text("CPU 9%"), Text("CPU 10%")) == [Region(4, 0, 3, 1)]
     # Two figures far apart are two regions; near ones are one (a skip costs a cursor move).
-    far = _changed_regions(
-        0, Text("a 1" + " " * 20 + "b 1"), Text("a 2" + " " * 20 + "b 2"), 30, console
-    )
+    far = regions(0, Text("a 1" + " " * 20 + "b 1"), Text("a 2" + " " * 20 + "b 2"))
     assert far == [Region(2, 0, 1, 1), Region(25, 0, 1, 1)]
-    near = _changed_regions(0, Text("a 1  b 1"), Text("a 2  b 2"), 30, console)
+    near = regions(0, Text("a 1  b 1"), Text("a 2  b 2"))
     assert near == [Region(2, 0, 6, 1)]
     # A style that changes; a character two cells wide: the whole line.
     styled = Text("CPU 9%")
     styled.stylize("red", 4, 6)
-    assert _changed_regions(0, Text("CPU 9%"), styled, 30, console) == [Region(4, 0, 2, 1)]
-    assert _changed_regions(0, Text("GPU 日本"), Text("GPU 日"), 30, console) == [
-        Region(0, 0, 30, 1)
-    ]
+    assert regions(0, Text("CPU 9%"), styled) == [Region(4, 0, 2, 1)]
+    assert regions(0, Text("GPU 日本"), Text("GPU 日")) == [Region(0, 0, 30, 1)]
 
 
 async def test_a_changed_figure_is_written_only_up_to_where_the_line_changed() -> None:

@@ -92,7 +92,8 @@ def _add_monitor_options(parser: argparse.ArgumentParser) -> None:
         "--refresh",
         type=_positive,
         default=0.5,
-        help="seconds between TUI redraws (0.5 = 2 Hz; at least 0.1, the GPU sample rate)",
+        help="seconds between TUI redraws (0.5 = 2 Hz, as often as GPU samples and the hook's "
+        "steps arrive; at least 0.1)",
     )
     parser.add_argument(
         "--record", metavar="PATH", help="write the session recording here (.jsonl)"

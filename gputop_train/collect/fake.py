@@ -175,7 +175,6 @@ class FakeProcess:
     read_bytes: int = 0
     write_bytes: int = 0
     status: str = "running"
-    threads: int = 4
     denied: bool = False
 
 
@@ -218,9 +217,6 @@ class _ProcessHandle:
 
     def status(self) -> str:
         return self._spec().status
-
-    def num_threads(self) -> int:
-        return self._spec().threads
 
     def ppid(self) -> int:
         return self._spec().ppid

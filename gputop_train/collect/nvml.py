@@ -15,7 +15,7 @@ from typing import Any
 from ..samples import GpuProcess, GpuSample
 from .base import CHEAP, SamplerUnavailable, Sink
 
-# Cheap fields every call (the sampler thread runs at 5 Hz); these every N seconds.
+# Cheap fields every call (the sampler thread runs at 2 Hz); these every N seconds.
 MEDIUM_PERIOD_S = 1.0  # power, temperature, clocks, throttle, GPU memory per process, GPM
 # Energy, SM % per process (NVML refreshes it only every ~200 ms), PCIe throughput without
 # GPM and the power limit: each costs milliseconds of CPU.
@@ -280,15 +280,16 @@ def _describe(error: BaseException) -> str:
 
 
 class GpuSampling:
-    """The NVML sampler as the monitor runs it: 5 Hz, its own tiers inside (module docstring).
+    """The NVML sampler as the monitor runs it: 2 Hz, its own tiers inside (module docstring).
     Without NVML the GPU figures read N/A, and the reason is shown."""
 
     name = "gpu"
-    # NVML averages utilization over its own sample period, 1/6 s to 1 s by product (NVML
-    # reference, nvmlUtilization_t): reading it every 0.2 s misses little, where 10 Hz read
-    # many periods twice and made this thread 0.45% of a core on the H200 (docs/benchmarks.md
-    # §5), as much as the hook client.
-    period_s = 0.2
+    # As often as the TUI redraws by default (0.5 s), as nvitop samples at its refresh. NVML
+    # averages utilization over its own sample period, 1/6 s to 1 s by product (NVML
+    # reference, nvmlUtilization_t), so a 10 s window's mean is of 20 such periods, evenly
+    # spread; 10 Hz made this thread 0.45% of a core on the H200 and 5 Hz 0.30%
+    # (docs/benchmarks.md §5), as much as the hook client.
+    period_s = 0.5
     cost = CHEAP
 
     def __init__(self, nvml: Any = None) -> None:

@@ -148,14 +148,13 @@ class ProcessSampler:
                 cpu = process.cpu_percent(None)
                 rss = process.memory_info().rss
                 status = process.status()
-                threads = process.num_threads()
                 ppid = process.ppid()
                 read_bps, write_bps = self._io_rates(tracked)
         except (self._psutil.NoSuchProcess, self._psutil.ZombieProcess):
             self._tracked.pop(process.pid, None)
             return None
         except self._psutil.AccessDenied:
-            return ProcSample(process.pid, None, "?", "child", None, None, None, None, None, None)
+            return ProcSample(process.pid, None, "?", "child", None, None, None, None, None)
         return ProcSample(
             pid=process.pid,
             ppid=ppid,
@@ -166,7 +165,6 @@ class ProcessSampler:
             io_read_bps=read_bps,
             io_write_bps=write_bps,
             status=status,
-            threads=threads,
         )
 
     def _role(self, pid: int, name: str, hooked: set[int]) -> str:

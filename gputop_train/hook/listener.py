@@ -27,9 +27,10 @@ from .. import wire
 # The architecture's budget: at most 5 frames/s, each with every step since the last. The
 # thread sleeps until the next send (or a client's frame): each wake-up costs the job CPU
 # (this thread woke 20 times a second at 0.1 s and a half-period poll; the monitor spent
-# ~0.28 ms of CPU on each frame it read: tui_cost.py --threads, dev box, 2026-11-24). A
-# frame every 0.2 s is still 2.5 per refresh of the TUI (0.5 s).
-SEND_PERIOD_S = 0.2
+# ~0.28 ms of CPU on each frame it read: tui_cost.py --threads, dev box, 2026-11-24). One
+# frame per refresh of the TUI (0.5 s) is all a screen can show; the figures are sums of
+# step times, so a frame that lands late shifts no rate (session/stats.py).
+SEND_PERIOD_S = 0.5
 # While a late client's backlog is still going out in pieces, the thread comes back this
 # soon. Output that waits in a full socket buffer waits for the next send: a monitor that
 # stopped reading (a frozen SSH session) must not make the thread spin.

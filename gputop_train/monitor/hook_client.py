@@ -16,13 +16,15 @@ from ..session.model import Session
 # Frames that carry a fact about the job; the session keeps the latest of each.
 FACTS = (wire.LOADER, wire.SYNCS, wire.FLOPS, wire.MODEL)
 # How often to look for sockets of new processes (ranks start late, workers never listen).
-DISCOVERY_PERIOD_S = 0.5
+# Each look wakes this thread and lists the runtime directory: once a second finds a new rank
+# within a second.
+DISCOVERY_PERIOD_S = 1.0
 # A hook that closed on us before its hello refused us (too many monitors, too many
 # connections a second: hook/listener.py); ask again this much later, not every discovery.
 REFUSED_RETRY_S = 5.0
 # A hook whose queue of connections is full (a client flooding it) would block connect().
 CONNECT_TIMEOUT_S = 0.5
-# A read's buffer. A hook sends a few KB every 0.2 s; a 1 MiB buffer cost a fresh allocation
+# A read's buffer. A hook sends a few KB every 0.5 s; a 1 MiB buffer cost a fresh allocation
 # (an mmap, then page faults) on every read.
 RECV_BYTES = 65536
 

@@ -117,12 +117,15 @@ def _finite(value: object) -> bool:
 
 def _checked(cls: Any, data: object) -> Any:
     """A sample dataclass from recorded data, its fields checked against their declared kinds
-    (a number where a number goes, a string where a string goes), or TypeError."""
+    (a number where a number goes, a string where a string goes), or TypeError. A field this
+    version does not have is left out: a recording from a version that had it (a process's
+    thread count, until 2026-11) still plays."""
     if not isinstance(data, dict):
         raise TypeError("not an object")
     hints = _hints(cls)
+    data = {name: value for name, value in data.items() if name in hints}
     for name, value in data.items():
-        hint = hints.get(name, "")
+        hint = hints[name]
         if value is None or name == "processes" or name == "throttle":
             continue
         if ("float" in hint or "int" in hint) and not _finite(value):

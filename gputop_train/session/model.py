@@ -440,7 +440,9 @@ class Session:
             primary = self._primary_pid_locked()
             figures = stats.step_stats(recent_steps, primary)
             processes = self._processes
-            observation, advice_wait = self._advice_window(recent_steps, recent_gpu, since, end)
+            observation, advice_wait = self._advice_window(
+                recent_steps, recent_gpu, since, end, figures
+            )
             snapshot = Snapshot(
                 t=now,
                 started_at=self.started_at,
@@ -574,8 +576,10 @@ class Session:
         recent_gpu: list[tuple[GpuSample, ...]],
         since: float,
         end: float,
+        figures: stats.StepStats,
     ) -> tuple[stats.Observation | None, str | None]:
-        """The observation the advisor judges over a live window, or why there is none."""
+        """The observation the advisor judges over a live window, or why there is none;
+        ``figures`` are the window's own step figures (``recent``'s)."""
         primary = self._primary_pid_locked()
         if primary is None or not recent:
             if self._stacks and not self._hooked:
@@ -593,13 +597,20 @@ class Session:
             return None, f"phase {phase.index} ({phase.change}) is warming up"
         own = [s for s in recent if s.pid == primary and s.step >= first]
         others = [s for s in recent if s.pid != primary]
-        return self._observe_measured(own, others)
+        # One process past its phase's warm-up: the same steps as the window's figures, which
+        # were a third of a view's cost when computed again (py-spy, H200, 2026-11-24).
+        same = figures if not others and len(own) == len(recent) else None
+        return self._observe_measured(own, others, same)
 
     def _observe_measured(
-        self, measured: Sequence[Step], other_ranks: Sequence[Step] = ()
+        self,
+        measured: Sequence[Step],
+        other_ranks: Sequence[Step] = (),
+        known: stats.StepStats | None = None,
     ) -> tuple[stats.Observation | None, str | None]:
         """An observation of measured steps (one phase, warm-up excluded) over the time they
-        ran; None, with the reason, when they are too few to judge."""
+        ran; None, with the reason, when they are too few to judge. ``known``: their step
+        figures, where already computed."""
         timed = [s for s in measured if s.step_ms is not None]
         if len(timed) < MIN_ADVICE_STEPS:
             return None, f"needs {MIN_ADVICE_STEPS} measured steps (has {len(timed)})"
@@ -609,7 +620,7 @@ class Session:
             return None, f"needs {MIN_ADVICE_S:g} s of measured steps (has {stop - start:.1f} s)"
         ranks = [s for s in other_ranks if start < s.t <= stop]
         ticks = _ticks_between(self._gpu, start, stop)
-        return self._observe(timed + ranks, ticks, start, stop), None
+        return self._observe(timed + ranks, ticks, start, stop, known), None
 
     def _fact_at(self, kind: str, t: float) -> dict[str, Any] | None:
         """The latest fact of a kind known at time ``t`` (lock held)."""
@@ -626,8 +637,10 @@ class Session:
         gpu_ticks: list[tuple[GpuSample, ...]],
         start: float,
         end: float,
+        known: stats.StepStats | None = None,
     ) -> stats.Observation:
-        """What the advisor needs over [start, end] (called with the lock held)."""
+        """What the advisor needs over [start, end] (called with the lock held); ``known``:
+        the step figures of ``steps``, where already computed."""
         primary = self._primary_pid_locked()
         procs = _ticks_covering(self._proc_ticks, start, end)
         workers, worker_cpu, main_cpu, system_cpu = stats.mean_worker_cpu(procs)
@@ -639,7 +652,7 @@ class Session:
         if isinstance(flops.get("flops"), int) and flops.get("samples"):
             per_sample = flops["flops"] / flops["samples"]
         shape = loader.get("shape")
-        step_stats, wait_source = stats.step_stats(steps, primary), "hook"
+        step_stats, wait_source = known or stats.step_stats(steps, primary), "hook"
         if not steps and self._stacks:
             step_stats = _replace(step_stats, data_wait_pct=self._stacks[1].shares[DATA_WAIT])
             wait_source = "py-spy"

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from ..samples import GpuSample
 from .steps import Step
 
-# Hook frames arrive within ~0.2 s of their steps: a completed bucket is binned again until
+# Hook frames arrive within ~0.5 s of their steps: a completed bucket is binned again until
 # it has been closed this long, then kept.
 LATE_DATA_S = 1.0
 

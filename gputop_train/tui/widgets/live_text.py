@@ -19,23 +19,23 @@ from textual.geometry import Region, Size
 from textual.strip import Strip
 from textual.widget import Widget
 
-from .dirty import Cell, cells_of, changed_spans
+from .dirty import cells_of, changed_spans
 
 
-def _changed_regions(y: int, old: Text, new: Text, width: int, console: Console) -> list[Region]:
-    """The cells of line ``y`` that differ in character or style (tui/widgets/dirty.py); a
-    line with characters wider than one cell is repainted whole."""
-    before, after = _cells(old, console), _cells(new, console)
-    if before is None or after is None:
+def _changed_regions(
+    y: int, old: Text, new: Text, rendered: tuple[list[Segment], list[Segment]], width: int
+) -> list[Region]:
+    """The cells of line ``y`` that differ in character or style (tui/widgets/dirty.py), from
+    the lines' rendered segments; a line with characters wider than one cell is repainted
+    whole."""
+    if len(old.plain) != old.cell_len or len(new.plain) != new.cell_len:
         return [Region(0, y, width, 1)]
+    before, after = (cells_of(segments) for segments in rendered)
     return changed_spans(y, before, after, width)
 
 
-def _cells(line: Text, console: Console) -> list[Cell] | None:
-    """(character, style) per cell; None if a character is not one cell wide."""
-    if len(line.plain) != line.cell_len:
-        return None
-    return cells_of(line.render(console, end=""))
+def _render(line: Text, console: Console) -> list[Segment]:
+    return list(line.render(console, end=""))
 
 
 _UNSIZED = -1  # a sticky widget whose width is not its text's (not `width: auto`)
@@ -64,6 +64,10 @@ class LiveText(Widget):
         self._lines: list[Text] = []
         self._lines_width = -1
         self._strips: dict[int, Strip] = {}
+        # Each line's segments, rendered once: for the cells that changed and for its strip
+        # (Rich's Text.render, three times a changed line, was most of this widget's time in a
+        # py-spy profile of the live TUI: H200, 2026-11-24, docs/benchmarks.md §5).
+        self._rendered: dict[int, list[Segment]] = {}
         self._base_style: Style | None = None  # computing it walks the DOM: once per style
 
     @property
@@ -83,18 +87,19 @@ class LiveText(Widget):
         self._lines = after
         if self._needs_layout(before, after):
             self._strips.clear()
+            self._rendered.clear()
             self.refresh(layout=True)
             return
         blank = Text()
         padded = zip_longest(before, after, fillvalue=blank)
         changed = [(y, old, new) for y, (old, new) in enumerate(padded) if old != new]
         console = self.app.console
-        regions = [
-            region
-            for y, old, new in changed
-            for region in _changed_regions(y, old, new, width, console)
-        ]
-        for y, _, _ in changed:
+        regions = []
+        for y, old, new in changed:
+            was = self._rendered.get(y)
+            now = self._rendered[y] = _render(new, console)
+            rendered = (_render(old, console) if was is None else was, now)
+            regions += _changed_regions(y, old, new, rendered, width)
             self._strips.pop(y, None)
         if regions:
             self.refresh(*regions)
@@ -144,16 +149,17 @@ class LiveText(Widget):
             self._lines = self._wrap(width)
             self._lines_width = width
             self._strips.clear()
+            self._rendered.clear()
         strip = self._strips.get(y)
         if strip is None:
             if self._base_style is None:
                 self._base_style = self.rich_style
             base = self._base_style
             if y < len(self._lines):
-                segments = Segment.apply_style(
-                    self._lines[y].render(self.app.console, end=""), base
-                )
-                strip = Strip(segments).crop_extend(0, width, base)
+                segments = self._rendered.get(y)
+                if segments is None:
+                    segments = self._rendered[y] = _render(self._lines[y], self.app.console)
+                strip = Strip(Segment.apply_style(segments, base)).crop_extend(0, width, base)
             else:
                 strip = Strip.blank(width, base)
             self._strips[y] = strip
@@ -164,3 +170,4 @@ class LiveText(Widget):
         super().notify_style_update()
         self._base_style = None
         self._strips.clear()
+        self._rendered.clear()
