@@ -34,11 +34,11 @@ import json
 import os
 import signal
 import statistics
-import struct
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import psutil
@@ -47,7 +47,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from saturated_cost import SCENARIO, bootstrap_median_interval  # noqa: E402
+from saturated_cost import SCENARIO, bootstrap_median_interval, step_ends  # noqa: E402
 from thread_costs import schedstat, thread_names  # noqa: E402
 
 from gputop_train import wire  # noqa: E402
@@ -56,10 +56,18 @@ from gputop_train.job.launched import hook_environment  # noqa: E402
 HOOK_THREAD = "gputop-train-hook"  # hook/listener.py's thread
 
 
-def step_ends(times: Path) -> list[float]:
-    """The job's step ends so far (perf_counter: the same clock as this process's)."""
-    data = times.read_bytes()
-    return list(struct.unpack(f"{len(data) // 8}d", data[: len(data) // 8 * 8]))
+@dataclass
+class Window:
+    """One measured window: its span on the job's clock (after the settling) and its CPU."""
+
+    pair: int
+    monitored: bool
+    start: float
+    end: float
+    monitor_cpu_s: float
+    hook_thread_cpu_s: float
+    job_cpu_s: float
+    mean_step_ms: float | None = None
 
 
 def mean_step_ms(ends: list[float], start: float, end: float) -> float | None:
@@ -107,18 +115,17 @@ def thread_seconds(pid: int, tids: set[int]) -> float:
     return sum(run_ns for tid, (run_ns, _) in schedstat(pid).items() if tid in tids) / 1e9
 
 
-def print_accounting(windows: list[dict[str, object]], hook: set[int]) -> None:
+def print_accounting(windows: list[Window], hook: set[int]) -> None:
     """The monitor's and the hook thread's share of all the CPU of each monitored window."""
     shares, hook_on, hook_off = [], [], []
     for window in windows:
-        seconds = float(window["end"]) - float(window["start"])  # type: ignore[arg-type]
-        monitor, hook_cpu = float(window["monitor_cpu_s"]), float(window["hook_thread_cpu_s"])  # type: ignore[arg-type]
-        if window["monitor"] == "on":
-            job = float(window["job_cpu_s"])  # type: ignore[arg-type]
-            shares.append(100.0 * (monitor + hook_cpu) / (monitor + job))
-            hook_on.append(100.0 * hook_cpu / seconds)
+        hook_pct = 100.0 * window.hook_thread_cpu_s / (window.end - window.start)
+        if window.monitored:
+            taken = window.monitor_cpu_s + window.hook_thread_cpu_s
+            shares.append(100.0 * taken / (window.monitor_cpu_s + window.job_cpu_s))
+            hook_on.append(hook_pct)
         else:
-            hook_off.append(100.0 * hook_cpu / seconds)
+            hook_off.append(hook_pct)
     print(
         f"monitor + hook thread, share of all the CPU of a monitored window: median "
         f"{statistics.median(shares):.3f}%, highest {max(shares):.3f}% ({len(shares)} windows)"
@@ -143,7 +150,7 @@ def main() -> None:
     args = parser.parse_args()
     script = args.script or [str(SCENARIO)]
     total_s = args.warmup + 2 * args.pairs * args.window + 60
-    windows: list[dict[str, object]] = []
+    windows: list[Window] = []
     with tempfile.TemporaryDirectory() as scratch:
         base = {k: v for k, v in os.environ.items() if not k.startswith("GPUTOP_TRAIN_")}
         base[wire.RUNTIME_DIR_ENV] = str(Path(scratch) / "run")
@@ -178,15 +185,15 @@ def main() -> None:
                     if job.poll() is not None:
                         raise RuntimeError(f"the job ended early (exit {job.returncode})")
                     windows.append(
-                        {
-                            "pair": pair + 1,
-                            "monitor": state,
-                            "start": start + args.settle,
-                            "end": end,
-                            "monitor_cpu_s": round(monitor_cpu, 4),
-                            "hook_thread_cpu_s": round(hook_cpu, 4),
-                            "job_cpu_s": round(job_cpu, 2),
-                        }
+                        Window(
+                            pair + 1,
+                            state == "on",
+                            start + args.settle,
+                            end,
+                            round(monitor_cpu, 4),
+                            round(hook_cpu, 4),
+                            round(job_cpu, 2),
+                        )
                     )
         finally:
             job.send_signal(signal.SIGINT)
@@ -196,16 +203,14 @@ def main() -> None:
                 job.kill()
         ends = step_ends(times)
     for window in windows:
-        window["mean_step_ms"] = mean_step_ms(ends, window["start"], window["end"])  # type: ignore[arg-type]
-        print(json.dumps(window), flush=True)
+        window.mean_step_ms = mean_step_ms(ends, window.start, window.end)
+        print(json.dumps(asdict(window)), flush=True)
+    steps = {(w.pair, w.monitored): w.mean_step_ms for w in windows}
     ratios = []
     for pair in range(1, args.pairs + 1):
-        on, off = (
-            next(w["mean_step_ms"] for w in windows if w["pair"] == pair and w["monitor"] == s)
-            for s in ("on", "off")
-        )
+        on, off = steps[pair, True], steps[pair, False]
         if on and off:
-            ratios.append(on / off)  # type: ignore[operator]
+            ratios.append(on / off)
     low, high = bootstrap_median_interval(ratios)
     spread = statistics.pstdev(ratios) if len(ratios) > 1 else 0.0
     print(
@@ -215,7 +220,8 @@ def main() -> None:
     )
     print_accounting(windows, hook)
     if args.json:
-        args.json.write_text(json.dumps({"script": script, "windows": windows}, indent=2))
+        rows = [asdict(window) for window in windows]
+        args.json.write_text(json.dumps({"script": script, "windows": rows}, indent=2))
 
 
 if __name__ == "__main__":

@@ -19,7 +19,6 @@ import os
 import resource
 import socket
 import statistics
-import struct
 import subprocess
 import sys
 import tempfile
@@ -31,6 +30,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+
+from saturated_cost import step_ends  # noqa: E402
 
 from gputop_train import wire  # noqa: E402
 from gputop_train.job.launched import hook_environment  # noqa: E402
@@ -316,8 +317,7 @@ class LiveJob:
 
     def step_ends(self) -> list[float]:
         """The job's own clock: each step's end, time.perf_counter() in the job."""
-        data = self.times_path.read_bytes()
-        return list(struct.unpack(f"{len(data) // 8}d", data[: len(data) // 8 * 8]))
+        return step_ends(self.times_path)
 
     def stop(self) -> int:
         self._stop.set()

@@ -92,10 +92,16 @@ def run_arm(arm: str, script: list[str], seconds: float, times: Path) -> tuple[f
     return own, total
 
 
+def step_ends(times: Path) -> list[float]:
+    """The job's step ends so far, as ``SCENARIO_STEP_TIMES`` holds them (float64s of the
+    job's perf_counter: the same clock as a benchmark's on this machine)."""
+    data = times.read_bytes()
+    return list(struct.unpack(f"{len(data) // 8}d", data[: len(data) // 8 * 8]))
+
+
 def mean_step_ms(times: Path, warmup_s: float) -> float:
     """Mean step time after the warm-up, from the job's clock."""
-    data = times.read_bytes()
-    ends = struct.unpack(f"{len(data) // 8}d", data[: len(data) // 8 * 8])
+    ends = step_ends(times)
     measured = [t for t in ends if t >= ends[0] + warmup_s]
     if len(measured) < 10:
         raise RuntimeError(f"only {len(measured)} steps after the warm-up: measure longer")

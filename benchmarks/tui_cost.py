@@ -13,8 +13,8 @@ With --screenshot DIR the TUI run presses S (save SVG) at the end; the file land
 With --threads each run also reports the CPU of each of the monitor's threads, by name, and
 with --breakdown the terminal bytes by kind (style codes, cursor moves, braille, the rest).
 With --profile DIR py-spy samples the monitor over the measured window (every thread, without
-stopping it) and writes the collapsed stacks to DIR, one file per run (its CPU is py-spy's
-own, not the monitor's, but the monitor's figures of such a run are not comparable).
+stopping it) and writes the collapsed stacks to DIR, one file per run; sampling disturbs the
+monitor, so a profiled run's CPU figures are not compared with others'.
 
 ``--modes replay`` plays a recording of a real run (default: the H100 ladder in docs/examples)
 in the TUI's replay mode: the same panels fed the same figures, on any machine, for the

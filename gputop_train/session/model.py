@@ -21,7 +21,7 @@ from .phases import WARMUP_STEPS, KnobState, Phase, PhaseRow, PhaseTable, knob_s
 from .series import ChartBinner, ChartSeries
 from .steps import Step
 
-# 100k steps is hours of a fast loop at ~100 bytes each; GPU samples at 5 Hz: 2 h.
+# 100k steps is hours of a fast loop at ~100 bytes each; GPU samples at 2 Hz: 5 h.
 MAX_STEPS = 100_000
 MAX_GPU_TICKS = 36_000
 MAX_NOTICES = 200
@@ -80,7 +80,7 @@ class Snapshot:
     gpu: stats.GpuStats
     procs: stats.ProcStats
     latest_gpus: tuple[GpuSample, ...]
-    # Per GPU (as in latest_gpus): NVML utilization averaged over the last second. One 5 Hz
+    # Per GPU (as in latest_gpus): NVML utilization averaged over the last second. One
     # reading swings between 0 and 100% on a GPU that waits for data in bursts.
     recent_util_pct: tuple[float | None, ...]
     processes: tuple[ProcSample, ...]
@@ -698,7 +698,8 @@ def _mean_util_per_gpu(ticks: list[tuple[GpuSample, ...]]) -> tuple[float | None
 
 
 def _gpu_record(sample: GpuSample) -> dict[str, Any]:
-    """What asdict() returns, without its deep copy: 20 times cheaper, and it runs at 5 Hz."""
+    """What asdict() returns, without its deep copy: 20 times cheaper, and it runs at every
+    GPU sample."""
     return {**vars(sample), "processes": [vars(p) for p in sample.processes]}
 
 
