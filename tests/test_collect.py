@@ -6,13 +6,19 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import psutil as real_psutil
 import pytest
 
 from gputop_train.collect.fake import FakeGpu, FakeNvml, FakeProcess, FakePsutil
 from gputop_train.collect.nvml import NvmlSampler, NvmlUnavailable
-from gputop_train.collect.procs import ProcessSampler, procfs_children_supported
+from gputop_train.collect.procs import (
+    FULL_SCAN_PERIOD_S,
+    ProcessSampler,
+    ProcfsChildren,
+    procfs_children_supported,
+)
 
 
 class Clock:
@@ -157,3 +163,41 @@ def test_the_proc_children_files_find_the_same_tree_as_psutil() -> None:
             process.kill()
         child.kill()
         child.wait()
+
+
+def fork(proc: Path, pid: int, tid: int, *children: int) -> None:
+    """A /proc-like tree: thread ``tid`` of ``pid`` has these children."""
+    task = proc / str(pid) / "task" / str(tid)
+    task.mkdir(parents=True, exist_ok=True)
+    (task / "children").write_text("".join(f"{child} " for child in children))
+
+
+def test_children_of_the_main_thread_show_at_once_and_of_others_by_the_next_full_scan(
+    tmp_path: Path,
+) -> None:
+    clock = Clock()
+    for tid in range(10, 40):  # an OpenMP pool: threads without children
+        fork(tmp_path, 10, tid)
+    fork(tmp_path, 10, 12, 200)  # the thread that iterates the DataLoader
+    children = ProcfsChildren(str(tmp_path), clock)
+    assert children(10) == [200]  # the first call reads every thread
+    fork(tmp_path, 10, 12, 200, 201)  # the remembered thread forks again
+    fork(tmp_path, 10, 10, 300)  # so does the main thread
+    fork(tmp_path, 10, 25, 400)  # and a thread that had no children
+    clock.now += 1.0
+    assert sorted(children(10)) == [200, 201, 300]
+    clock.now += FULL_SCAN_PERIOD_S
+    assert sorted(children(10)) == [200, 201, 300, 400]
+
+
+def test_a_process_that_ended_has_no_children_and_is_forgotten(tmp_path: Path) -> None:
+    clock = Clock()
+    fork(tmp_path, 10, 10, 11)
+    fork(tmp_path, 11, 11)
+    children = ProcfsChildren(str(tmp_path), clock)
+    assert children(10) == [11] and children(11) == []
+    (tmp_path / "11" / "task" / "11" / "children").unlink()  # 11 ended
+    assert children(11) == []
+    clock.now += 3 * FULL_SCAN_PERIOD_S
+    children(10)  # a full scan: 11, not asked about since, is dropped
+    assert children._parents.keys() == {10}

@@ -3,6 +3,7 @@ keeps its extent, and chart areas that scroll every 2 s (issue: cost, ≤ 4 KiB/
 
 from __future__ import annotations
 
+import random
 from dataclasses import replace
 
 from hypothesis import given
@@ -15,11 +16,16 @@ from rich.style import Style
 from rich.text import Text
 from textual._compositor import ChopsUpdate
 from textual.app import App, ComposeResult
+from textual.geometry import Region
 from textual.strip import Strip
 
 from gputop_train.session.model import Snapshot
 from gputop_train.tui.app import GputopApp
-from gputop_train.tui.partial_updates import crop_partial_updates, render_strip
+from gputop_train.tui.partial_updates import (
+    TEXTUAL_RENDER_PARTIAL_UPDATE,
+    install_partial_updates,
+    render_strip,
+)
 from gputop_train.tui.widgets.chart import BrailleChart
 from gputop_train.tui.widgets.live_text import LiveText
 from tests.tui_data import JOB_PID, scripted_session
@@ -29,7 +35,7 @@ RED = Style(color="red", bgcolor="grey11")
 
 def written(strip: Strip, span: tuple[int, int], width: int = 40) -> str:
     """What a partial update of ``span`` (x1, x2) of a one-line screen writes."""
-    crop_partial_updates()
+    install_partial_updates()
     update = ChopsUpdate([{0: strip}], [(0, *span)], [[width]])
     return update.render_segments(Console(color_system="256"))
 
@@ -148,3 +154,43 @@ async def test_chart_areas_scroll_every_two_seconds_and_their_titles_every_tick(
         one_second(3000.0)
         await pilot.pause()
         assert area() != first  # and then scrolls
+
+
+async def test_rendering_only_the_touched_widgets_writes_what_textual_would() -> None:
+    session, draw = scripted_session(), random.Random(16)
+
+    def source(window_s: float, chart_window_s: float, points: int, phases: bool) -> Snapshot:
+        snap = session.snapshot(window_s, chart_window_s, points, phases)
+        snap = replace(snap, t=snap.started_at + 100.0 + draw.randrange(100))
+        if snap.charts is None:
+            return snap
+        values = tuple(float(draw.randrange(500, 3000)) for _ in range(60))
+        return replace(snap, charts=replace(snap.charts, samples_per_s=values))
+
+    app = GputopApp(source, job_pid=JOB_PID, auto_refresh=False)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        compositor, console = app.screen._compositor, Console(color_system="truecolor")
+        ours = type(compositor).render_partial_update
+        assert ours is not TEXTUAL_RENDER_PARTIAL_UPDATE  # the app installed it
+        widgets = list(compositor.visible_widgets)
+        for round_index in range(200):
+            if round_index % 10 == 0:  # new figures: the panels mark their changed lines
+                app._tick()
+                app._tick()
+            for widget in draw.sample(widgets, 3):
+                widget.refresh()  # its cached lines go stale
+            regions = {  # on the screen, as Textual's are
+                Region(x, y, draw.randint(1, 160 - x), draw.randint(1, min(4, 48 - y)))
+                for x, y in ((draw.randrange(160), draw.randrange(48)) for _ in range(6))
+            }
+            # Either meets the stale lines first and renders them; the other finds them cached.
+            order = [ours, TEXTUAL_RENDER_PARTIAL_UPDATE][:: 1 if round_index % 2 else -1]
+            written = {}
+            for render in order:
+                compositor._dirty_regions = set(regions)
+                update = render(compositor)
+                assert update is not None
+                written[render] = update.render_segments(console)
+            assert written[ours] == written[TEXTUAL_RENDER_PARTIAL_UPDATE]
+        await pilot.pause()

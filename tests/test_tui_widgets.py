@@ -7,7 +7,7 @@ import random
 from rich.text import Text
 from textual.app import App, ComposeResult
 
-from gputop_train.tui.widgets.chart import braille_rows
+from gputop_train.tui.widgets.chart import BrailleChart, braille_rows
 from gputop_train.tui.widgets.live_text import LiveText
 
 _DOTS = ((0x01, 0x02, 0x04, 0x40), (0x08, 0x10, 0x20, 0x80))
@@ -161,3 +161,23 @@ def test_process_columns_keep_their_widest_width() -> None:
     narrow = fit_columns(headers, [("1", "7%")], (0, 1), 80, frozenset({1}), floor=(3, 4))
     assert [len(line) for line in narrow.splitlines()] == [len(line) for line in wide.splitlines()]
     assert narrow.splitlines()[1] == "1     7%"
+
+
+class OneChart(App[None]):
+    def compose(self) -> ComposeResult:
+        yield BrailleChart("GPU %", id="chart")
+
+
+async def test_a_chart_takes_a_new_theme_without_new_data() -> None:
+    app = OneChart()
+    async with app.run_test(size=(40, 6)) as pilot:
+        chart = app.query_one(BrailleChart)
+        chart.update_series([50.0] * 40, 100.0, "50")
+        await pilot.pause()
+        before = next(iter(chart.render_line(0))).style
+        app.theme = "textual-light" if app.theme != "textual-light" else "textual-dark"
+        await pilot.pause()
+        after = next(iter(chart.render_line(0))).style
+        assert before is not None and after is not None
+        assert after.bgcolor != before.bgcolor  # the title's background follows the theme
+        assert after.bgcolor == chart.rich_style.bgcolor

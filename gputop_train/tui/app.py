@@ -29,7 +29,7 @@ from .messages import ApplyKnob, SnapshotTaken
 from .panels.base import FAST, Panel, UiState
 from .panels.knobs import KnobsPanel
 from .panels.overview import HeaderPanel
-from .partial_updates import crop_partial_updates
+from .partial_updates import install_partial_updates
 from .screens import HelpScreen, QuitScreen
 
 CHART_WINDOWS_S = (60.0, 300.0, 1800.0)
@@ -98,7 +98,7 @@ class GputopApp(App[str]):
         job_owned: bool = True,
     ) -> None:
         super().__init__()
-        crop_partial_updates()
+        install_partial_updates()
         self._source = source
         self._job_pid = job_pid
         self.job_log = log

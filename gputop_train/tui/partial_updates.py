@@ -1,27 +1,34 @@
-"""Write a partial screen update from where its dirty region starts, not from the widget's edge.
+"""Render a partial screen update from the widgets it touches, and write it from where its dirty
+region starts, not from the widget's edge (issue: cost; measurements in docs/benchmarks.md §5).
 
-Textual (8.x) crops each widget's line to a dirty region's end but writes it from the widget's
-left edge (its issue #5625), so a figure that changed at column 120 of a 160-column panel
-rewrites 120 columns. Over SSH the bytes are the monitor's cost (issue: cost; the
-measurement is in docs/benchmarks.md §5): this replaces ``ChopsUpdate.render_segments`` with
-one that crops both ends. A line that holds a character wider than one cell is written from
-the edge as before, since cutting into one would shift the rest of the line.
+- Textual (8.x) renders, for a partial update, every widget that overlaps the rectangle around
+  all dirty regions, each from its first row to its last: a clock in the header and a figure
+  in a chart 30 rows below made every panel between them fetch, filter and crop each of its
+  lines. ``Compositor.render_partial_update`` is replaced by one that renders only the rows of
+  the widgets a dirty region touches.
+- Textual crops each widget's line to a dirty region's end but writes it from the widget's
+  left edge (its issue #5625), so a figure that changed at column 120 of a 160-column panel
+  rewrites 120 columns. ``ChopsUpdate.render_segments`` is replaced by one that crops both
+  ends. A line that holds a character wider than one cell is written from the edge as before,
+  since cutting into one would shift the rest of the line.
+- It also writes each style as a change from the one before: Textual writes every segment as
+  "set the whole style, text, reset", so a chart cell in another colour cost 24 bytes of codes
+  where its colour alone is 11 (codes were a third of the TUI's bytes on the replay,
+  `tui_cost.py --breakdown`).
 
-It also writes each style as a change from the one before: Textual writes every segment as
-"set the whole style, text, reset", so a chart cell in another colour cost 24 bytes of codes
-where its colour alone is 11 (codes were a third of the TUI's bytes on the replay of
-docs/benchmarks.md §5, `tui_cost.py --breakdown`).
+Both are checked against Textual's own in tests/test_terminal_output.py.
 """
 
 from __future__ import annotations
 
 import functools
+import itertools
 
 from rich.color import ColorSystem
 from rich.console import Console
-from rich.control import Control
 from rich.style import Style
-from textual._compositor import ChopsUpdate
+from textual._compositor import ChopsUpdate, Compositor
+from textual.geometry import Region
 from textual.strip import Strip
 
 _RESET = "\x1b[0m"
@@ -36,7 +43,6 @@ def _render_segments(self: ChopsUpdate, console: Console) -> str:
     """``ChopsUpdate.render_segments``, each chop cut to the span at both ends."""
     sequences: list[str] = []
     append = sequences.append
-    move_to = Control.move_to
     last_y = self.spans[-1][0]
     for y, x1, x2 in self.spans:
         for end, (x, strip) in zip(self.chop_ends[y], self.chops[y].items(), strict=False):
@@ -45,7 +51,7 @@ def _render_segments(self: ChopsUpdate, console: Console) -> str:
             start = x1 if x1 > x and strip.cell_length == len(strip.text) else x
             if start > x or end > x2:
                 strip = strip.crop(start - x, min(end, x2) - x)
-            append(move_to(start, y).segment.text)
+            append(f"\x1b[{y + 1};{start + 1}H")  # Control.move_to's, without its objects
             append(render_strip(strip, console._color_system or ColorSystem.TRUECOLOR))
         if y != last_y:
             append("\n")
@@ -106,6 +112,74 @@ def _change(old: Pen | None, new: Pen, style: Style, color_system: ColorSystem) 
     return f"\x1b[{';'.join(codes)}m"
 
 
-def crop_partial_updates() -> None:
-    """Install the cropping writer (idempotent); the app calls it before its first frame."""
+# Textual's own, which ours is checked against (tests/test_terminal_output.py).
+TEXTUAL_RENDER_PARTIAL_UPDATE = Compositor.render_partial_update
+
+
+def _render_partial_update(self: Compositor) -> ChopsUpdate | None:
+    """``Compositor.render_partial_update`` rendering only the rows of the widgets that a dirty
+    region touches and that widgets in front do not hide (containers behind their panels).
+    A chop that no span reaches may stay None; ``_render_segments`` skips it."""
+    screen = self.size.region
+    regions = [r for r in (screen.intersection(r) for r in self._dirty_regions) if r]
+    self._dirty_regions.clear()
+    if not regions:
+        return None
+    spans = list(self._regions_to_spans(regions))
+    spans_by_row: dict[int, list[tuple[int, int]]] = {}
+    for y, x1, x2 in spans:
+        spans_by_row.setdefault(y, []).append((x1, x2))
+    around = Region.from_union(regions)
+    cuts = self.cuts
+    chops: list[dict[int, Strip | None]] = [dict.fromkeys(cut_set[:-1]) for cut_set in cuts]
+    for widget, (region, clip) in self.visible_widgets.items():  # front to back
+        visible = region.intersection(clip)
+        if not around.overlaps(visible):
+            continue
+        rows = _rows_to_render(visible, spans_by_row, chops, cuts)
+        if rows is None:
+            continue  # untouched, or a container behind its panels: none of it shows here
+        band = Region(visible.x, rows[0], visible.width, rows[1] - rows[0])
+        first_cut, last_cut = band.column_span
+        strips = widget.render_lines(band.translate((-region.x, -region.y)))
+        for y, strip in zip(band.line_range, strips, strict=False):
+            if y not in spans_by_row:
+                continue
+            chops_line = chops[y]
+            final_cuts = [cut for cut in cuts[y] if last_cut >= cut >= first_cut]
+            pieces = strip.divide([cut - band.x for cut in final_cuts[1:]])
+            for cut, piece in zip(final_cuts, pieces, strict=False):
+                if chops_line.get(cut) is None:  # the front widget's piece wins
+                    chops_line[cut] = piece
+    chop_ends = [cut_set[1:] for cut_set in cuts]
+    return ChopsUpdate(chops, spans, chop_ends)
+
+
+def _rows_to_render(
+    visible: Region,
+    spans: dict[int, list[tuple[int, int]]],
+    chops: list[dict[int, Strip | None]],
+    cuts: list[list[int]],
+) -> tuple[int, int] | None:
+    """The first and past-the-last row of ``visible`` in which a span reaches a chop that no
+    widget in front has filled, or None."""
+    x1, x2 = visible.column_span
+    rows = [
+        y
+        for y in visible.line_range
+        if y in spans
+        and any(
+            x1 <= x < x2
+            and chops[y][x] is None
+            and any(start < end and x < stop for start, stop in spans[y])
+            for x, end in itertools.pairwise(cuts[y])
+        )
+    ]
+    return (rows[0], rows[-1] + 1) if rows else None
+
+
+def install_partial_updates() -> None:
+    """Install the touched-widgets renderer and the cropping writer (idempotent); the app calls
+    it before its first frame."""
+    Compositor.render_partial_update = _render_partial_update  # type: ignore[method-assign]
     ChopsUpdate.render_segments = _render_segments  # type: ignore[method-assign]

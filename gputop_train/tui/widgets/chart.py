@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from rich.segment import Segment
 from rich.style import Style
@@ -80,6 +81,16 @@ def _runs(row: str, under: str | None, main: Style, part: Style) -> list[Segment
     return segments
 
 
+class _Pens(NamedTuple):
+    """The chart's styles: its background, the title's, the value's, the area's and its part's."""
+
+    base: Style
+    title: Style
+    label: Style
+    main: Style
+    part: Style
+
+
 class BrailleChart(Widget):
     """A titled area chart; ``update_series`` sets data and range, redrawing only on change."""
 
@@ -97,6 +108,7 @@ class BrailleChart(Widget):
         self._data: tuple = ((), 100.0, "", ())
         self._strips: list[Strip] = []
         self._strips_size: tuple[int, int] | None = None
+        self._pens: _Pens | None = None  # computing the widget's style walks the DOM: once
 
     def update_series(
         self,
@@ -114,13 +126,18 @@ class BrailleChart(Widget):
             data = (self._data[0], self._data[1], label, self._data[3])
         if data == self._data:
             return
+        title_only = data[:2] == self._data[:2] and data[3] == self._data[3]
         self._data = data
         size = self._strips_size
         if size is None or min(size) <= 0:
             self._strips_size = None
             self.refresh()
             return
-        before, self._strips = self._strips, self._build(*size)
+        before = self._strips
+        if title_only:  # most ticks: the area waits for its bucket, only the value moves
+            self._strips = [self._title(size[0]), *before[1:]]
+        else:
+            self._strips = self._build(*size)
         changed = [
             region
             for y, strip in enumerate(self._strips)
@@ -134,20 +151,38 @@ class BrailleChart(Widget):
         if changed:
             self.refresh(*changed)
 
+    def notify_style_update(self) -> None:
+        """A theme or colour change: the strips are built again in the new style."""
+        super().notify_style_update()
+        self._pens = None
+        self._strips_size = None
+
+    def _styled(self) -> _Pens:
+        if self._pens is None:
+            base = self.rich_style  # the widget's own background, so the chart blends in
+            self._pens = _Pens(
+                base,
+                base + Style(bold=True),
+                base + Style(dim=True),
+                base + self._main,
+                base + self._part,
+            )
+        return self._pens
+
+    def _title(self, width: int) -> Strip:
+        pens = self._styled()
+        title = [Segment(f"{self.title} ", pens.title), Segment(self._data[2], pens.label)]
+        return Strip(title).crop(0, width).extend_cell_length(width, pens.base)
+
     def _build(self, width: int, height: int) -> list[Strip]:
-        values, top, label, under = self._data
-        base = self.rich_style  # the widget's own background, so the chart blends in
-        main, part = base + self._main, base + self._part
-        title = [
-            Segment(f"{self.title} ", base + Style(bold=True)),
-            Segment(label, base + Style(dim=True)),
-        ]
-        strips = [Strip(title).crop(0, width).extend_cell_length(width, base)]
+        values, top, _, under = self._data
+        pens = self._styled()
+        strips = [self._title(width)]
         rows = braille_rows(values, top, width, height - 1)
         under_rows = braille_rows(under, top, width, height - 1) if under else None
         for y, row in enumerate(rows):
             part_row = under_rows[y] if under_rows else None
-            strips.append(Strip(_runs(row, part_row, main, part), width))
+            strips.append(Strip(_runs(row, part_row, pens.main, pens.part), width))
         return strips
 
     def render_line(self, y: int) -> Strip:
