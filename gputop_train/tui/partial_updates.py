@@ -4,8 +4,9 @@ region starts, not from the widget's edge (issue: cost; measurements in docs/ben
 - Textual (8.x) renders, for a partial update, every widget that overlaps the rectangle around
   all dirty regions, each from its first row to its last: a clock in the header and a figure
   in a chart 30 rows below made every panel between them fetch, filter and crop each of its
-  lines. ``Compositor.render_partial_update`` is replaced by one that renders only the rows of
-  the widgets a dirty region touches.
+  lines, and the containers behind the panels too. ``Compositor.render_partial_update`` is
+  replaced by one that renders only the rows of the widgets a dirty region touches where no
+  widget in front hides them.
 - Textual crops each widget's line to a dirty region's end but writes it from the widget's
   left edge (its issue #5625), so a figure that changed at column 120 of a 160-column panel
   rewrites 120 columns. ``ChopsUpdate.render_segments`` is replaced by one that crops both
