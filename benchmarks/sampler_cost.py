@@ -5,7 +5,8 @@
 
 Times each NVML call the GPU sampler makes, then one whole ``NvmlSampler.sample()`` in its
 fast and its medium tier as the monitor calls it, and with ``--pid`` one
-``ProcessSampler.sample()`` of that process tree (a training job with its workers), and with
+``ProcessSampler.sample()`` of that process tree (a training job with its workers) and one
+look for that process's children, in a full scan of its threads and between scans, and with
 ``--stack-window S`` also what one py-spy window on that PID costs (a job without the hook:
 py-spy runs as a child, so its CPU is read from the children's rusage). Wall time
 is what a call delays its sampler thread; CPU time is what it takes from the monitor's CPU
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import statistics
 import time
@@ -24,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from gputop_train.collect import nvml as nvml_sampler
-from gputop_train.collect.procs import ProcessSampler
+from gputop_train.collect.procs import ProcessSampler, ProcfsChildren
 from gputop_train.collect.stacks import StackSampler
 
 
@@ -62,6 +64,20 @@ def stack_window_cost(pid: int, window_s: float, rounds: int = 3) -> dict[str, f
     }
 
 
+def children_costs(pid: int, reps: int) -> dict[str, Any]:
+    """One process's children from /proc: every thread's file (a full scan) against the main
+    thread's and those that had children (between full scans)."""
+    ticks = iter(range(0, 10**9, 3600))  # each call an hour later: every one a full scan
+    full_scan = ProcfsChildren(clock=lambda: float(next(ticks)))
+    between = ProcfsChildren(clock=lambda: 0.0)
+    between(pid)  # the first call scans in full and remembers the parents
+    threads = len(os.listdir(f"/proc/{pid}/task"))
+    return {
+        "children_full_scan": {**cost(lambda: full_scan(pid), reps), "threads": threads},
+        "children_between_scans": cost(lambda: between(pid), reps),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--reps", type=int, default=50)
@@ -74,6 +90,7 @@ def main() -> None:
     if args.pid:
         procs = ProcessSampler(args.pid)
         results["process_sampler"] = {**cost(procs.sample, 10), "processes": len(procs.sample())}
+        results.update(children_costs(args.pid, args.reps))
         if args.stack_window:
             results["py_spy_window"] = stack_window_cost(args.pid, args.stack_window)
     if args.no_nvml:
