@@ -106,6 +106,7 @@ def main(argv: list[str]) -> int:
         if max_steps and steps >= max_steps:
             break
     print(f"rank {rank} done: {steps} steps", flush=True)
+    dist.barrier()  # all ranks done before any tears down (gloo can abort at exit otherwise)
     dist.destroy_process_group()
     return 0
 
