@@ -23,7 +23,19 @@ the CPU, window by window: the monitor's CPU seconds, the hook thread's in the j
 workers used. On a saturated box the job can lose at most what the monitor and the hook's
 thread took, so their share of the window's CPU bounds the monitor's cost to the job.
 
+With ``--pause`` the monitor attaches once and stays attached; the windows alternate between
+it running and it stopped (SIGSTOP to its process group, SIGCONT to go on). Nothing starts or
+exits between windows, so they can be short (2 s) and many: where the job's pace drifts
+slowly, short windows side by side cancel the drift that long ones keep (where its steps come
+in waves, they do not: ``pace_noise.py`` tells which from the ``--json`` file). A stopped monitor
+reads nothing; the hook still frames and sends its steps into the socket's buffer, so this
+compares the monitor's own cost (samplers, hook client, reading the socket) and leaves the
+hook's side in both arms. On SIGCONT the monitor reads what waited in the buffer inside the
+window that follows, so a monitored window also carries the reading of the stopped one
+before it: a bias against the monitor, never for it.
+
     python benchmarks/attach_toggle.py --pairs 12 --window 20 --settle 4
+    python benchmarks/attach_toggle.py --pause --pairs 120 --window 2 --settle 0
 """
 
 from __future__ import annotations
@@ -31,6 +43,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import signal
 import statistics
@@ -82,7 +95,12 @@ def attach(pid: int, env: dict[str, str]) -> subprocess.Popen[bytes]:
     command = [sys.executable, "-m", "gputop_train", "attach", str(pid), "--headless"]
     command += ["--no-record", "--format", "json"]
     return subprocess.Popen(
-        command, env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        command,
+        env=env,
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,  # a process group of its own, for --pause's SIGSTOP
     )
 
 
@@ -115,6 +133,12 @@ def thread_seconds(pid: int, tids: set[int]) -> float:
     return sum(run_ns for tid, (run_ns, _) in schedstat(pid).items() if tid in tids) / 1e9
 
 
+def monitor_seconds(pid: int) -> float:
+    """CPU seconds of the monitor's live threads so far (schedstat: a 2 s window of a monitor
+    that uses 1% of a core is 20 ms, two of psutil's ticks)."""
+    return sum(run_ns for run_ns, _ in schedstat(pid).values()) / 1e9
+
+
 def print_accounting(windows: list[Window], hook: set[int]) -> None:
     """The monitor's and the hook thread's share of all the CPU of each monitored window."""
     shares, hook_on, hook_off = [], [], []
@@ -139,18 +163,100 @@ def print_accounting(windows: list[Window], hook: set[int]) -> None:
         print("the hook's thread was not found (py-spy dump): its CPU is not counted")
 
 
+def stop(monitor: subprocess.Popen[bytes], stopped: bool) -> None:
+    """SIGSTOP or SIGCONT the monitor's process group (its own session: nothing else in it)."""
+    os.killpg(monitor.pid, signal.SIGSTOP if stopped else signal.SIGCONT)
+
+
+def run_windows(
+    job: subprocess.Popen[bytes], base: dict[str, str], args: argparse.Namespace, hook: set[int]
+) -> list[Window]:
+    """Alternate the monitored and unmonitored windows in ABBA order, accounting each."""
+    windows: list[Window] = []
+    kept = attach(job.pid, base) if args.pause else None
+    try:
+        if kept is not None:
+            time.sleep(args.warmup / 2)  # the monitor's start is not its steady cost
+        for pair in range(args.pairs):
+            order = ("on", "off") if pair % 2 == 0 else ("off", "on")
+            for state in order:
+                start = time.perf_counter()
+                monitor: subprocess.Popen[bytes] | None = kept
+                if kept is not None:
+                    stop(kept, state == "off")
+                elif state == "on":
+                    monitor = attach(job.pid, base)
+                time.sleep(args.settle)
+                job_before = cpu_seconds(job.pid, children=True)
+                hook_before = thread_seconds(job.pid, hook)
+                monitor_before = monitor_seconds(monitor.pid) if monitor else 0.0
+                time.sleep(args.window - args.settle)
+                end = time.perf_counter()
+                monitor_cpu = monitor_seconds(monitor.pid) - monitor_before if monitor else 0.0
+                job_cpu = cpu_seconds(job.pid, children=True) - job_before
+                hook_cpu = thread_seconds(job.pid, hook) - hook_before
+                if monitor is not None and kept is None:
+                    detach(monitor)
+                if job.poll() is not None:
+                    raise RuntimeError(f"the job ended early (exit {job.returncode})")
+                windows.append(
+                    Window(
+                        pair + 1,
+                        state == "on",
+                        start + args.settle,
+                        end,
+                        round(monitor_cpu, 4),
+                        round(hook_cpu, 4),
+                        round(job_cpu, 2),
+                    )
+                )
+    finally:
+        if kept is not None:
+            with contextlib.suppress(ProcessLookupError):
+                stop(kept, False)
+            detach(kept)
+    return windows
+
+
+def print_ratios(windows: list[Window], pairs: int) -> None:
+    """Monitored over unmonitored per pair: median with a bootstrap interval, and the mean of
+    the log ratios with a normal interval (the tighter of the two once pairs are many)."""
+    steps = {(w.pair, w.monitored): w.mean_step_ms for w in windows}
+    ratios = []
+    for pair in range(1, pairs + 1):
+        on, off = steps.get((pair, True)), steps.get((pair, False))
+        if on and off:
+            ratios.append(on / off)
+    low, high = bootstrap_median_interval(ratios)
+    spread = statistics.pstdev(ratios) if len(ratios) > 1 else 0.0
+    print(
+        f"monitored / unmonitored step time: median {statistics.median(ratios):.4f} over "
+        f"{len(ratios)} pairs, 95% CI of the median {low:.4f}-{high:.4f}, range "
+        f"{min(ratios):.4f}-{max(ratios):.4f}, sd {spread:.4f}"
+    )
+    if len(ratios) > 2:
+        logs = [math.log(r) for r in ratios]
+        mean, error = statistics.fmean(logs), 1.96 * statistics.stdev(logs) / math.sqrt(len(logs))
+        print(
+            f"geometric mean {math.exp(mean):.4f}, 95% CI {math.exp(mean - error):.4f}-"
+            f"{math.exp(mean + error):.4f}"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=12, help="monitored/unmonitored pairs")
     parser.add_argument("--window", type=float, default=20.0, help="seconds per window")
     parser.add_argument("--settle", type=float, default=4.0, help="seconds left out per window")
     parser.add_argument("--warmup", type=float, default=15.0, help="seconds before the first")
-    parser.add_argument("--json", type=Path, help="write every window here")
+    parser.add_argument(
+        "--pause", action="store_true", help="attach once; stop and continue the monitor"
+    )
+    parser.add_argument("--json", type=Path, help="write every window (and step end) here")
     parser.add_argument("script", nargs="*", help="the scenario and its flags")
     args = parser.parse_args()
     script = args.script or [str(SCENARIO)]
     total_s = args.warmup + 2 * args.pairs * args.window + 60
-    windows: list[Window] = []
     with tempfile.TemporaryDirectory() as scratch:
         base = {k: v for k, v in os.environ.items() if not k.startswith("GPUTOP_TRAIN_")}
         base[wire.RUNTIME_DIR_ENV] = str(Path(scratch) / "run")
@@ -166,35 +272,7 @@ def main() -> None:
         try:
             time.sleep(args.warmup)
             hook = {tid for tid, name in thread_names(job.pid).items() if name == HOOK_THREAD}
-            for pair in range(args.pairs):
-                order = ("on", "off") if pair % 2 == 0 else ("off", "on")
-                for state in order:
-                    start = time.perf_counter()
-                    monitor = attach(job.pid, base) if state == "on" else None
-                    time.sleep(args.settle)
-                    job_before = cpu_seconds(job.pid, children=True)
-                    hook_before = thread_seconds(job.pid, hook)
-                    monitor_before = cpu_seconds(monitor.pid) if monitor else 0.0
-                    time.sleep(args.window - args.settle)
-                    end = time.perf_counter()
-                    monitor_cpu = cpu_seconds(monitor.pid) - monitor_before if monitor else 0.0
-                    job_cpu = cpu_seconds(job.pid, children=True) - job_before
-                    hook_cpu = thread_seconds(job.pid, hook) - hook_before
-                    if monitor is not None:
-                        detach(monitor)
-                    if job.poll() is not None:
-                        raise RuntimeError(f"the job ended early (exit {job.returncode})")
-                    windows.append(
-                        Window(
-                            pair + 1,
-                            state == "on",
-                            start + args.settle,
-                            end,
-                            round(monitor_cpu, 4),
-                            round(hook_cpu, 4),
-                            round(job_cpu, 2),
-                        )
-                    )
+            windows = run_windows(job, base, args, hook)
         finally:
             job.send_signal(signal.SIGINT)
             with contextlib.suppress(subprocess.TimeoutExpired):
@@ -205,23 +283,13 @@ def main() -> None:
     for window in windows:
         window.mean_step_ms = mean_step_ms(ends, window.start, window.end)
         print(json.dumps(asdict(window)), flush=True)
-    steps = {(w.pair, w.monitored): w.mean_step_ms for w in windows}
-    ratios = []
-    for pair in range(1, args.pairs + 1):
-        on, off = steps[pair, True], steps[pair, False]
-        if on and off:
-            ratios.append(on / off)
-    low, high = bootstrap_median_interval(ratios)
-    spread = statistics.pstdev(ratios) if len(ratios) > 1 else 0.0
-    print(
-        f"monitored / unmonitored step time: median {statistics.median(ratios):.4f} over "
-        f"{len(ratios)} pairs, 95% CI of the median {low:.4f}-{high:.4f}, range "
-        f"{min(ratios):.4f}-{max(ratios):.4f}, sd {spread:.4f}"
-    )
+    print_ratios(windows, args.pairs)
     print_accounting(windows, hook)
     if args.json:
         rows = [asdict(window) for window in windows]
-        args.json.write_text(json.dumps({"script": script, "windows": rows}, indent=2))
+        kept_ends = [round(end, 5) for end in ends]  # 10 us: pace_noise.py's windows are 1 s+
+        record = {"script": script, "argv": sys.argv[1:], "windows": rows, "step_ends": kept_ends}
+        args.json.write_text(json.dumps(record, separators=(",", ":")))
 
 
 if __name__ == "__main__":

@@ -224,3 +224,45 @@ def _wait_until(condition: Any, timeout_s: float = 20.0) -> None:
     while not condition():
         assert time.monotonic() < deadline, "condition not reached"
         time.sleep(0.02)
+
+
+def _row(step: int) -> list[Any]:
+    row: list[Any] = [None] * len(wire.STEP_FIELDS)
+    row[wire.COLUMN["step"]] = step
+    return row
+
+
+@pytest.mark.torch
+def test_rows_after_a_step_come_from_the_newest_end_of_a_full_ring() -> None:
+    from gputop_train.hook.agent import Agent
+
+    agent = Agent(pytest.importorskip("torch"), ring_steps=5)
+    agent._ring.extend(_row(step) for step in range(1, 9))  # the ring keeps 4..8
+
+    def steps(after: int) -> list[int]:
+        return [row[wire.COLUMN["step"]] for row in agent.rows_after(after)]
+
+    assert steps(6) == [7, 8]
+    assert steps(0) == [4, 5, 6, 7, 8]  # a monitor further behind than the ring gets it all
+    assert steps(8) == []
+
+
+@pytest.mark.torch
+def test_rows_after_tries_again_when_training_appends_during_the_walk() -> None:
+    from collections import deque
+
+    from gputop_train.hook.agent import Agent
+
+    class MovingRing(deque):  # type: ignore[type-arg]
+        moved = False
+
+        def __reversed__(self):  # type: ignore[no-untyped-def]
+            if not self.moved:  # the training thread appends step 4 mid-walk
+                self.moved = True
+                self.append(_row(4))
+                raise RuntimeError("deque mutated during iteration")
+            return super().__reversed__()
+
+    agent = Agent(pytest.importorskip("torch"))
+    agent._ring = MovingRing(_row(step) for step in (1, 2, 3))
+    assert [row[wire.COLUMN["step"]] for row in agent.rows_after(1)] == [2, 3, 4]
