@@ -35,7 +35,8 @@ window that follows, so a monitored window also carries the reading of the stopp
 before it: a bias against the monitor, never for it.
 
     python benchmarks/attach_toggle.py --pairs 12 --window 20 --settle 4
-    python benchmarks/attach_toggle.py --pause --pairs 120 --window 2 --settle 0
+    python benchmarks/attach_toggle.py --pause --pairs 120 --window 2 --settle 0 --json a.json
+    python benchmarks/attach_toggle.py --report a.json b.json  # pairs of both runs together
 """
 
 from __future__ import annotations
@@ -139,7 +140,7 @@ def monitor_seconds(pid: int) -> float:
     return sum(run_ns for run_ns, _ in schedstat(pid).values()) / 1e9
 
 
-def print_accounting(windows: list[Window], hook: set[int]) -> None:
+def print_accounting(windows: list[Window], hook_found: bool) -> None:
     """The monitor's and the hook thread's share of all the CPU of each monitored window."""
     shares, hook_on, hook_off = [], [], []
     for window in windows:
@@ -154,7 +155,7 @@ def print_accounting(windows: list[Window], hook: set[int]) -> None:
         f"monitor + hook thread, share of all the CPU of a monitored window: median "
         f"{statistics.median(shares):.3f}%, highest {max(shares):.3f}% ({len(shares)} windows)"
     )
-    if hook:
+    if hook_found:
         print(
             f"the hook's thread in the job: {statistics.median(hook_on):.3f}% of a core with "
             f"the monitor attached, {statistics.median(hook_off):.3f}% without"
@@ -218,15 +219,20 @@ def run_windows(
     return windows
 
 
-def print_ratios(windows: list[Window], pairs: int) -> None:
-    """Monitored over unmonitored per pair: median with a bootstrap interval, and the mean of
-    the log ratios with a normal interval (the tighter of the two once pairs are many)."""
+def pair_ratios(windows: list[Window]) -> list[float]:
+    """Monitored over unmonitored mean step time, per pair that has both."""
     steps = {(w.pair, w.monitored): w.mean_step_ms for w in windows}
     ratios = []
-    for pair in range(1, pairs + 1):
+    for pair in sorted({w.pair for w in windows}):
         on, off = steps.get((pair, True)), steps.get((pair, False))
         if on and off:
             ratios.append(on / off)
+    return ratios
+
+
+def print_ratios(ratios: list[float]) -> None:
+    """The pairs' median with a bootstrap interval, and the mean of their log ratios with a
+    normal interval (the tighter of the two once pairs are many)."""
     low, high = bootstrap_median_interval(ratios)
     spread = statistics.pstdev(ratios) if len(ratios) > 1 else 0.0
     print(
@@ -243,6 +249,19 @@ def print_ratios(windows: list[Window], pairs: int) -> None:
         )
 
 
+def report(files: list[Path]) -> None:
+    """Pool the pairs of several runs' ``--json`` files: each pair is its own control, so
+    pairs from separate runs of one setup add up."""
+    ratios: list[float] = []
+    windows: list[Window] = []
+    for path in files:
+        run = [Window(**row) for row in json.loads(path.read_text())["windows"]]
+        ratios += pair_ratios(run)
+        windows += run
+    print_ratios(ratios)
+    print_accounting(windows, any(w.hook_thread_cpu_s > 0 for w in windows))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=12, help="monitored/unmonitored pairs")
@@ -253,8 +272,14 @@ def main() -> None:
         "--pause", action="store_true", help="attach once; stop and continue the monitor"
     )
     parser.add_argument("--json", type=Path, help="write every window (and step end) here")
+    parser.add_argument(
+        "--report", type=Path, nargs="+", help="run nothing: pool these runs' --json files"
+    )
     parser.add_argument("script", nargs="*", help="the scenario and its flags")
     args = parser.parse_args()
+    if args.report:
+        report(args.report)
+        return
     script = args.script or [str(SCENARIO)]
     total_s = args.warmup + 2 * args.pairs * args.window + 60
     with tempfile.TemporaryDirectory() as scratch:
@@ -283,8 +308,8 @@ def main() -> None:
     for window in windows:
         window.mean_step_ms = mean_step_ms(ends, window.start, window.end)
         print(json.dumps(asdict(window)), flush=True)
-    print_ratios(windows, args.pairs)
-    print_accounting(windows, hook)
+    print_ratios(pair_ratios(windows))
+    print_accounting(windows, bool(hook))
     if args.json:
         rows = [asdict(window) for window in windows]
         kept_ends = [round(end, 5) for end in ends]  # 10 us: pace_noise.py's windows are 1 s+

@@ -196,3 +196,29 @@ def test_an_attached_monitor_serves_prometheus_metrics(
         monitor.send_signal(signal.SIGINT)  # detach: the job goes on
         monitor.communicate(timeout=30)
     assert running_job.poll() is None
+
+
+def test_hooked_jobs_are_the_live_processes_behind_the_sockets(private_runtime_dir: Path) -> None:
+    from types import SimpleNamespace
+
+    from gputop_train.job.attached import hooked_jobs
+
+    class Gone(Exception):
+        pass
+
+    states = {11: "running", 12: "zombie", 14: "sleeping"}  # 13: its socket outlived it
+
+    def process(pid: int) -> SimpleNamespace:
+        if pid not in states:
+            raise Gone(pid)
+        return SimpleNamespace(
+            status=lambda: states[pid], cmdline=lambda: ["python3", f"job{pid}.py"], name=None
+        )
+
+    fake_psutil = SimpleNamespace(Process=process, Error=Gone, STATUS_ZOMBIE="zombie")
+    assert hooked_jobs(fake_psutil) == []  # no directory yet: no jobs, no error
+    private_runtime_dir.mkdir(mode=0o700)
+    for name in ("14.sock", "11.sock", "12.sock", "13.sock", "notes.sock", "15.txt"):
+        (private_runtime_dir / name).touch()
+    listed = hooked_jobs(fake_psutil)
+    assert listed == [(11, ["python3", "job11.py"]), (14, ["python3", "job14.py"])]

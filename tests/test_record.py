@@ -65,6 +65,21 @@ def job_pids(record: Path) -> list[int]:
     return [json.loads(line)["pid"] for line in record.open() if '"kind": "hello"' in line]
 
 
+def sessions() -> str:
+    listed = subprocess.run(
+        [sys.executable, "-m", "gputop_train", "sessions"], capture_output=True, text=True, cwd=REPO
+    )
+    assert listed.returncode == 0, listed.stderr
+    return listed.stdout
+
+
+def running_now(listed: str) -> list[str]:
+    """The lines under ``sessions``' "running now" heading."""
+    if not listed.startswith("running now"):
+        return []
+    return listed.split("\n\n")[0].splitlines()[1:]
+
+
 def test_a_monitor_killed_with_sigkill_still_yields_a_summary(tmp_path: Path) -> None:
     record = tmp_path / "run.jsonl"
     monitor = start_monitor(record, "forever")
@@ -73,9 +88,17 @@ def test_a_monitor_killed_with_sigkill_still_yields_a_summary(tmp_path: Path) ->
         killed_at = time.time()
         os.kill(monitor.pid, signal.SIGKILL)
         monitor.wait(timeout=10)
+        (job,) = job_pids(record)
+        running = running_now(sessions())  # the job left behind, one attach away
+        assert [line.split()[0] for line in running] == [str(job)], running
+        assert "loops.py forever" in running[0]
     finally:
         for pid in job_pids(record):  # the job outlives the monitor by design
             os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while running_now(sessions()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert running_now(sessions()) == []  # its socket file stays; a dead job is not listed
     recording = read(record)
     session = replay_all(recording)
     last_step_t = max(s.t for s in session.steps())

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import format as fmt
+from .. import wire
 from ..record.paths import sessions_dir
 from ..record.reader import Recording, UnreadableRecording, read, replay_all
 from ..record.summary import markdown, summarize, write_all
@@ -110,6 +111,13 @@ def run_replay(recording: Recording) -> int:
 
 
 def list_sessions(directory: Path) -> int:
+    """Hooked jobs running now (to attach to), then past recordings, newest first."""
+    running = _running_jobs()
+    if running:
+        print("running now, hooked (watch one with gputop-train attach PID):")
+        for pid, command in running:
+            print(f"  {pid:>7}  {' '.join(command)[:100]}")
+        print()
     recordings = sorted(directory.glob("*.jsonl"), reverse=True) if directory.is_dir() else []
     if not recordings:
         print(f"no recorded sessions in {directory}")
@@ -118,6 +126,17 @@ def list_sessions(directory: Path) -> int:
     for path in recordings:
         print(_session_line(path))
     return 0
+
+
+def _running_jobs() -> list[tuple[int, list[str]]]:
+    """Hooked jobs running now; none where the runtime directory cannot be trusted (the
+    recordings are still listed; ``attach`` says what is wrong with it)."""
+    from ..job.attached import hooked_jobs
+
+    try:
+        return hooked_jobs()
+    except (wire.UnsafeRuntimeDir, OSError):
+        return []
 
 
 def _session_line(path: Path) -> str:
