@@ -206,19 +206,24 @@ def test_hooked_jobs_are_the_live_processes_behind_the_sockets(private_runtime_d
     class Gone(Exception):
         pass
 
-    states = {11: "running", 12: "zombie", 14: "sleeping"}  # 13: its socket outlived it
+    # 13: its socket outlived it; 16: its socket outlived it and a new process has its PID.
+    states = {11: "running", 12: "zombie", 14: "sleeping", 16: "running"}
 
     def process(pid: int) -> SimpleNamespace:
         if pid not in states:
             raise Gone(pid)
+        started = time.time() + (60 if pid == 16 else -60)
         return SimpleNamespace(
-            status=lambda: states[pid], cmdline=lambda: ["python3", f"job{pid}.py"], name=None
+            status=lambda: states[pid],
+            cmdline=lambda: ["python3", f"job{pid}.py"],
+            name=None,
+            create_time=lambda: started,
         )
 
     fake_psutil = SimpleNamespace(Process=process, Error=Gone, STATUS_ZOMBIE="zombie")
     assert hooked_jobs(fake_psutil) == []  # no directory yet: no jobs, no error
     private_runtime_dir.mkdir(mode=0o700)
-    for name in ("14.sock", "11.sock", "12.sock", "13.sock", "notes.sock", "15.txt"):
+    for name in ("14.sock", "11.sock", "12.sock", "13.sock", "16.sock", "notes.sock", "15.txt"):
         (private_runtime_dir / name).touch()
     listed = hooked_jobs(fake_psutil)
     assert listed == [(11, ["python3", "job11.py"]), (14, ["python3", "job14.py"])]

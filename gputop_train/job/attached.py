@@ -138,16 +138,21 @@ def output_of(pid: int) -> Path | str:
 def hooked_jobs(psutil_module: Any = None) -> list[tuple[int, list[str]]]:
     """Our running processes whose hook listens, by PID, with their command lines:
     jobs left running (a monitor that left, or was killed) are one ``attach PID`` away. A
-    socket whose process is gone (a job killed with SIGKILL) is not a job."""
+    socket whose process is gone (a job killed with SIGKILL), or whose PID a younger process
+    now has, is not a job."""
     if psutil_module is None:
         import psutil as psutil_module
     directory = wire.runtime_dir(create=False)
     if not directory.is_dir():
         return []
     found = []
-    for pid in sorted(int(p.stem) for p in directory.glob("*.sock") if p.stem.isdigit()):
-        with contextlib.suppress(psutil_module.Error):
+    sockets = {int(p.stem): p for p in directory.glob("*.sock") if p.stem.isdigit()}
+    for pid, path in sorted(sockets.items()):
+        with contextlib.suppress(psutil_module.Error, OSError):
             process = psutil_module.Process(pid)
+            # A hook binds its socket after its process starts; 1 s for the clocks' ticks.
+            if process.create_time() > path.stat().st_mtime + 1.0:
+                continue
             if process.status() != psutil_module.STATUS_ZOMBIE:
                 found.append((pid, process.cmdline() or [process.name()]))
     return found
