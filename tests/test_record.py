@@ -205,11 +205,7 @@ def test_sessions_lists_recordings_with_their_headline_figures(tmp_path: Path) -
         "batch_ms=1",
         "step_ms=1",
     ).wait(timeout=60)
-    result = subprocess.run(
-        [sys.executable, "-m", "gputop_train", "sessions"], capture_output=True, text=True, cwd=REPO
-    )
-    assert result.returncode == 0
-    line = next(line for line in result.stdout.splitlines() if "2026-01-01" in line)
+    line = next(line for line in sessions().splitlines() if "2026-01-01" in line)
     assert " 10 " in line and line.split()[4] == "0"  # 10 steps, exit code 0
 
 
