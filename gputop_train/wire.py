@@ -33,6 +33,7 @@ SYNCS = "syncs"  # a sync scan of one step: count and call sites
 FLOPS = "flops"  # FLOPs of one whole step, counted once
 LOADER = "loader"  # facts about the DataLoader and its batches, once per epoch it feeds
 MODEL = "model"  # facts about the forward pass: CUDA, autocast, parameter dtype, TF32, layout
+WORKLOAD = "workload"  # the step's census, analytic FLOPs, kernel profile, matmul peak
 
 # Monitor -> hook.
 SET_KNOB = "set_knob"  # change one knob at the next step boundary

@@ -20,16 +20,20 @@ from typing import Any
 from .. import wire
 from .batch_size import describe_batch, infer_batch_size
 from .cuda_timer import CudaStepTimer
+from .kernel_profile import KernelProfile
 from .knobs import KnobBoard
+from .matmul_peak import MatmulPeak, matmul_precision
 from .probes import (
     FLOP_COUNT_STEP,
     MODEL_FACTS_STEP,
     PROBE_AFTER_CHANGE_STEPS,
+    PROFILE_AFTER_COUNT_STEPS,
     SYNC_SCAN_EVERY_STEPS,
     FlopCounter,
     SyncScanner,
     model_facts,
 )
+from .workload import Census
 
 # Enough history for a monitor that attaches minutes late, at a few KB per 100 steps.
 RING_STEPS = 8192
@@ -94,6 +98,15 @@ class Agent:
         self._facts_lock = threading.Lock()
         self._syncs = SyncScanner(torch_module)
         self._flops = FlopCounter()
+        # The workload probes (docs/advisor.md, MFU): a census of the step's operators beside
+        # the FLOP count, the matmul peak once, one step's kernels; one frame, republished whole.
+        self._count_due_step = FLOP_COUNT_STEP
+        self._census: Census | None = None
+        self._census_hook: Any = None
+        self._peak: MatmulPeak | None = None
+        self._profile = KernelProfile()
+        self._profile_due_step = FLOP_COUNT_STEP + PROFILE_AFTER_COUNT_STEPS
+        self._workload: dict[str, Any] = {}
         if os.environ.get(wire.SCHEDULE_ENV):
             self.board.set_schedule(os.environ[wire.SCHEDULE_ENV])
 
@@ -183,6 +196,9 @@ class Agent:
         if self.board.apply_pending(self._step):
             self._probe_due_step = self._step + PROBE_AFTER_CHANGE_STEPS
             self._syncs.due_at = self._probe_due_step
+            # The step's FLOPs and operators change with the knob (batch, attention, compile).
+            self._count_due_step = self._probe_due_step + 1
+            self._profile_due_step = self._count_due_step + PROFILE_AFTER_COUNT_STEPS
         if not self._dataloader_seen:
             self._begin_step()  # no DataLoader: the next step starts now
 
@@ -228,18 +244,64 @@ class Agent:
         upcoming = self._step + 1
         if self._cuda_in_use() and self._syncs.due(upcoming):
             self._syncs.start()
-        if upcoming == FLOP_COUNT_STEP and not self._flops.done:
+        if upcoming == self._count_due_step:
             self._flops.start()
+            self._start_census()
+        elif upcoming == self._profile_due_step and self._cuda_in_use():
+            self._profile.start()
+
+    def _start_census(self) -> None:
+        census = Census()
+        optimizer_module = sys.modules["torch.optim.optimizer"]
+        self._census_hook = optimizer_module.register_optimizer_step_pre_hook(
+            lambda optimizer, args, kwargs: census.optimizer_started()
+        )
+        census.start()
+        self._census = census
 
     def _end_probes(self, samples: int | None, optimizer: Any) -> None:
         if self._syncs.active:
             self._publish(wire.SYNCS, step=self._step, **self._syncs.stop())
+        autocast, self._autocast_dtype = self._autocast_dtype, None
+        if self._census is not None:  # entered inside the FLOP counter: left first
+            self._end_census(self._census, optimizer, autocast)
         if self._flops.active:
             self._publish(wire.FLOPS, step=self._step, flops=self._flops.stop(), samples=samples)
-        autocast, self._autocast_dtype = self._autocast_dtype, None
+        if self._profile.active:
+            self._update_workload(profile=self._profile.stop())
+        if self._peak is not None and self._peak.pending:
+            peak = self._peak.poll()
+            if peak is not None:
+                self._update_workload(peak=peak)
         if self._step == self._probe_due_step or self._step % SYNC_SCAN_EVERY_STEPS == 0:
             facts = model_facts(self._torch, optimizer, autocast)
             self._publish(wire.MODEL, step=self._step, **facts)
+
+    def _end_census(self, census: Census, optimizer: Any, autocast: str | None) -> None:
+        """The census's facts, and the matmul peak's measurement started once (CUDA)."""
+        self._census = None
+        census.stop()
+        if self._census_hook is not None:
+            self._census_hook.remove()
+            self._census_hook = None
+        params = [p for group in optimizer.param_groups for p in group.get("params", ())]
+        facts = census.facts(params)
+        param = next((p for p in params if p.dtype.is_floating_point), None)
+        param_dtype = str(param.dtype).removeprefix("torch.") if param is not None else None
+        precision = matmul_precision(self._torch, autocast, param_dtype)
+        if census.fp8_matmuls:
+            precision = "fp8"
+        facts.update(matmul_precision=precision, census_error=census.error)
+        self._update_workload(census=facts)
+        if self._peak is None and self._cuda_in_use():
+            self._peak = MatmulPeak(self._torch)
+            unmeasured = self._peak.enqueue(precision)
+            if unmeasured is not None:
+                self._update_workload(peak=unmeasured)
+
+    def _update_workload(self, **parts: Any) -> None:
+        self._workload.update(parts)
+        self._publish(wire.WORKLOAD, step=self._step, **self._workload)
 
     def _publish(self, frame_type: str, **fields: Any) -> None:
         """Send a fact now, and keep the latest of its kind for monitors that come later."""

@@ -24,8 +24,12 @@ SYNC_SCAN_EVERY_STEPS = 500
 PROBE_AFTER_CHANGE_STEPS = 3
 # The forward pass's facts: on an early step, then as often as the sync scan.
 MODEL_FACTS_STEP = 2
-# Count FLOPs once, on this step: after start-up, before most runs would compile.
+# Count FLOPs (and the workload census) on this step: after start-up, before most runs
+# would compile; again after each knob change (a batch or attention change moves them).
 FLOP_COUNT_STEP = 3
+# Profile one step's kernels this many steps after the count (not the same step: the census's
+# dispatch mode would run a compiled model's step differently).
+PROFILE_AFTER_COUNT_STEPS = 3
 _SYNC_WARNING = "synchroniz"  # "called a synchronizing CUDA operation"
 _OUR_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -111,7 +115,6 @@ class FlopCounter:
 
     def __init__(self) -> None:
         self._mode: Any = None
-        self.done = False
 
     def start(self) -> None:
         from torch.utils.flop_counter import FlopCounterMode
@@ -121,7 +124,6 @@ class FlopCounter:
 
     def stop(self) -> int | None:
         mode, self._mode = self._mode, None
-        self.done = True
         if mode is None:
             return None
         mode.__exit__(None, None, None)
@@ -148,11 +150,24 @@ def model_facts(torch_module: Any, optimizer: Any, autocast_dtype: str | None) -
         "autocast": autocast_dtype or (None if compiled else "off"),
         "param_dtype": str(param.dtype).removeprefix("torch.") if param is not None else None,
         "tf32_matmul": torch_module.get_float32_matmul_precision() != "highest",
+        "matmul_precision": torch_module.get_float32_matmul_precision(),
         "tf32_cudnn": bool(torch_module.backends.cudnn.allow_tf32),
         "channels_last": _channels_last(torch_module, optimizer),
         "compiled": compiled,
+        **_optimizer_facts(optimizer),
     }
     return facts
+
+
+def _optimizer_facts(optimizer: Any) -> dict[str, Any]:
+    """The optimizer's class and implementation: ``foreach=False`` (one kernel per parameter
+    and op), foreach (the default on CUDA: a few kernels per op over all parameters) or fused."""
+    defaults = getattr(optimizer, "defaults", None) or {}
+    return {
+        "optimizer": type(optimizer).__name__,
+        "optimizer_foreach": defaults.get("foreach") if "foreach" in defaults else None,
+        "optimizer_fused": defaults.get("fused") if "fused" in defaults else None,
+    }
 
 
 def _dynamo_compiled() -> bool:

@@ -20,6 +20,7 @@ from . import stats
 from .phases import WARMUP_STEPS, KnobState, Phase, PhaseRow, PhaseTable, knob_state
 from .series import ChartBinner, ChartSeries
 from .steps import Step
+from .workload import Workload
 
 # 100k steps is hours of a fast loop at ~100 bytes each; GPU samples at 2 Hz: 5 h.
 MAX_STEPS = 100_000
@@ -675,6 +676,8 @@ class Session:
             sync_sites=tuple(syncs.get("sites") or ()) if syncs else (),
             flops_per_sample=per_sample,
             model=stats.ModelFacts.from_frame(self._fact_at("model", end)),
+            flops_per_step=float(flops["flops"]) if isinstance(flops.get("flops"), int) else None,
+            workload=Workload.from_frame(self._fact_at("workload", end)),
             data_wait_source=wait_source,
             system_cpu_pct=system_cpu,
             epochs=epochs,
