@@ -63,6 +63,20 @@ def corpus(cores: int) -> list[Scenario]:
         Scenario("gpu_bound_healthy", ("compile=true", "batch_size=*2")),
         Scenario("memory_near_limit", ("batch_size=/2",)),
         Scenario("trainer_loop", ("precision=bf16", f"num_workers={cores - 1}")),
+        *transformer_corpus(cores),
+    ]
+
+
+def transformer_corpus(cores: int) -> list[Scenario]:
+    """The transformer scenarios (issue 26): GPT-2 small loops as their users write them."""
+    return [
+        Scenario("nanogpt_eager", ("compile=true", "batch_size=*2")),
+        Scenario("gpt_fp32", ("precision=bf16", "matmul_precision=high")),
+        Scenario("gpt_manual_attention", ("attention=sdpa", "compile=true")),
+        Scenario("gpt_memory_limit", ("checkpointing=true", "batch_size=/2", "compile=true")),
+        Scenario("gpt_trainer_sync", ("nan_inf_filter=false", "batch_size=*2")),
+        Scenario("gpt_tokenizer_loader", (f"num_workers={cores - 1}", "compile=true")),
+        Scenario("gpt_compiled_sdpa", ("batch_size=*2",)),
     ]
 
 

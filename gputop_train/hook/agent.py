@@ -26,8 +26,10 @@ from .matmul_peak import MatmulPeak, matmul_precision
 from .probes import (
     FLOP_COUNT_STEP,
     MODEL_FACTS_STEP,
+    COUNT_AFTER_CHANGE_STEPS,
     PROBE_AFTER_CHANGE_STEPS,
-    PROFILE_AFTER_COUNT_STEPS,
+    PROFILE_AFTER_CHANGE_STEPS,
+    PROFILE_STEP,
     SYNC_SCAN_EVERY_STEPS,
     FlopCounter,
     SyncScanner,
@@ -105,7 +107,7 @@ class Agent:
         self._census_hook: Any = None
         self._peak: MatmulPeak | None = None
         self._profile = KernelProfile()
-        self._profile_due_step = FLOP_COUNT_STEP + PROFILE_AFTER_COUNT_STEPS
+        self._profile_due_step = PROFILE_STEP
         self._workload: dict[str, Any] = {}
         if os.environ.get(wire.SCHEDULE_ENV):
             self.board.set_schedule(os.environ[wire.SCHEDULE_ENV])
@@ -197,8 +199,8 @@ class Agent:
             self._probe_due_step = self._step + PROBE_AFTER_CHANGE_STEPS
             self._syncs.due_at = self._probe_due_step
             # The step's FLOPs and operators change with the knob (batch, attention, compile).
-            self._count_due_step = self._probe_due_step + 1
-            self._profile_due_step = self._count_due_step + PROFILE_AFTER_COUNT_STEPS
+            self._count_due_step = self._step + COUNT_AFTER_CHANGE_STEPS
+            self._profile_due_step = self._step + PROFILE_AFTER_CHANGE_STEPS
         if not self._dataloader_seen:
             self._begin_step()  # no DataLoader: the next step starts now
 

@@ -27,9 +27,14 @@ MODEL_FACTS_STEP = 2
 # Count FLOPs (and the workload census) on this step: after start-up, before most runs
 # would compile; again after each knob change (a batch or attention change moves them).
 FLOP_COUNT_STEP = 3
-# Profile one step's kernels this many steps after the count (not the same step: the census's
-# dispatch mode would run a compiled model's step differently).
-PROFILE_AFTER_COUNT_STEPS = 3
+# Profile one step's kernels on this step (not the count's: the census's dispatch mode would
+# run a compiled model's step differently; not the sync scan's).
+PROFILE_STEP = 4
+# After a knob change: count on the second step (the first may compile), profile on the
+# fourth (the third is the sync scan's). Both stay inside the phase's warm-up (its first
+# 5 steps, docs/phases.md), so a trial's measured steps never carry a probe.
+COUNT_AFTER_CHANGE_STEPS = 2
+PROFILE_AFTER_CHANGE_STEPS = 4
 _SYNC_WARNING = "synchroniz"  # "called a synchronizing CUDA operation"
 _OUR_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

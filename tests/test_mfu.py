@@ -1,0 +1,155 @@
+"""MFU: the step's FLOPs counted two ways (the census's nanoGPT/torchtitan formula against
+FlopCounterMode), the peak at the matmul precision in force, and N/A with its reason."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import replace
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from gputop_train.advise import mfu
+from gputop_train.advise.mfu import efficiency
+from gputop_train.hook.kernel_profile import kernel_facts
+from gputop_train.session.workload import Workload
+from tests.test_advise import BF16_H100, FP32_H100, observe
+
+torch = pytest.importorskip("torch")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "demos"))
+from gpt import GPT, GPTConfig  # noqa: E402
+
+from gputop_train.hook.workload import Census  # noqa: E402
+
+
+def census_of_step(model: torch.nn.Module, micro_batches: int, batch: int = 2) -> dict:
+    """One optimizer step of ``micro_batches`` forward/backward passes under the census,
+    beside FlopCounterMode; the census's facts and the counter's total."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    optimizer = torch.optim.AdamW(model.parameters(), foreach=False)
+    census = Census()
+    counter = FlopCounterMode(display=False)
+    with counter:
+        census.start()
+        block = model.config.block
+        for _ in range(micro_batches):
+            x = torch.randint(model.config.vocab, (batch, block))
+            model(x, x.roll(-1, dims=1)).backward()
+        census.optimizer_started()
+        optimizer.step()
+        census.stop()
+    facts = census.facts([p for g in optimizer.param_groups for p in g["params"]])
+    facts["measured"] = counter.get_total_flops()
+    return facts
+
+
+def test_the_analytic_count_is_nanogpts_formula_read_from_the_calls() -> None:
+    model = GPT(GPTConfig.tiny())
+    model.set_attention("manual")  # softmax(q @ k^T) @ v: the head size read from q @ k^T
+    facts = census_of_step(model, micro_batches=3)
+    tokens = 3 * 2 * model.config.block  # accumulation: every micro-batch's tokens
+    assert facts["tokens"] == tokens and facts["sequence"] == model.config.block
+    assert facts["analytic_flops"] == model.flops_per_token() * tokens
+    # N drops the position table (lookups only) and keeps the token table tied to the output.
+    assert facts["non_embedding_params"] == facts["params"] - model.wpe.weight.numel()
+    assert facts["manual_attention"] == 3 * model.config.layers and facts["fused_attention"] == 0
+    # The FLOP counter sees the same matmuls (and the attention's): within 15%.
+    assert facts["analytic_flops"] == pytest.approx(facts["measured"], rel=0.15)
+    assert facts["optimizer_ops"] > 0 and facts["ops"] > facts["optimizer_ops"]
+
+
+def test_sdpa_calls_are_counted_as_fused_attention_with_the_same_formula() -> None:
+    model = GPT(GPTConfig.tiny())
+    model.set_attention("sdpa")
+    facts = census_of_step(model, micro_batches=1)
+    assert facts["fused_attention"] == model.config.layers and facts["manual_attention"] == 0
+    assert facts["analytic_flops"] == model.flops_per_token() * 2 * model.config.block
+
+
+def test_an_untied_output_layer_keeps_its_parameters_and_drops_the_token_table() -> None:
+    model = GPT(GPTConfig.tiny())
+    model.head.weight = torch.nn.Parameter(model.wte.weight.detach().clone())  # untied
+    facts = census_of_step(model, micro_batches=1)
+    tables = model.wte.weight.numel() + model.wpe.weight.numel()
+    assert facts["non_embedding_params"] == facts["params"] - tables
+
+
+def test_a_model_without_token_inputs_has_no_analytic_count_and_says_why() -> None:
+    net = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+    census = Census()
+    census.start()
+    net(torch.randn(4, 8)).sum().backward()
+    census.stop()
+    facts = census.facts(list(net.parameters()))
+    assert facts["analytic_flops"] is None and "no token embedding" in facts["analytic_note"]
+
+
+# -- what is shown ------------------------------------------------------------------------
+
+
+def test_the_analytic_count_is_shown_and_a_gap_over_15_percent_is_said() -> None:
+    both = observe(flops_per_step=1.0e12, workload=Workload(analytic_flops=int(1.05e12)))
+    e = efficiency(both)
+    assert e.source == mfu.ANALYTIC and e.achieved_tflops == pytest.approx(10.5)
+    assert not e.disagrees
+    recompute = replace(both, flops_per_step=1.4e12)  # checkpointing recomputes the forward
+    e = efficiency(recompute)
+    assert e.disagrees and any("disagree by -25%" in n for n in e.notes())
+    measured_only = efficiency(observe(flops_per_step=1.0e12))
+    assert measured_only.source == mfu.MEASURED
+
+
+def test_the_peak_follows_the_matmul_precision_not_cudnns_flag() -> None:
+    transformer = Workload(tokens=8192, analytic_flops=10**12)
+    fp32 = observe(model=FP32_H100, workload=transformer)  # tf32_cudnn on, matmuls "highest"
+    assert efficiency(fp32).precision == "fp32" and efficiency(fp32).datasheet_tflops == 67.0
+    tf32 = observe(model=replace(FP32_H100, tf32_matmul=True), workload=transformer)
+    assert efficiency(tf32).precision == "tf32"
+    bf16 = observe(model=BF16_H100, workload=transformer)
+    assert efficiency(bf16).precision == "bf16"
+
+
+def test_the_measured_matmul_peak_is_shown_beside_the_datasheet_at_its_precision() -> None:
+    w = Workload(analytic_flops=10**12, peak_tflops=712.0, peak_precision="bf16")
+    e = efficiency(observe(workload=w))
+    assert e.measured_peak_tflops == 712.0
+    assert any("datasheet 989.5" in n and "measured matmul 712" in n for n in e.notes())
+    other = efficiency(observe(workload=replace(w, peak_precision="fp32")))
+    assert other.measured_peak_tflops is None  # another precision's peak is not this one's
+
+
+@pytest.mark.parametrize(
+    ("changes", "reason"),
+    [
+        ({"workload": Workload(analytic_flops=10**12, fp8_matmuls=96)}, "fp8"),
+        ({"gpu_name": "NVIDIA B300"}, "no datasheet peak for NVIDIA B300 in bf16"),
+        ({"flops_per_step": 2e14}, "cannot be"),  # 2000 TFLOP/s on an H100
+        ({"model": replace(BF16_H100, cuda=False)}, "the job runs on the CPU"),
+        ({"flops_per_step": None}, "not counted yet"),
+    ],
+)
+def test_mfu_is_na_with_its_reason_never_a_wrong_number(changes: dict, reason: str) -> None:
+    o = observe(**{"flops_per_step": 1e12, **changes})
+    e = efficiency(o)
+    assert e.mfu_pct is None and reason in (e.reason or "")
+
+
+def test_kernels_are_split_into_matrix_math_and_the_rest() -> None:
+    def event(name: str, ns: int, device: str = "DeviceType.CUDA") -> SimpleNamespace:
+        return SimpleNamespace(
+            name=lambda: name, duration_ns=lambda: ns, device_type=lambda: device
+        )
+
+    events = [
+        event("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128", 600),
+        event("pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits>", 100),
+        event("void at::native::vectorized_layer_norm_kernel<float>", 200),
+        event("void at::native::elementwise_kernel<128, 2>", 100),
+        event("Memcpy HtoD (Pageable -> Device)", 5000),
+        event("aten::mm", 900, "DeviceType.CPU"),
+    ]
+    facts = kernel_facts(events)
+    assert facts["kernels"] == 4 and facts["non_math_pct"] == 30.0
+    assert facts["top_non_math"][0].startswith("void at::native::vectorized_layer_norm")
