@@ -153,3 +153,52 @@ def test_kernels_are_split_into_matrix_math_and_the_rest() -> None:
     facts = kernel_facts(events)
     assert facts["kernels"] == 4 and facts["non_math_pct"] == 30.0
     assert facts["top_non_math"][0].startswith("void at::native::vectorized_layer_norm")
+
+
+# -- in the hook --------------------------------------------------------------------------
+
+
+def train_hooked(agent: object, steps: int) -> None:
+    """A tiny GPT stepped ``steps`` times, each step reported to ``agent`` as the optimizer
+    hook would (no socket: the agent is marked active)."""
+    model = GPT(GPTConfig.tiny())
+    optimizer = torch.optim.AdamW(model.parameters())
+    agent.active = True  # type: ignore[attr-defined]
+    for _ in range(steps):
+        x = torch.randint(model.config.vocab, (2, model.config.block))
+        model(x, x.roll(-1, dims=1)).backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        agent.on_optimizer_step(optimizer)  # type: ignore[attr-defined]
+
+
+def published(agent: object, kind: str) -> list[dict]:
+    return [fields for frame_type, fields in agent._pending_facts if frame_type == kind]  # type: ignore[attr-defined]
+
+
+def test_the_hook_publishes_the_census_once_on_its_step() -> None:
+    from gputop_train.hook.agent import Agent
+
+    agent = Agent(torch)
+    train_hooked(agent, 5)
+    (workload,) = published(agent, "workload")  # no CUDA: no profile, no matmul peak
+    assert workload["step"] == 3 and workload["census"]["analytic_flops"] > 0
+    assert workload["census"]["matmul_precision"] == "fp32"
+    assert "profile" not in workload and "peak" not in workload
+    (flops,) = published(agent, "flops")
+    assert flops["flops"] == pytest.approx(workload["census"]["analytic_flops"], rel=0.15)
+
+
+def test_a_failing_workload_probe_stops_alone_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gputop_train.hook import agent as agent_module
+
+    class Broken(Census):
+        def start(self) -> None:
+            raise RuntimeError("no dispatch modes here")
+
+    monkeypatch.setattr(agent_module, "Census", Broken)
+    agent = agent_module.Agent(torch)
+    train_hooked(agent, 5)
+    assert agent.enabled and agent._step == 5  # the hook and the training went on
+    assert published(agent, "workload") == [] and published(agent, "flops")
+    assert any("workload probes" in notice for notice in agent._notices)

@@ -31,9 +31,11 @@ TRANSFORMERS = {
 }
 
 
-def monitored(script: str, seconds: float = 20.0) -> Session:
+def monitored(script: str, steps: int = 14) -> Session:
+    """The scenario for ``steps`` steps (the advisor needs 5 past the warm-up) under the hook
+    and a monitor that sees a fake idle H100 beside the CPU job."""
     job = subprocess.Popen(
-        [sys.executable, str(SCENARIOS / f"{script}.py"), "--seconds", str(seconds)],
+        [sys.executable, str(SCENARIOS / f"{script}.py"), "--steps", str(steps)],
         env=hook_environment(os.environ),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -43,7 +45,7 @@ def monitored(script: str, seconds: float = 20.0) -> Session:
     monitor = Monitor(session, job.pid, nvml=FakeNvml([FakeGpu(util=3, mem_used=2**30)]))
     monitor.start()
     try:
-        _, stderr = job.communicate(timeout=seconds + 90)
+        _, stderr = job.communicate(timeout=240)
         monitor.drain(3.0)
         session.job_ended(job.returncode)
     finally:

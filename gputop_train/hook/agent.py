@@ -109,6 +109,7 @@ class Agent:
         self._profile = KernelProfile()
         self._profile_due_step = PROFILE_STEP
         self._workload: dict[str, Any] = {}
+        self._workload_off = False
         if os.environ.get(wire.SCHEDULE_ENV):
             self.board.set_schedule(os.environ[wire.SCHEDULE_ENV])
 
@@ -248,9 +249,33 @@ class Agent:
             self._syncs.start()
         if upcoming == self._count_due_step:
             self._flops.start()
-            self._start_census()
+            self._guard_workload(self._start_census)
         elif upcoming == self._profile_due_step and self._cuda_in_use():
-            self._profile.start()
+            self._guard_workload(self._profile.start)
+
+    def _guard_workload(self, probe: Any, *args: Any) -> None:
+        """The workload probes fail alone: said once, they stop; the rest of the hook and the
+        training go on."""
+        if self._workload_off:
+            return
+        try:
+            probe(*args)
+        except Exception as error:
+            self._workload_off = True
+            census, self._census = self._census, None
+            with contextlib.suppress(Exception):
+                if census is not None and census.active:
+                    census.stop()
+            with contextlib.suppress(Exception):
+                if self._census_hook is not None:
+                    self._census_hook.remove()
+            with contextlib.suppress(Exception):
+                if self._profile.active:
+                    self._profile.stop()
+            self._notices.append(
+                "the workload probes (FLOP census, kernel profile, matmul peak) stopped after "
+                f"an internal error: {error!r}; MFU falls back to the FLOP counter"
+            )
 
     def _start_census(self) -> None:
         census = Census()
@@ -266,15 +291,22 @@ class Agent:
             self._publish(wire.SYNCS, step=self._step, **self._syncs.stop())
         autocast, self._autocast_dtype = self._autocast_dtype, None
         if self._census is not None:  # entered inside the FLOP counter: left first
-            self._end_census(self._census, optimizer, autocast)
+            self._guard_workload(self._end_census, self._census, optimizer, autocast)
         if self._flops.active:
             self._publish(wire.FLOPS, step=self._step, flops=self._flops.stop(), samples=samples)
         if self._profile.active:
-            self._update_workload(profile=self._profile.stop())
+            self._guard_workload(lambda: self._update_workload(profile=self._profile.stop()))
         if self._peak is not None and self._peak.pending:
-            peak = self._peak.poll()
-            if peak is not None:
-                self._update_workload(peak=peak)
+            self._guard_workload(self._poll_peak, self._peak)
+        self._model_frame(optimizer, autocast)
+
+    def _poll_peak(self, peak: MatmulPeak) -> None:
+        measured = peak.poll()
+        if measured is not None:
+            self._update_workload(peak=measured)
+
+    def _model_frame(self, optimizer: Any, autocast: str | None) -> None:
+        """The precision facts, on the probe's step and as often as the sync scan."""
         if self._step == self._probe_due_step or self._step % SYNC_SCAN_EVERY_STEPS == 0:
             facts = model_facts(self._torch, optimizer, autocast)
             self._publish(wire.MODEL, step=self._step, **facts)

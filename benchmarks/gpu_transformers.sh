@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The transformer work of issue 26 on the device machine (device tool), results in $OUT:
+#   bash benchmarks/gpu_transformers.sh probe   # the GPT demo's ladder + each scenario as written
+#   bash benchmarks/gpu_transformers.sh score   # the diagnosis scorecard of the transformer corpus
+# Each run: the recording and summary line per job, the jobs' own meters (their stderr).
+set -uo pipefail
+mode=$1; shift
+source benchmarks/gpu_env.sh
+run=/tmp/run/$mode; mkdir -p "$run"
+headless() {  # NAME TIMEOUT ARGS...: one monitored job, its summary line kept
+  local name=$1 limit=$2; shift 2
+  timeout "$limit" python3 -m gputop_train --headless --format json --interval 5 \
+    --record "$run/$name.jsonl" "$@" >"$run/$name.out" 2>"$run/$name.err"
+  tail -1 "$run/$name.out" | python3 benchmarks/transformer_report.py "$name" "$run/$name.err"
+}
+if [ "$mode" = probe ]; then
+  headless ladder 250 --schedule \
+    "60:precision=bf16,400:attention=sdpa,800:optimizer=fused,1200:micro_batch=16,1500:checkpointing=true,1800:checkpointing=false;compile=true" \
+    demos/gpt.py --steps 2600
+  for s in nanogpt_eager gpt_manual_attention gpt_memory_limit gpt_trainer_sync gpt_tokenizer_loader; do
+    headless "$s" 60 "benchmarks/scenarios/$s.py" --seconds 30
+  done
+  timeout 120 python3 benchmarks/diagnosis.py --out "$run/diag" --only gpt_fp32 2>&1 | tail -4
+else
+  timeout "${SCORE_TIMEOUT:-520}" python3 benchmarks/diagnosis.py --out "$run/diag" --only "$@" 2>&1 | tail -30
+fi
+tar czf "$OUT/transformers-$mode.tar.gz" -C /tmp/run "$mode"
