@@ -69,6 +69,7 @@ def train(args: argparse.Namespace) -> None:
     stop = Stop(args)
     x, y = get_batch()
     t0, iter_num = time.time(), 0
+    logged_at = t0
     while not stop.done:
         for _micro_step in range(accumulation):
             with ctx:
@@ -83,12 +84,15 @@ def train(args: argparse.Namespace) -> None:
         dt, t0 = t1 - t0, t1
         iter_num += 1
         if iter_num % 10 == 0:
+            # nanoGPT prints the last iteration's time; the mean over the last 10 beside it
+            # is the figure to compare with a monitor's window.
             tokens = state["batch"] * accumulation * block
             lossf = loss.item() * accumulation
+            mean_dt, logged_at = (t1 - logged_at) / 10, t1
             print(
                 f"iter {iter_num}: loss {lossf:.4f}, time {dt * 1000:.2f}ms, "
-                f"{tokens / dt:,.0f} tokens/s, {flops_per_token * tokens / dt / 1e12:.2f} TFLOP/s "
-                "(estimate_mfu)",
+                f"mean of 10 {mean_dt * 1000:.2f}ms, {tokens / mean_dt:,.0f} tokens/s, "
+                f"{flops_per_token * tokens / mean_dt / 1e12:.2f} TFLOP/s (estimate_mfu)",
                 flush=True,
             )
         stop.step()

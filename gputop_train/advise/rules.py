@@ -515,7 +515,7 @@ def mixed_precision(o: Observation) -> Finding | None:
     gain = MIXED_PRECISION_NCHW_GAIN if nchw else 2.0
     if nchw:
         evidence.append("convolution weights in NCHW: most of the gain waits for channels_last")
-    changes = (Change("precision", "bf16" if bf16 else "fp16"),)
+    changes: tuple[Change, ...] = (Change("precision", "bf16" if bf16 else "fp16"),)
     action = (
         f"mixed precision: torch.autocast(device_type='cuda', dtype=torch.{dtype}) around the "
         "forward and the loss" + ("" if bf16 else " (fp16 needs a GradScaler)")
