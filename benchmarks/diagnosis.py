@@ -75,7 +75,7 @@ def transformer_corpus(cores: int) -> list[Scenario]:
         Scenario("gpt_manual_attention", ("attention=sdpa", "compile=true")),
         Scenario("gpt_memory_limit", ("checkpointing=true", "batch_size=/2", "compile=true")),
         Scenario("gpt_trainer_sync", ("nan_inf_filter=false", "batch_size=*2")),
-        Scenario("gpt_tokenizer_loader", (f"num_workers={cores - 1}", "compile=true")),
+        Scenario("gpt_tokenizer_loader", (f"num_workers={cores - 1}",)),
         Scenario("gpt_compiled_sdpa", ("batch_size=*2",)),
     ]
 

@@ -59,3 +59,11 @@ def test_one_sync_per_step_matters_only_while_the_gpu_idles() -> None:
     assert "trainer.py:12" in " ".join(finding.evidence) and finding.gain == 1.5
     busy = observe(syncs_per_step=1, sync_sites=(site,), gpu_sm_active_pct=92.0)
     assert "syncs.per_step" not in ids(busy)
+
+
+def test_memory_near_its_limit_qualifies_healthy_but_not_a_finding_with_a_gain() -> None:
+    full = dict(gpu_mem_used_bytes=76 * 2**30)  # of 80 GiB
+    healthy = observe(**full)
+    assert [f.id for f in rules.findings(healthy)][:2] == ["gpu.memory_near_limit", "gpu.bound"]
+    eager = observe(**full, model=EAGER, workload=EAGER_GPT)
+    assert headline(eager).id == "gpu.compile"

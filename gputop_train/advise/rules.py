@@ -613,9 +613,11 @@ def memory_near_limit(o: Observation) -> Finding | None:
         (f"GPU memory {fmt.mem_pair(used, total)} (NVML)",),
         "activation checkpointing, mixed precision, or a smaller batch before it OOMs",
         None,
-        # A risk, not a speed-up: ranked above "GPU-bound (healthy)", which it qualifies.
+        # A risk, not a speed-up: it ties "GPU-bound (healthy)" and comes first (RULES order,
+        # a stable sort), below any finding that expects a gain (an eager GPT at 94% of the
+        # H100's memory still has its fusion to gain: docs/diagnosis.md).
         0.9,
-        1.2,
+        1.0,
     )
 
 
