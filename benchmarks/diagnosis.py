@@ -154,6 +154,8 @@ def judge(name: str, summary: dict[str, Any]) -> Outcome:
         verdict = "not measured"
     elif best_gain < MARGIN:
         verdict = "right (healthy)" if headline_id in HEALTHY else "wrong: nothing gains 10%"
+    elif headline_id in HEALTHY:  # "healthy" is said only when no candidate gains 10%
+        verdict = f"wrong: says healthy, yet {best} gained {best_gain:.2f}x"
     else:  # the gain of the first change that a measured fix carries: the one it would apply
         headline_gain = next(
             (

@@ -11,16 +11,17 @@ headless() {  # NAME TIMEOUT ARGS...: one monitored job, its summary line kept
   local name=$1 limit=$2; shift 2
   timeout "$limit" python3 -m gputop_train --headless --format json --interval 5 \
     --record "$run/$name.jsonl" "$@" >"$run/$name.out" 2>"$run/$name.err"
-  tail -1 "$run/$name.out" | python3 benchmarks/transformer_report.py "$name" "$run/$name.err"
+  tail -1 "$run/$name.out" | python3 benchmarks/transformer_report.py "$name" "$run/$name.err" \
+    | tee -a "$run/report.txt"
+  tar czf "$OUT/transformers-$mode.tar.gz" -C /tmp/run "$mode"  # kept if a later job overruns
 }
 if [ "$mode" = probe ]; then
-  headless ladder 250 --schedule \
-    "60:precision=bf16,400:attention=sdpa,800:optimizer=fused,1200:micro_batch=16,1500:checkpointing=true,1800:checkpointing=false;compile=true" \
-    demos/gpt.py --steps 2600
-  for s in nanogpt_eager gpt_manual_attention gpt_memory_limit gpt_trainer_sync gpt_tokenizer_loader; do
-    headless "$s" 60 "benchmarks/scenarios/$s.py" --seconds 30
+  headless ladder 230 --schedule \
+    "60:precision=bf16,300:attention=sdpa,600:optimizer=fused,900:micro_batch=16,1100:checkpointing=true,1300:checkpointing=false;compile=true" \
+    demos/gpt.py --steps 1900
+  for s in nanogpt_eager gpt_manual_attention gpt_fp32 gpt_memory_limit gpt_trainer_sync gpt_tokenizer_loader; do
+    headless "$s" 50 "benchmarks/scenarios/$s.py" --seconds 25
   done
-  timeout 120 python3 benchmarks/diagnosis.py --out "$run/diag" --only gpt_fp32 2>&1 | tail -4
 else
   timeout "${SCORE_TIMEOUT:-520}" python3 benchmarks/diagnosis.py --out "$run/diag" --only "$@" 2>&1 | tail -30
 fi

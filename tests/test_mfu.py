@@ -202,3 +202,37 @@ def test_a_failing_workload_probe_stops_alone_and_says_so(monkeypatch: pytest.Mo
     assert agent.enabled and agent._step == 5  # the hook and the training went on
     assert published(agent, "workload") == [] and published(agent, "flops")
     assert any("workload probes" in notice for notice in agent._notices)
+
+
+def test_a_compiled_model_is_counted_eagerly_and_stays_compiled() -> None:
+    """The counted step of a compiled model runs eagerly under set_stance("force_eager"):
+    counted in full, and compiled code runs again after it, with no recompilation."""
+    from gputop_train.hook.probes import FlopCounter, force_eager
+
+    calls = {"compiled": 0}
+
+    def backend(graph: torch.fx.GraphModule, inputs: list) -> object:
+        def run(*args: object) -> object:
+            calls["compiled"] += 1
+            return graph.forward(*args)
+
+        return run
+
+    import torch._dynamo.utils as dynamo_utils
+
+    graphs = dynamo_utils.counters["stats"]["unique_graphs"]
+    net = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.GELU(), torch.nn.Linear(8, 8))
+    compiled = torch.compile(net, backend=backend)
+    x = torch.randn(4, 8)
+    compiled(x)
+    restore = force_eager(torch)
+    assert restore is not None
+    counter = FlopCounter()
+    counter.start()
+    compiled(x)
+    flops = counter.stop()
+    restore()
+    assert flops == 2 * (2 * 4 * 8 * 8) and calls["compiled"] == 1  # eager, counted
+    compiled(x)
+    assert calls["compiled"] == 2  # compiled again
+    assert dynamo_utils.counters["stats"]["unique_graphs"] == graphs + 1  # not recompiled

@@ -127,7 +127,8 @@ def efficiency(o: Observation | None) -> Efficiency:
         measured_peak_tflops=measured_peak,
     )
     if not flops:
-        return _with(base, reason="FLOPs not counted yet (the hook counts step 3)")
+        note = o.workload.count_note or "the hook counts step 3"
+        return _with(base, reason=f"FLOPs not counted yet ({note})")
     if not steps_per_s:
         return _with(base, reason="no step rate in the window")
     achieved = flops * steps_per_s / 1e12

@@ -24,15 +24,16 @@ from .kernel_profile import KernelProfile
 from .knobs import KnobBoard
 from .matmul_peak import MatmulPeak, matmul_precision
 from .probes import (
+    COUNT_AFTER_CHANGE_STEPS,
     FLOP_COUNT_STEP,
     MODEL_FACTS_STEP,
-    COUNT_AFTER_CHANGE_STEPS,
     PROBE_AFTER_CHANGE_STEPS,
     PROFILE_AFTER_CHANGE_STEPS,
     PROFILE_STEP,
     SYNC_SCAN_EVERY_STEPS,
     FlopCounter,
     SyncScanner,
+    force_eager,
     model_facts,
 )
 from .workload import Census
@@ -110,6 +111,8 @@ class Agent:
         self._profile_due_step = PROFILE_STEP
         self._workload: dict[str, Any] = {}
         self._workload_off = False
+        self._restore_stance: Any = None  # undoes force_eager after the counted step
+        self._peaks_measured: set[str] = set()  # precisions whose matmul peak was measured
         if os.environ.get(wire.SCHEDULE_ENV):
             self.board.set_schedule(os.environ[wire.SCHEDULE_ENV])
 
@@ -247,11 +250,21 @@ class Agent:
         upcoming = self._step + 1
         if self._cuda_in_use() and self._syncs.due(upcoming):
             self._syncs.start()
-        if upcoming == self._count_due_step:
+        if upcoming == self._count_due_step and self._start_eager_step():
             self._flops.start()
             self._guard_workload(self._start_census)
         elif upcoming == self._profile_due_step and self._cuda_in_use():
             self._guard_workload(self._profile.start)
+
+    def _start_eager_step(self) -> bool:
+        """A compiled model runs the counted step eagerly (probes.force_eager); False where
+        that cannot be done: no count then, said in the workload frame."""
+        try:
+            self._restore_stance = force_eager(self._torch)
+        except RuntimeError as reason:
+            self._update_workload(census={"skipped": str(reason)})
+            return False
+        return True
 
     def _guard_workload(self, probe: Any, *args: Any) -> None:
         """The workload probes fail alone: said once, they stop; the rest of the hook and the
@@ -294,6 +307,8 @@ class Agent:
             self._guard_workload(self._end_census, self._census, optimizer, autocast)
         if self._flops.active:
             self._publish(wire.FLOPS, step=self._step, flops=self._flops.stop(), samples=samples)
+            self._restore_compiled()
+            self._guard_workload(self._measure_peak)
         if self._profile.active:
             self._guard_workload(lambda: self._update_workload(profile=self._profile.stop()))
         if self._peak is not None and self._peak.pending:
@@ -327,11 +342,26 @@ class Agent:
             precision = "fp8"
         facts.update(matmul_precision=precision, census_error=census.error)
         self._update_workload(census=facts)
-        if self._peak is None and self._cuda_in_use():
-            self._peak = MatmulPeak(self._torch)
-            unmeasured = self._peak.enqueue(precision)
-            if unmeasured is not None:
-                self._update_workload(peak=unmeasured)
+
+    def _restore_compiled(self) -> None:
+        """After the counted step, compiled code runs again."""
+        restore, self._restore_stance = self._restore_stance, None
+        if restore is not None:
+            restore()
+
+    def _measure_peak(self) -> None:
+        """The matmul peak of the precision now in force, once per precision; enqueued after
+        the FLOP counter stopped (its matmuls are not the step's)."""
+        precision = (self._workload.get("census") or {}).get("matmul_precision")
+        if not precision or precision in self._peaks_measured or not self._cuda_in_use():
+            return
+        if self._peak is not None and self._peak.pending:
+            return
+        self._peaks_measured.add(precision)
+        self._peak = MatmulPeak(self._torch)
+        unmeasured = self._peak.enqueue(precision)
+        if unmeasured is not None:
+            self._update_workload(peak=unmeasured)
 
     def _update_workload(self, **parts: Any) -> None:
         self._workload.update(parts)

@@ -10,6 +10,7 @@ records the kernels of one step; stopping it waits for the step's kernels, once 
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from collections import Counter
@@ -24,6 +25,9 @@ MATH_KERNEL = re.compile(
 )
 
 
+TEARDOWN_ENV = "TEARDOWN_CUPTI"
+
+
 class KernelProfile:
     """Profiles the CUDA kernels of one step (start at its first batch, stop at its end)."""
 
@@ -36,8 +40,19 @@ class KernelProfile:
         return self._profiler is not None
 
     def start(self) -> None:
+        """Refused (RuntimeError) where CUPTI would stay attached after the profile: Kineto
+        finalizes CUPTI at the end of a trace only with TEARDOWN_CUPTI=1, and left attached
+        it slowed training 10-20% for the rest of the run (pytorch/pytorch#144455, #146604);
+        a CUDA older than 12.6 crashed re-attaching it after a teardown where CUDA graphs
+        run (torch/profiler/profiler.py), so there the probe is off."""
+        import torch
         from torch.profiler import ProfilerActivity, profile
 
+        if os.environ.setdefault(TEARDOWN_ENV, "1") != "1":
+            raise RuntimeError(f"{TEARDOWN_ENV}={os.environ[TEARDOWN_ENV]}: no kernel profile")
+        cuda = tuple(int(v) for v in (torch.version.cuda or "0.0").split(".")[:2])
+        if cuda < (12, 6):
+            raise RuntimeError(f"CUDA {torch.version.cuda}: no kernel profile (CUPTI teardown)")
         self._profiler = profile(activities=[ProfilerActivity.CUDA])
         self._profiler.__enter__()
 
@@ -53,7 +68,7 @@ class KernelProfile:
 
 def kernel_facts(events: Any) -> dict[str, Any]:
     """Kernels, their time and the share outside matrix math, from profiler events."""
-    kernels, total_ns, math_ns = 0, 0, 0
+    kernels, total_ns, math_ns, generated = 0, 0, 0, 0
     others: Counter[str] = Counter()
     for event in events:
         if "cuda" not in str(event.device_type()).lower():
@@ -64,6 +79,7 @@ def kernel_facts(events: Any) -> dict[str, Any]:
         duration = int(event.duration_ns())
         kernels += 1
         total_ns += duration
+        generated += name.startswith("triton_")  # torch.compile's (Inductor's) kernels
         if MATH_KERNEL.search(name):
             math_ns += duration
         else:
@@ -71,6 +87,7 @@ def kernel_facts(events: Any) -> dict[str, Any]:
     share = None if not total_ns else round(100.0 * (total_ns - math_ns) / total_ns, 1)
     return {
         "kernels": kernels,
+        "triton_kernels": generated,
         "kernel_ms": round(total_ns / 1e6, 3),
         "non_math_pct": share,
         "top_non_math": [name for name, _ in others.most_common(3)],

@@ -175,6 +175,35 @@ def _optimizer_facts(optimizer: Any) -> dict[str, Any]:
     }
 
 
+def force_eager(torch_module: Any) -> Any:
+    """Run compiled code eagerly for the counted step; the callable that restores the stance.
+
+    Under a dispatch mode (FlopCounterMode, the census) dynamo skips the compiled frame, and
+    on torch 2.11 it then kept running the model eagerly: the GPT ladder's compile rung on the
+    H100 ran the eager kernels after a count taken two steps after compiling (760 kernels,
+    47.5 ms, as before the change). ``torch.compiler.set_stance("force_eager")`` runs the step
+    eagerly without touching dynamo's caches. None where nothing is compiled; raises
+    RuntimeError where torch has no stance to set (then no count is taken).
+    """
+    if not _dynamo_compiled():
+        return None
+    eval_frame = sys.modules.get("torch._dynamo.eval_frame")
+    compiler: Any = getattr(torch_module, "compiler", None)
+    previous = getattr(eval_frame, "_stance", None)
+    if previous is None or not hasattr(compiler, "set_stance"):
+        raise RuntimeError("compiled model and no torch.compiler.set_stance: FLOPs not counted")
+    compiler.set_stance("force_eager")
+
+    def restore() -> None:
+        compiler.set_stance(
+            previous.stance,
+            skip_guard_eval_unsafe=previous.skip_guard_eval_unsafe,
+            force_backend=previous.backend,
+        )
+
+    return restore
+
+
 def _dynamo_compiled() -> bool:
     """Whether torch.compile made any graph in this process (dynamo is never imported here)."""
     dynamo_utils = sys.modules.get("torch._dynamo.utils")
