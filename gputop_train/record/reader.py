@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import stat
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,6 +13,8 @@ from typing import Any
 
 from ..samples import STACK_WINDOW_S, GpuProcess, GpuSample, ProcSample, StackShares
 from ..session.model import Session
+from ..wire import shown
+from .files import describe_os_error
 from .recorder import FORMAT_VERSION
 
 
@@ -44,17 +47,20 @@ class Recording:
 
 
 def read(path: Path) -> Recording:
-    """Parse a JSONL recording; bad lines are skipped and their numbers kept for a warning."""
+    """Parse a JSONL recording; bad lines are skipped and their numbers kept for a warning.
+    Only a regular file is read (a FIFO would hang, /dev/zero never end), and a line is read
+    at most ``MAX_LINE_BYTES`` at a time: memory follows the events, not a line's length."""
+    _check_regular(path)
     meta: dict[str, Any] | None = None
     events: list[dict[str, Any]] = []
     skipped: list[int] = []
-    with path.open(encoding="utf-8", errors="replace") as handle:
-        for number, line in enumerate(handle, start=1):
+    with path.open("rb") as handle:
+        for number, line in enumerate(_bounded_lines(handle), start=1):
             try:
-                event = json.loads(line)
+                event = json.loads(line) if line is not None else None
             except (ValueError, RecursionError):
                 event = None
-            if not isinstance(event, dict) or not _finite(event.get("t")):
+            if not isinstance(event, dict) or not _plausible_time(event.get("t")):
                 skipped.append(number)
                 continue
             if event.get("kind") == "meta" and meta is None:
@@ -64,13 +70,55 @@ def read(path: Path) -> Recording:
     if meta is None:
         raise UnreadableRecording(f"{path}: no gputop-train header line (is it a recording?)")
     version = meta.get("format", 0)
-    if not isinstance(version, int) or version > FORMAT_VERSION:
+    if not isinstance(version, int) or isinstance(version, bool):
         raise UnreadableRecording(
-            f"{path}: format {meta.get('format')} is newer than this gputop-train reads "
+            f"{path}: its header's format ({shown(version)}) is not a version number: "
+            "the file is damaged or not a gputop-train recording"
+        )
+    if version > FORMAT_VERSION:
+        raise UnreadableRecording(
+            f"{path}: format {version} is newer than this gputop-train reads "
             f"({FORMAT_VERSION}); upgrade gputop-train"
         )
     events.sort(key=lambda e: e["t"])
     return Recording(path, meta, events, skipped)
+
+
+# No recorded event comes near this: the largest is a backlog of 512 step rows (~60 KB).
+MAX_LINE_BYTES = 16 * 1024 * 1024
+# Unix time of 2100-01-01: a `t` past it (1e308 printed a 300-digit duration) is damage.
+_LATEST_T = 4_102_444_800.0
+
+
+def _check_regular(path: Path) -> None:
+    try:
+        mode = path.stat().st_mode
+    except OSError as error:
+        raise UnreadableRecording(describe_os_error(error, path)) from error
+    if not stat.S_ISREG(mode):
+        kind = "a directory" if stat.S_ISDIR(mode) else "not a regular file (a pipe or device)"
+        raise UnreadableRecording(f"{path} is {kind}: a recording is a .jsonl file")
+
+
+def _bounded_lines(handle: typing.BinaryIO) -> typing.Iterator[str | None]:
+    """Each line of ``handle`` as text, or None for one longer than ``MAX_LINE_BYTES`` (its
+    rest is read past in pieces, never held)."""
+    while True:
+        line = handle.readline(MAX_LINE_BYTES + 1)
+        if not line:
+            return
+        if len(line) > MAX_LINE_BYTES and not line.endswith(b"\n"):
+            while True:
+                rest = handle.readline(MAX_LINE_BYTES)
+                if not rest or rest.endswith(b"\n"):
+                    break
+            yield None
+            continue
+        yield line.decode("utf-8", errors="replace")
+
+
+def _plausible_time(value: object) -> bool:
+    return _finite(value) and 0 <= value <= _LATEST_T  # type: ignore[operator]
 
 
 class ReplayClock:

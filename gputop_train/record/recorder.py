@@ -12,6 +12,7 @@ memory stays bounded), and what it wrote stays readable.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
@@ -50,6 +51,7 @@ class Recorder:
         self._pending: list[str] = []
         self.failed: str | None = None  # why recording stopped
         self.dropped_lines = 0
+        self.renamed_from: Path | None = None  # the path it had, if moved while recording
         self._stop = threading.Event()
         self._synced_at = 0.0  # monotonic time of the last fsync: the first flush syncs
         self.record("meta", {"format": FORMAT_VERSION, **meta})
@@ -70,7 +72,23 @@ class Recorder:
         self._stop.set()
         self._thread.join(timeout=2.0)
         self._flush(sync=True)
+        self._follow_rename()
         os.close(self._fd)
+
+    def _follow_rename(self) -> None:
+        """Where the file is now: renamed while recording (``mv``), the closing lines and the
+        summaries name its new path; deleted, ``failed`` says so."""
+        with contextlib.suppress(OSError):
+            if os.path.samestat(os.fstat(self._fd), os.stat(self.path)):
+                return
+        try:  # Linux: the open file's current name
+            now = os.readlink(f"/proc/self/fd/{self._fd}")
+        except OSError:
+            return
+        if now.endswith(" (deleted)"):
+            self.failed = self.failed or f"{self.path} was deleted while recording"
+        else:
+            self.renamed_from, self.path = self.path, Path(now)
 
     def _run(self) -> None:
         while not self._stop.wait(FLUSH_PERIOD_S):

@@ -78,6 +78,11 @@ class SessionFiles:
             session.listener = None
             self.recorder.close()
             closed.written.append(self.recorder.path)
+            if self.recorder.renamed_from is not None:
+                closed.problems.append(
+                    f"the recording was moved from {self.recorder.renamed_from} while it ran: "
+                    "its summaries are beside its new path"
+                )
             if self.recorder.failed:
                 closed.problems.append(f"the recording stopped early: {self.recorder.failed}")
             written, problems = write_all(session, self.meta, self.recorder.path)
