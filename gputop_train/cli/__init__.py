@@ -106,6 +106,18 @@ def _add_monitor_options(parser: argparse.ArgumentParser) -> None:
         "given; docs/prometheus.md)",
     )
     parser.add_argument(
+        "--prometheus-tls",
+        nargs=2,
+        metavar=("CERT", "KEY"),
+        help="serve the metrics over HTTPS with this certificate and key (PEM files)",
+    )
+    parser.add_argument(
+        "--prometheus-client-ca",
+        metavar="CA",
+        help="with --prometheus-tls: only scrapers holding a certificate signed by this CA may "
+        "read the metrics (other local users included)",
+    )
+    parser.add_argument(
         "--prometheus-job",
         metavar="NAME",
         help="the train_job label of the metrics (default: the script's name); give every "

@@ -18,7 +18,7 @@ from typing import Any
 
 from .. import __version__, wire
 from ..collect.stacks import StackSampler, StacksUnavailable
-from ..export.prometheus import Exporter, ExporterError, job_name, serve
+from ..export.prometheus import Exporter, ExporterError, Tls, job_name, serve
 from ..job import Job
 from ..job.attached import AttachError, find_job, no_hook_advice, output_of, python_process
 from ..job.launched import LaunchError, build_command, start_job
@@ -137,13 +137,23 @@ def _serve_metrics(args: argparse.Namespace, session: Session) -> Exporter | Non
     if not args.prometheus:
         return None
     window_s = args.window
+    if args.prometheus_client_ca and not args.prometheus_tls:
+        raise ExporterError("--prometheus-client-ca needs --prometheus-tls CERT KEY")
+    tls = None
+    if args.prometheus_tls:
+        certfile, keyfile = args.prometheus_tls
+        tls = Tls(certfile, keyfile, args.prometheus_client_ca)
     exporter = serve(
         args.prometheus,
         lambda: view_of(session.snapshot(window_s=window_s)),
         args.prometheus_job or job_name(session.command),
+        tls,
     )
     _say(f"Prometheus metrics at {exporter.url}")
     session.add_notice(f"Prometheus metrics at {exporter.url}")
+    if exporter.warning:
+        _say(exporter.warning)
+        session.add_notice(exporter.warning)
     return exporter
 
 
