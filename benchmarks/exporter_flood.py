@@ -22,6 +22,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -99,6 +100,8 @@ def main() -> int:
     if url is None:
         print("the monitor never served its endpoint")
         return 1
+    # The monitor echoes the job's output on stderr: keep reading it, or it blocks there.
+    threading.Thread(target=lambda: [None for _ in monitor.stderr], daemon=True).start()
     rows = []
     try:
         time.sleep(args.warmup)
@@ -108,8 +111,11 @@ def main() -> int:
             results = {flood: window(times, process, url, args.seconds, flood) for flood in order}
             rows.append((results[False], results[True]))
     finally:
-        os.killpg(monitor.pid, signal.SIGINT)
-        monitor.wait(timeout=60)
+        os.killpg(monitor.pid, signal.SIGINT)  # Ctrl+C: the monitor stops the job it started
+        try:
+            monitor.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            os.killpg(monitor.pid, signal.SIGKILL)
     print(f"{'pair':>4} {'quiet ms':>9} {'flooded ms':>10} {'ratio':>6} "
           f"{'monitor CPU % quiet/flooded':>28} {'scrape answered':>16}")  # fmt: skip
     ratios = []
