@@ -13,6 +13,7 @@ import pytest
 from rich.text import Text
 from textual.widgets import RichLog
 
+from gputop_train import events
 from gputop_train.advise import rules
 from gputop_train.collect.base import CHEAP, Sink
 from gputop_train.collect.fake import FakeGpu, FakeNvml, FakeProcess, FakePsutil
@@ -45,7 +46,7 @@ class DiskSampler:
 
     def sample(self, sink: Sink, stop: threading.Event) -> None:
         self.taken += 1
-        sink.add_reading("disk", {"free_bytes": 1000 - self.taken})
+        sink.apply(events.ReadingTaken("disk", {"free_bytes": 1000 - self.taken}))
 
     def close(self) -> None:
         pass
@@ -54,7 +55,7 @@ class DiskSampler:
 def test_a_new_sampler_is_one_class_and_one_line(tmp_path: Path) -> None:
     session = Session(command=("train.py",))
     recorder = Recorder(tmp_path / "run.jsonl", {"command": ["train.py"]})
-    session.listener = recorder.record
+    session.listener = recorder.record_event
     table = FakePsutil([FakeProcess(JOB_PID, 1)])
     samplers = [*default_samplers(session, JOB_PID, FakeNvml([FakeGpu()]), table), DiskSampler()]
     monitor = Monitor(session, JOB_PID, samplers=samplers)
@@ -104,7 +105,7 @@ async def test_a_new_panel_is_one_class_and_one_line(monkeypatch: pytest.MonkeyP
 
     monkeypatch.setattr(layout, "TABS", [replace(overview, widgets=with_disk), *layout.TABS[1:]])
     session = scripted_session()
-    session.add_reading("disk", {"free_bytes": 42})
+    session.apply(events.ReadingTaken("disk", {"free_bytes": 42}))
     app = GputopApp(session.snapshot, job_pid=JOB_PID, auto_refresh=False)
     async with app.run_test(size=(100, 40)):
         assert app.query_one("#disk", LiveText).text.plain == "disk free 42 B"
@@ -118,7 +119,7 @@ async def test_the_newest_notice_reaches_the_log_after_five_hundred() -> None:
     app = GputopApp(session.snapshot, job_pid=JOB_PID, auto_refresh=False)
     async with app.run_test(size=(80, 24)) as pilot:
         for n in range(500):
-            session.add_notice(f"sampler error {n}")
+            session.apply(events.NoticeAdded(f"sampler error {n}"))
             if n % 50 == 0:
                 app.refresh_data()
         app.refresh_data()
@@ -132,8 +133,8 @@ async def test_the_newest_notice_reaches_the_log_after_five_hundred() -> None:
 def test_dropped_frames_are_recorded_and_replayed(tmp_path: Path) -> None:
     session = Session(command=("train.py",))
     recorder = Recorder(tmp_path / "run.jsonl", {"command": ["train.py"]})
-    session.listener = recorder.record
-    session.count_dropped(3)
+    session.listener = recorder.record_event
+    session.apply(events.FramesDropped(3))
     recorder.close()
     kinds = [json.loads(line)["kind"] for line in (tmp_path / "run.jsonl").open()]
     assert "dropped" in kinds

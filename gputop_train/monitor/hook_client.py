@@ -10,7 +10,7 @@ from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 
-from .. import wire
+from .. import events, wire
 from ..session.model import Session
 
 # Frames that carry a fact about the job; the session keeps the latest of each.
@@ -163,40 +163,55 @@ class HookClient:
             self._dispatch(connection, frame)
         malformed = connection.decoder.malformed + connection.decoder.unsupported_version
         if malformed:
-            self._session.count_dropped(malformed)
+            self._session.apply(events.FramesDropped(malformed))
             connection.decoder.malformed = connection.decoder.unsupported_version = 0
 
     def _dispatch(self, connection: _Connection, frame: dict) -> None:
         kind, pid = frame["type"], connection.pid  # trust the socket's PID, not the frame's
+        apply = self._session.apply
         if kind == wire.HELLO:
             connection.said_hello = True
-            self._session.process_hello(pid, frame)
-            self._session.set_knobs(pid, frame.get("knobs"))
+            apply(events.ProcessHello.of(pid, frame))
+            self._knobs(pid, frame.get("knobs"))
             for outcome in frame.get("knob_history") or []:
                 if isinstance(outcome, dict):
-                    self._session.knob_outcome(pid, outcome)
+                    self._outcome(pid, outcome, quiet=True)
             for fact in frame.get("latest") or []:
                 if isinstance(fact, dict) and fact.get("type") in FACTS:
-                    self._session.add_fact(pid, fact)
+                    apply(events.FactSeen(pid, fact))
         elif kind in FACTS:
-            self._session.add_fact(pid, frame)
+            apply(events.FactSeen(pid, frame))
         elif kind == wire.KNOBS:
-            self._session.set_knobs(pid, frame.get("knobs"))
+            self._knobs(pid, frame.get("knobs"))
         elif kind == wire.KNOB_APPLIED:
-            self._session.knob_outcome(pid, frame)
-            if not frame.get("ok"):
-                self._session.add_notice(
-                    f"knob {frame.get('name')}: {frame.get('error')} (value in force: "
-                    f"{frame.get('value')})"
-                )
+            self._outcome(pid, frame)
         elif kind == wire.STEPS and isinstance(frame.get("rows"), list):
-            self._session.add_step_rows(pid, frame["rows"])
+            apply(events.StepRows(pid, tuple(frame["rows"])))
         elif kind == wire.NOTICE and isinstance(frame.get("text"), str):
-            self._session.add_notice(f"[pid {pid}] {frame['text']}")
+            apply(events.NoticeAdded(f"[pid {pid}] {frame['text']}"))
         elif kind == wire.BYE:
             connection.said_bye = True
         else:
-            self._session.count_dropped(1)
+            apply(events.FramesDropped(1))
+
+    def _knobs(self, pid: int, specs: object) -> None:
+        if isinstance(specs, list):
+            self._session.apply(events.KnobsDeclared(pid, tuple(specs)))
+
+    def _outcome(self, pid: int, frame: dict, quiet: bool = False) -> None:
+        try:
+            outcome = events.KnobOutcome.of(pid, frame)
+        except TypeError:
+            self._session.apply(events.FramesDropped(1))
+            return
+        self._session.apply(outcome)
+        if not quiet and not frame.get("ok"):
+            self._session.apply(
+                events.NoticeAdded(
+                    f"knob {frame.get('name')}: {frame.get('error')} (value in force: "
+                    f"{frame.get('value')})"
+                )
+            )
 
     def _disconnect(self, connection: _Connection) -> None:
         self._connections.pop(connection.pid, None)
@@ -206,6 +221,6 @@ class HookClient:
             self._selector.unregister(connection.sock)
         connection.sock.close()
         if connection.said_hello:
-            self._session.process_disconnected(connection.pid)
+            self._session.apply(events.ProcessGone(connection.pid))
         else:  # refused (its notice, if any, is in the Log): not again at once
             self._retry_at[connection.pid] = time.monotonic() + REFUSED_RETRY_S
