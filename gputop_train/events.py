@@ -15,12 +15,12 @@ the sample types: it imports nothing else of gputop-train.
 from __future__ import annotations
 
 import math
-import types
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass, fields
-from typing import Any, ClassVar, TypeGuard, TypeVar, Union
+from typing import Any, ClassVar, TypeGuard, TypeVar
 
+from . import wire
 from .samples import STACK_WINDOW_S, GpuProcess, GpuSample, ProcSample, StackShares
 
 
@@ -391,48 +391,8 @@ def _hints(cls: type) -> dict[str, Any]:
 
 
 def _checked(value: Any, hint: Any, name: str) -> Any:
-    """``value`` if it is of type ``hint`` (a JSON list becomes the tuple a hint asks for),
-    else TypeError naming the field."""
-    origin = typing.get_origin(hint)
-    if hint is Any:
-        return value
-    if origin in (Union, types.UnionType):
-        options = typing.get_args(hint)
-        if value is None and type(None) in options:
-            return None
-        for option in options:
-            if option is type(None):
-                continue
-            try:
-                return _checked(value, option, name)
-            except TypeError:
-                continue
-        raise TypeError(f"{name} is not {hint}")
-    if hint is bool:
-        if type(value) is bool:
-            return value
-    elif hint is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-    elif hint is float:
-        if _finite(value):
-            return value
-    elif hint is str:
-        if isinstance(value, str):
-            return value
-    elif origin is tuple:
-        if isinstance(value, list | tuple):
-            item = typing.get_args(hint)[0]
-            return tuple(_checked(v, item, name) for v in value)
-    elif hint is dict or origin is dict:
-        if isinstance(value, dict):
-            return value
-    elif hint is list or origin is list:
-        if isinstance(value, list):
-            return value
-    else:
-        raise TypeError(f"{name}: no check for {hint}")
-    raise TypeError(f"{name} is not {getattr(hint, '__name__', hint)}")
+    """``value`` if it is of type ``hint`` (the wire's check: JSON's types, strictly)."""
+    return wire.checked(value, hint, name)
 
 
 def _sample(cls: Any, data: object) -> Any:

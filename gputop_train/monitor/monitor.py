@@ -88,7 +88,7 @@ class Monitor:
             return str(error)
         self._request_id += 1
         self.session.apply(events.KnobRequested(name, value))
-        self.client.send(wire.encode(wire.SET_KNOB, id=self._request_id, name=name, value=value))
+        self.client.send(wire.SetKnob(self._request_id, name, value).encode())
         return None
 
     def start_pilot(
@@ -130,7 +130,7 @@ class Monitor:
         model = self.session.facts("model")
         if model and model[-1].get("cuda") is False:
             return "the job runs on the CPU: it has no host-device syncs to scan"
-        self.client.send(wire.encode(wire.SCAN_SYNCS))
+        self.client.send(wire.ScanSyncs().encode())
         return "sync scan requested: the next step is scanned (file:line of each sync)"
 
     def start(self) -> None:
