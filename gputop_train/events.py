@@ -41,6 +41,13 @@ class Event:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
     @classmethod
+    def from_frame(cls, pid: int, frame: wire.Frame) -> Event:
+        """This event from a hook's frame: ``pid`` (the socket's) and the frame's fields of the
+        same names. Override where the names differ."""
+        names = [f.name for f in fields(cls) if f.name != "pid"]
+        return cls(pid=pid, **{name: getattr(frame, name) for name in names})  # type: ignore[call-arg]
+
+    @classmethod
     def from_payload(cls, data: dict[str, Any]) -> Event:
         """The event a recorded line holds, every field checked (BadEvent if one is wrong).
         Fields this version does not know are ignored; a missing field takes its default."""
@@ -56,20 +63,34 @@ class Event:
 
 
 EVENTS: dict[str, type[Event]] = {}  # kind -> class: the recording's schema, in one place
+# Frame class -> the event a hook's frame of that class becomes (the hook client applies it,
+# with the socket's PID, for a frame it has no handler of its own for).
+FROM_FRAME: dict[type[wire.Frame], type[Event]] = {}
 E = TypeVar("E", bound=type[Event])
 
 
-def event(kind: str, informational: bool = False) -> Callable[[E], E]:
-    """Register an event class under ``kind`` (its name in a recording; never reuse one)."""
+def event(
+    kind: str, informational: bool = False, frame: type[wire.Frame] | None = None
+) -> Callable[[E], E]:
+    """Register an event class under ``kind`` (its name in a recording; never reuse one);
+    with ``frame``, the wire frame class that becomes this event (``from_frame``)."""
 
     def register(cls: E) -> E:
-        if kind in EVENTS:
-            raise ValueError(f"event kind {kind!r} registered twice")
+        if kind in EVENTS or (frame is not None and frame in FROM_FRAME):
+            raise ValueError(f"event kind {kind!r} or its frame registered twice")
         cls.kind, cls.informational = kind, informational
         EVENTS[kind] = cls
+        if frame is not None:
+            FROM_FRAME[frame] = cls
         return cls
 
     return register
+
+
+def from_frame(pid: int, frame: wire.Frame) -> Event | None:
+    """The event a hook's frame becomes (``FROM_FRAME``), or None for a frame no event takes."""
+    cls = FROM_FRAME.get(type(frame))
+    return cls.from_frame(pid, frame) if cls is not None else None
 
 
 def encode(item: Event) -> tuple[str, dict[str, Any]]:

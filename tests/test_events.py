@@ -7,6 +7,7 @@ a session replayed from its recording. And every recorded field is checked on th
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -256,3 +257,12 @@ def test_the_h100_ladder_recording_plays_whole_and_records_back_the_same() -> No
     whole = first.clock() - first.started_at + 1.0
     assert first.snapshot(whole, with_phases=True) == second.snapshot(whole, with_phases=True)
     assert first.snapshot(whole, with_phases=True).total_steps > 1000
+
+
+def test_recording_md_documents_every_event_kind_and_nothing_else() -> None:
+    text = (REPO / "docs" / "recording.md").read_text()
+    table = text.split("| kind | fields | what |", 1)[1].split("\n\n", 1)[0]
+    kinds = set()
+    for line in table.splitlines()[2:]:
+        kinds |= set(re.findall(r"`(\w+)`", line.split("|")[1]))
+    assert kinds - {"meta"} == set(events.EVENTS)

@@ -173,10 +173,11 @@ class HookClient:
         type is counted as dropped."""
         frame = wire.decode_frame(raw)
         handler = _HANDLERS.get(type(frame)) if frame is not None else None
-        if handler is None:
-            self._session.apply(events.FramesDropped(1))
+        if handler is not None:
+            handler(self, connection, frame)
             return
-        handler(self, connection, frame)
+        item = events.from_frame(connection.pid, frame) if frame is not None else None
+        self._session.apply(item if item is not None else events.FramesDropped(1))
 
     # -- handlers, one per frame the monitor reads (the PID is the socket's, not the frame's) --
 
@@ -263,8 +264,9 @@ class HookClient:
             self._retry_at[connection.pid] = time.monotonic() + REFUSED_RETRY_S
 
 
-# Each frame the monitor reads, to its handler: a new frame is a class in wire.py and a line
-# here (docs/architecture.md, "Add a fact").
+# Each frame the monitor reads that needs more than one event, to its handler; a frame that
+# is one event needs no line here: its event class names it (events.FROM_FRAME,
+# docs/architecture.md, "Add a fact").
 _HANDLERS: dict[type[wire.Frame], Callable[[HookClient, _Connection, Any], None]] = {
     wire.Hello: HookClient._on_hello,
     wire.Steps: HookClient._on_steps,
