@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from gputop_train import events
 from gputop_train.samples import GpuSample, ProcSample
-from gputop_train.session.model import MIN_ADVICE_STEPS, Session
+from gputop_train.session.model import Session
+from gputop_train.session.observe import MIN_ADVICE_STEPS
 from gputop_train.session.phases import WARMUP_STEPS
 from tests.tui_data import FixedClock
 

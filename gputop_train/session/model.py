@@ -7,6 +7,7 @@ computed once, so no front end computes statistics of its own.
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections import deque
@@ -16,9 +17,9 @@ from dataclasses import replace as _replace
 from typing import Any
 
 from .. import events
-from ..samples import DATA_WAIT, GpuSample, ProcSample, StackShares
-from . import stats
-from .phases import WARMUP_STEPS, KnobState, Phase, PhaseRow, PhaseTable, knob_state
+from ..samples import GpuSample, ProcSample, StackShares
+from . import observe, stats
+from .phases import KnobState, Phase, PhaseRow, PhaseTable, knob_state
 from .series import ChartBinner, ChartSeries
 from .steps import Step
 
@@ -30,12 +31,6 @@ MAX_PROC_TICKS = 7200  # two hours of 1 Hz process samples
 MAX_FACTS = 10_000  # of each kind: one per epoch, scan or knob change; years of those
 # The default window for the live figures: long enough to hold several slow steps.
 DEFAULT_WINDOW_S = 10.0
-# The advisor judges a window only with this many measured (post-warm-up) steps covering this
-# many seconds: short runs on the H100 drew "GPU under-used" and "launch-bound" headlines from
-# the seconds before their first steps, and a single epoch's worker start-up read as a
-# per-epoch restart (issue: diagnosis). Two seconds hold 20 NVML and 2 process samples.
-MIN_ADVICE_STEPS = 5
-MIN_ADVICE_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -419,13 +414,15 @@ class Session:
                 key = (chart_window_s, chart_points)
                 binner = self._binners.setdefault(key, ChartBinner(*key))
                 charts = binner.series(self._steps, self._gpu, now, self._primary_pid_locked())
-            recent_steps = _tail_between(self._steps, since, end)
-            recent_gpu = _ticks_between(self._gpu, since, end)
+            recent_steps = observe.tail_between(self._steps, since, end)
+            recent_gpu = observe.ticks_between(self._gpu, since, end)
             primary = self._primary_pid_locked()
             figures = stats.step_stats(recent_steps, primary)
             processes = self._processes
-            observation, advice_wait = self._advice_window(
-                recent_steps, recent_gpu, since, end, figures
+            last_second = observe.ticks_between(self._gpu, end - 1.0, end)
+            series = self._series()
+            observation, advice_wait = observe.advice_window(
+                series, recent_steps, recent_gpu, since, end, figures
             )
             snapshot = Snapshot(
                 t=now,
@@ -444,7 +441,7 @@ class Session:
                 gpu=stats.gpu_stats(recent_gpu),
                 procs=stats.proc_stats(processes),
                 latest_gpus=self._gpu[-1] if self._gpu else (),
-                recent_util_pct=_mean_util_per_gpu(_ticks_between(self._gpu, end - 1.0, end)),
+                recent_util_pct=_mean_util_per_gpu(last_second),
                 processes=processes,
                 notices=tuple(self._notices),
                 dropped_frames=self._dropped_frames,
@@ -452,7 +449,11 @@ class Session:
                 knobs=tuple(self._knobs.values()),
                 phases=tuple(
                     self._phase_table.rows(
-                        self._phases, self._steps, self._gpu, primary, self._observe_measured
+                        self._phases,
+                        self._steps,
+                        self._gpu,
+                        primary,
+                        functools.partial(observe.observe_measured, series),
                     )
                 )
                 if with_phases
@@ -507,6 +508,22 @@ class Session:
             "first DataLoader batch or optimizer.step() of a process that imports torch"
         )
 
+    def _series(self) -> observe.Series:
+        """The series an observation reads (lock held)."""
+        return observe.Series(
+            primary=self._primary_pid_locked(),
+            phases=self._phases,
+            last_step=self._last_step,
+            gpu=self._gpu,
+            proc_ticks=self._proc_ticks,
+            facts=self._facts,
+            stacks=self._stacks,
+            hooked=len(self._hooked),
+            gpu_names=self._gpu_names,
+            cpu_count=self.cpu_count,
+            rank_stats=self._rank_stats,
+        )
+
     def _known_figures(
         self, primary: int | None, figures: stats.StepStats
     ) -> dict[int, stats.StepStats]:
@@ -554,117 +571,6 @@ class Session:
             return observation.steps
         return figures
 
-    def _advice_window(
-        self,
-        recent: list[Step],
-        recent_gpu: list[tuple[GpuSample, ...]],
-        since: float,
-        end: float,
-        figures: stats.StepStats,
-    ) -> tuple[stats.Observation | None, str | None]:
-        """The observation the advisor judges over a live window, or why there is none;
-        ``figures`` are the window's own step figures (``recent``'s)."""
-        primary = self._primary_pid_locked()
-        if primary is None or not recent:
-            if self._stacks and not self._hooked:
-                seen, stacks = self._stacks  # current until the next window is due
-                if since - stacks.window_s <= seen <= end:
-                    return self._observe([], recent_gpu, since, end), None
-            if primary is None:
-                return None, "no training step seen yet"
-            return None, f"no training step in the last {end - since:g} s"
-        phase = self._phases[-1]
-        # The phase's first steps pay for its start (workers forking, cuDNN autotuning, a
-        # compile): the advisor skips them, as the phase table does (phases.WARMUP_STEPS).
-        first = phase.first_step + WARMUP_STEPS
-        if self._last_step.get(primary, 0) < first:
-            return None, f"phase {phase.index} ({phase.change}) is warming up"
-        own = [s for s in recent if s.pid == primary and s.step >= first]
-        others = [s for s in recent if s.pid != primary]
-        # One process past its phase's warm-up: the same steps as the window's figures, which
-        # were a third of a view's cost when computed again (py-spy, H200, 2026-11-24).
-        same = figures if not others and len(own) == len(recent) else None
-        return self._observe_measured(own, others, same)
-
-    def _observe_measured(
-        self,
-        measured: Sequence[Step],
-        other_ranks: Sequence[Step] = (),
-        known: stats.StepStats | None = None,
-    ) -> tuple[stats.Observation | None, str | None]:
-        """An observation of measured steps (one phase, warm-up excluded) over the time they
-        ran; None, with the reason, when they are too few to judge. ``known``: their step
-        figures, where already computed."""
-        timed = [s for s in measured if s.step_ms is not None]
-        if len(timed) < MIN_ADVICE_STEPS:
-            return None, f"needs {MIN_ADVICE_STEPS} measured steps (has {len(timed)})"
-        start = timed[0].t - timed[0].step_ms / 1000.0  # type: ignore[operator]
-        stop = timed[-1].t
-        if stop - start < MIN_ADVICE_S:
-            return None, f"needs {MIN_ADVICE_S:g} s of measured steps (has {stop - start:.1f} s)"
-        ranks = [s for s in other_ranks if start < s.t <= stop]
-        ticks = _ticks_between(self._gpu, start, stop)
-        return self._observe(timed + ranks, ticks, start, stop, known), None
-
-    def _fact_at(self, kind: str, t: float) -> dict[str, Any] | None:
-        """The latest fact of a kind known at time ``t`` (lock held)."""
-        found = None
-        for seen, frame in self._facts.get(kind, ()):
-            if seen > t:
-                break
-            found = frame
-        return found
-
-    def _observe(
-        self,
-        steps: list[Step],
-        gpu_ticks: list[tuple[GpuSample, ...]],
-        start: float,
-        end: float,
-        known: stats.StepStats | None = None,
-    ) -> stats.Observation:
-        """What the advisor needs over [start, end] (called with the lock held); ``known``:
-        the step figures of ``steps``, where already computed."""
-        primary = self._primary_pid_locked()
-        procs = _ticks_covering(self._proc_ticks, start, end)
-        workers, worker_cpu, main_cpu, system_cpu = stats.mean_worker_cpu(procs)
-        loader = self._fact_at("loader", end) or {}
-        epochs = sum(1 for seen, _ in self._facts.get("loader", ()) if start <= seen <= end)
-        syncs = self._fact_at("syncs", end)
-        flops = self._fact_at("flops", end) or {}
-        per_sample = None
-        if isinstance(flops.get("flops"), int) and flops.get("samples"):
-            per_sample = flops["flops"] / flops["samples"]
-        shape = loader.get("shape")
-        step_stats, wait_source = known or stats.step_stats(steps, primary), "hook"
-        if not steps and self._stacks:
-            step_stats = _replace(step_stats, data_wait_pct=self._stacks[1].shares[DATA_WAIT])
-            wait_source = "py-spy"
-        return stats.Observation(
-            ranks=self._rank_stats(steps) if len(self._hooked) > 1 else (),
-            steps=step_stats,
-            gpu=stats.gpu_stats(gpu_ticks),
-            gpu_name=next((n for n in self._gpu_names if n), None),
-            pcie_rx_mibps=stats.mean_pcie_rx(gpu_ticks),
-            workers=workers,
-            worker_cpu_pct=worker_cpu,
-            main_cpu_pct=main_cpu,
-            cpu_count=self.cpu_count,
-            batch_dtype=loader.get("dtype"),
-            batch_shape=tuple(shape) if isinstance(shape, list) else None,
-            batch_bytes=loader.get("bytes"),
-            pin_memory=loader.get("pin_memory"),
-            persistent_workers=loader.get("persistent_workers"),
-            syncs_per_step=syncs.get("count") if syncs else None,
-            sync_sites=tuple(syncs.get("sites") or ()) if syncs else (),
-            flops_per_sample=per_sample,
-            model=stats.ModelFacts.from_frame(self._fact_at("model", end)),
-            data_wait_source=wait_source,
-            system_cpu_pct=system_cpu,
-            epochs=epochs,
-            window_s=end - start,
-        )
-
 
 # Each event's handler: the session's whole input, in one table.
 _HANDLERS: dict[type[events.Event], Callable[[Session, Any], None]] = {
@@ -697,47 +603,3 @@ def _mean_util_per_gpu(ticks: list[tuple[GpuSample, ...]]) -> tuple[float | None
         known = [g.util_pct for g in samples if g.util_pct is not None]
         means.append(sum(known) / len(known) if known else None)
     return tuple(means)
-
-
-def _ticks_covering(ticks: deque[stats.ProcTick], start: float, end: float) -> list[Any]:
-    """Process samples whose period (since the sample before) overlaps [start, end]: psutil's
-    CPU % of a sample is its average since the previous one."""
-    out: list[stats.ProcTick] = []
-    previous_t = float("-inf")
-    for tick in ticks:
-        if tick.t > start and previous_t < end:
-            out.append(tick)
-        if tick.t >= end:
-            break
-        previous_t = tick.t
-    return out
-
-
-def _tail_between(steps: deque[Step], since: float, end: float) -> list[Step]:
-    """The steps in (since, end], walking back from the newest (windows are short)."""
-    out = []
-    for step in reversed(steps):
-        if step.t > end:
-            continue
-        if step.t <= since:
-            break
-        out.append(step)
-    out.reverse()
-    return out
-
-
-def _ticks_between(
-    ticks: deque[tuple[GpuSample, ...]], since: float, end: float
-) -> list[tuple[GpuSample, ...]]:
-    """The GPU ticks in (since, end], walking back from the newest."""
-    out = []
-    for tick in reversed(ticks):
-        if not tick:
-            continue
-        if tick[0].t > end:
-            continue
-        if tick[0].t <= since:
-            break
-        out.append(tick)
-    out.reverse()
-    return out
