@@ -36,7 +36,7 @@ from .. import wire
 # ~0.28 ms of CPU on each frame it read: tui_cost.py --threads, dev box, 2026-11-24). One
 # frame per refresh of the TUI (0.5 s) is all a screen can show; the figures are sums of
 # step times, so a frame that lands late shifts no rate (session/stats.py).
-SEND_PERIOD_S = 0.5
+SEND_PERIOD_S = wire.SEND_PERIOD_S
 # While a late client's backlog is still going out in pieces, the thread comes back this
 # soon. Output that waits in a full socket buffer waits for the next send: a monitor that
 # stopped reading (a frozen SSH session) must not make the thread spin.
@@ -210,7 +210,7 @@ class Listener:
                 self._broadcast_new_rows()
                 while any(c.backlog for c in self._clients):
                     self._send_backlogs()
-                self._broadcast(wire.encode(wire.BYE, pid=os.getpid()))
+                self._broadcast(wire.Bye(os.getpid()).encode())
                 self._flush_all(blocking_s=0.5)
         finally:
             self._close()
@@ -260,13 +260,13 @@ class Listener:
             if reason != OTHER_USER:  # a monitor of ours: say why, so its Log can tell
                 with contextlib.suppress(OSError):
                     sock.setblocking(False)
-                    sock.send(wire.encode(wire.NOTICE, text=f"hook refused this monitor: {reason}"))
+                    sock.send(wire.Notice(f"hook refused this monitor: {reason}").encode())
             sock.close()
             return
         sock.setblocking(False)
         client = _Client(sock)
         try:
-            client.outbox += wire.encode(wire.HELLO, **self._hello())
+            client.outbox += wire.Hello(**self._hello()).encode()
         except Exception:  # the hook's own state could not be told: this client goes
             self.errors += 1
             sock.close()
@@ -318,7 +318,7 @@ class Listener:
             if client.backlog:
                 rows = client.backlog[:BACKLOG_ROWS_PER_FRAME]
                 del client.backlog[:BACKLOG_ROWS_PER_FRAME]
-                client.outbox += wire.encode_steps(os.getpid(), rows)
+                client.outbox += wire.Steps.encode_rows(os.getpid(), rows)
 
     def _broadcast_new_rows(self) -> None:
         rows = self._rows_after(self._sent_upto)
@@ -330,7 +330,7 @@ class Listener:
             for client in catching_up:  # after their backlog, never before it
                 client.backlog += encoded
             if len(catching_up) < len(self._clients):
-                frame = wire.encode_steps(os.getpid(), encoded)
+                frame = wire.Steps.encode_rows(os.getpid(), encoded)
                 self._broadcast(frame, skip=catching_up)
         for frame in self._take_frames():
             self._broadcast(frame)
@@ -366,7 +366,7 @@ class Listener:
                 self._refusals_told[reason] = count
                 self._next_refusals_told = now + REFUSALS_TOLD_EVERY_S
                 text = f"hook refused or dropped {count - told} client(s): {reason}"
-                self._broadcast(wire.encode(wire.NOTICE, pid=os.getpid(), text=text))
+                self._broadcast(wire.Notice(text, pid=os.getpid()).encode())
 
     def _broadcast(self, frame: bytes, skip: list[_Client] | None = None) -> None:
         for client in list(self._clients):

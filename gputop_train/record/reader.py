@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..samples import STACK_WINDOW_S, GpuProcess, GpuSample, ProcSample, StackShares
+from .. import events
 from ..session.model import Session
 from ..wire import shown
 from .files import describe_os_error
@@ -144,87 +144,23 @@ def new_session(recording: Recording) -> tuple[Session, ReplayClock]:
 
 def apply(session: Session, event: dict[str, Any]) -> bool:
     """Feed one recorded event to a session, as the live monitor did; False for one that makes
-    no sense (skipped). Informational events (phases, findings) are skipped too: the session
-    derives those again."""
-    kind = event.get("kind")
-    if kind not in _APPLY:
-        return kind in _INFORMATIONAL
+    no sense (an unknown kind, a field of the wrong type: skipped). Informational events
+    (phases, findings) are skipped too: the session derives those again."""
     try:
-        _APPLY[kind](session, event)
-    except Exception:  # a corrupt event: skipped, counted by the caller; never fatal
+        item = events.decode(event)
+    except events.BadEvent:
+        return False
+    if item.informational:
+        return True
+    try:
+        session.apply(item)
+    except Exception:  # a corrupt event the checks let through: skipped, counted; never fatal
         return False
     return True
 
 
-_INFORMATIONAL = ("phase", "findings")
-
-
 def _finite(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _checked(cls: Any, data: object) -> Any:
-    """A sample dataclass from recorded data, its fields checked against their declared kinds
-    (a number where a number goes, a string where a string goes), or TypeError. A field this
-    version does not have is left out: a recording from a version that had it (a process's
-    thread count, until 2026-11) still plays."""
-    if not isinstance(data, dict):
-        raise TypeError("not an object")
-    hints = _hints(cls)
-    data = {name: value for name, value in data.items() if name in hints}
-    for name, value in data.items():
-        hint = hints[name]
-        if value is None or name == "processes" or name == "throttle":
-            continue
-        if ("float" in hint or "int" in hint) and not _finite(value):
-            raise TypeError(f"{name} is not a number")
-        if hint.startswith("str") and not isinstance(value, str):
-            raise TypeError(f"{name} is not text")
-    return cls(**data)
-
-
-@functools.cache
-def _hints(cls: type) -> dict[str, str]:
-    return {name: str(hint) for name, hint in typing.get_type_hints(cls).items()}
-
-
-def _gpu_sample(data: dict[str, Any]) -> GpuSample:
-    processes = tuple(_checked(GpuProcess, p) for p in data.get("processes") or ())
-    throttle = data.get("throttle")
-    return _checked(
-        GpuSample,
-        {
-            **data,
-            "processes": processes,
-            "throttle": tuple(str(t) for t in throttle) if throttle is not None else None,
-        },
-    )
-
-
-_APPLY = {
-    "gpus": lambda s, e: s.set_gpus(e["names"], e.get("error"), e.get("driver")),
-    "hello": lambda s, e: s.process_hello(e["pid"], e["frame"]),
-    "disconnected": lambda s, e: s.process_disconnected(e["pid"]),
-    "knobs": lambda s, e: s.set_knobs(e["pid"], e["knobs"]),
-    "knob_requested": lambda s, e: s.knob_requested(e["name"], e["value"]),
-    "knob_outcome": lambda s, e: s.knob_outcome(e["pid"], e["frame"]),
-    "steps": lambda s, e: s.add_step_rows(e["pid"], e["rows"]),
-    "gpu": lambda s, e: s.add_gpu_samples(tuple(_gpu_sample(g) for g in e["samples"])),
-    "procs": lambda s, e: s.set_processes(
-        tuple(_checked(ProcSample, p) for p in e["samples"]),
-        e["system_cpu_pct"] if _finite(e.get("system_cpu_pct")) else None,
-    ),
-    "fact": lambda s, e: s.add_fact(e["pid"], e["frame"]),
-    "notice": lambda s, e: s.add_notice(e["text"]),
-    "stacks": lambda s, e: s.set_stack_shares(
-        StackShares(e["thread"], e["samples"], e["shares"], e.get("window_s", STACK_WINDOW_S))
-    ),
-    "autopilot": lambda s, e: s.set_autopilot(e["status"]),
-    "reading": lambda s, e: s.add_reading(e["source"], e["value"]),
-    "dropped": lambda s, e: s.count_dropped(e["frames"]),
-    "stop": lambda s, e: s.note_stop(e["reason"]),
-    "job_ended": lambda s, e: s.job_ended(e["exit_code"], tuple(e.get("stderr_tail") or ())),
-}
 
 
 def replay_all(recording: Recording) -> Session:

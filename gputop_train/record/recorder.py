@@ -1,6 +1,6 @@
 """Append-only JSONL recording of a session, written as it happens.
 
-The session calls ``record(kind, payload)`` from whichever thread wrote to it; lines are
+The session calls ``record_event(event)`` from whichever thread wrote to it; lines are
 buffered and a background thread appends them to the file at least once a second, so a
 monitor killed outright loses at most the last second (a machine that goes down, at most the
 last FSYNC_PERIOD_S). Format: docs/recording.md.
@@ -21,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .. import events
 from .files import create_private, describe_os_error
 
 FORMAT_VERSION = 1
@@ -67,6 +68,11 @@ class Recorder:
                 self.dropped_lines += 1
                 return
             self._pending.append(line)
+
+    def record_event(self, item: events.Event) -> None:
+        """Queue one event's line (the session's listener): its kind and fields, as the
+        events registry names them."""
+        self.record(*events.encode(item))
 
     def close(self) -> None:
         self._stop.set()
