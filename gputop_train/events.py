@@ -316,6 +316,16 @@ class NoticeAdded(Event):
     text: str
 
 
+@event("refused")
+@dataclass(frozen=True)
+class HookRefused(Event):
+    """A process's hook turned this monitor away (too many monitors, too many new
+    connections): said at once, not only in the closing notes."""
+
+    pid: int
+    reason: str
+
+
 @event("stacks")
 @dataclass(frozen=True)
 class StacksSampled(Event):

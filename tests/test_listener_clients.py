@@ -97,3 +97,29 @@ def test_clients_that_never_read_lose_their_slots_to_a_monitor(knobbed_job) -> N
         client.close()
         for sock in idle:
             sock.close()
+
+
+def test_an_attacher_turned_away_is_told_so_at_once(knobbed_job) -> None:  # type: ignore[no-untyped-def]
+    job, path = knobbed_job
+    readers = []
+    for _ in range(8):  # every slot, taken by clients that do read: they keep them
+        sock = socket.socket(socket.AF_UNIX)
+        sock.connect(str(path))
+        sock.setblocking(False)
+        readers.append(sock)
+        time.sleep(0.3)
+    session = Session()
+    client = HookClient(session, lambda: {job.pid})
+    try:
+        deadline = time.monotonic() + 10
+        note = None
+        while time.monotonic() < deadline:
+            client.poll(0.1)
+            note = session.snapshot().activity_note
+            if note and "turned this monitor away" in note:
+                break
+        assert note is not None and "over 8 monitors at once" in note, note
+    finally:
+        client.close()
+        for sock in readers:
+            sock.close()

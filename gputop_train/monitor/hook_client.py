@@ -38,6 +38,7 @@ class _Connection:
         self.decoder = wire.FrameDecoder()
         self.said_hello = False
         self.said_bye = False
+        self.refusal: str | None = None  # the notice of a hook that turned us away
 
 
 class HookClient:
@@ -246,6 +247,8 @@ class HookClient:
         self._session.apply(events.StepRows(connection.pid, tuple(frame.rows)))
 
     def _on_notice(self, connection: _Connection, frame: wire.Notice) -> None:
+        if not connection.said_hello:  # a notice before any hello says why we are refused
+            connection.refusal = frame.text.removeprefix("hook refused this monitor: ")
         self._session.apply(events.NoticeAdded(f"[pid {connection.pid}] {frame.text}"))
 
     def _on_bye(self, connection: _Connection, frame: wire.Bye) -> None:
@@ -262,6 +265,8 @@ class HookClient:
             self._session.apply(events.ProcessGone(connection.pid))
         else:  # refused (its notice, if any, is in the Log): not again at once
             self._retry_at[connection.pid] = time.monotonic() + REFUSED_RETRY_S
+            if connection.refusal is not None:
+                self._session.apply(events.HookRefused(connection.pid, connection.refusal))
 
 
 # Each frame the monitor reads that needs more than one event, to its handler; a frame that

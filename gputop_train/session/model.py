@@ -121,6 +121,7 @@ class Session:
         self._processes: tuple[ProcSample, ...] = ()
         self._hooked: dict[int, HookedProcess] = {}
         self._notices: deque[str] = deque(maxlen=MAX_NOTICES)
+        self._refused: dict[int, str] = {}  # PIDs whose hook turned us away, and why
         self._notice_count = 0
         self._readings: dict[str, dict[str, Any]] = {}
         self._job = JobState()
@@ -189,6 +190,11 @@ class Session:
         )
         with self._lock:
             self._hooked[item.pid] = process
+            self._refused.pop(item.pid, None)
+
+    def _on_refused(self, item: events.HookRefused) -> None:
+        with self._lock:
+            self._refused[item.pid] = item.reason
 
     def _on_disconnected(self, item: events.ProcessGone) -> None:
         with self._lock:
@@ -497,6 +503,12 @@ class Session:
             )
         if self._stacks is not None and not self._hooked:
             return None  # py-spy's window is on screen
+        if self._refused and not self._hooked:
+            pid, reason = next(iter(self._refused.items()))
+            return (
+                f"PID {pid} is hooked but its hook turned this monitor away ({reason}); "
+                "asking again every few seconds"
+            )
         if self._hooked:
             pids = ", ".join(str(pid) for pid in sorted(self._hooked))
             return (
@@ -587,6 +599,7 @@ _HANDLERS: dict[type[events.Event], Callable[[Session, Any], None]] = {
     events.FactSeen: Session._on_fact,
     events.AutopilotChanged: Session._on_autopilot,
     events.NoticeAdded: Session._on_notice,
+    events.HookRefused: Session._on_refused,
     events.ReadingTaken: Session._on_reading,
     events.FramesDropped: Session._on_dropped,
     events.StopAsked: Session._on_stop,
