@@ -173,7 +173,9 @@ def train_hooked(agent: object, steps: int) -> None:
 
 
 def published(agent: object, kind: str) -> list[dict]:
-    return [fields for frame_type, fields in agent._pending_facts if frame_type == kind]  # type: ignore[attr-defined]
+    """The facts of ``kind`` the agent has waiting for the listener, as their fields."""
+    pending = agent._pending_facts  # type: ignore[attr-defined]
+    return [frame.fields() for frame in pending if frame.TYPE == kind]
 
 
 def test_the_hook_publishes_the_census_once_on_its_step() -> None:
