@@ -175,7 +175,7 @@ def train_hooked(agent: object, steps: int) -> None:
 def published(agent: object, kind: str) -> list[dict]:
     """The facts of ``kind`` the agent has waiting for the listener, as their fields."""
     pending = agent._pending_facts  # type: ignore[attr-defined]
-    return [frame.fields() for frame in pending if frame.TYPE == kind]
+    return [frame.fields() for frame in pending if kind == frame.TYPE]
 
 
 def test_the_hook_publishes_the_census_once_on_its_step() -> None:
@@ -186,7 +186,7 @@ def test_the_hook_publishes_the_census_once_on_its_step() -> None:
     (workload,) = published(agent, "workload")  # no CUDA: no profile, no matmul peak
     assert workload["step"] == 3 and workload["census"]["analytic_flops"] > 0
     assert workload["census"]["matmul_precision"] == "fp32"
-    assert "profile" not in workload and "peak" not in workload
+    assert workload["profile"] is None and workload["peak"] is None
     (flops,) = published(agent, "flops")
     assert flops["flops"] == pytest.approx(workload["census"]["analytic_flops"], rel=0.15)
 
