@@ -1,7 +1,8 @@
 """A tuned GPT loop: compiled, bf16, scaled_dot_product_attention, fused AdamW. Whether it is
 healthy is for the measurement to say: the candidates are tried, not assumed to fail.
 
-GPT-2 small (124M), block 1024, batch 16 of random tokens made on the GPU.
+A GPT of GPT-2 small's width and 6 layers, block 1024, batch 16 of random tokens made on the
+GPU.
 
 Candidate changes, as flags and as live knobs: --batch-size N, --no-compile.
 """
@@ -16,7 +17,7 @@ from _scenario import CUDA, DEVICE, Stop, count_samples, knob, parser, run
 
 
 def train(args: argparse.Namespace) -> None:
-    cfg = config(args.small)
+    cfg = config(args.small, layers=6)
     model = GPT(cfg).to(DEVICE)
     optimizer = make_optimizer(model, "fused" if CUDA else "foreach")
     state = {"forward": torch.compile(model) if args.compile else model, "batch": args.batch_size}

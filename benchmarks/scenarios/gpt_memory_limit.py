@@ -1,8 +1,8 @@
-"""GPT-2 small at the largest micro-batch that fits: GPU memory over 90% used, one
-allocation away from an OOM, as users size it by trying.
+"""A GPT (GPT-2 small's width, 6 layers) at the largest micro-batch that fits: GPU memory
+over 90% used, one allocation away from an OOM, as users size it by trying.
 
-bf16 autocast, scaled_dot_product_attention, fused AdamW, eager; two probe steps measure the
-memory a sequence takes and the micro-batch fills about 94% of the GPU.
+bf16 autocast, scaled_dot_product_attention, fused AdamW, eager; the micro-batch grows step by
+step until the GPU is about 94% full.
 
 Candidate changes, as flags and as live knobs: --checkpointing (activation checkpointing:
 frees most activations, recomputes them), --batch-size N (the micro-batch; the accumulation
@@ -32,28 +32,26 @@ def step(forward, model, optimizer, micro: int, accumulation: int, block: int, v
 
 
 def largest_micro_batch(model: GPT, optimizer: torch.optim.Optimizer) -> int:
-    """Two probe steps: the memory one more sequence takes, then the batch that fills FILL."""
-    cfg, peaks = model.config, []
-    for micro in (4, 8):
-        torch.cuda.reset_peak_memory_stats()
-        step(model, model, optimizer, micro, 1, cfg.block, cfg.vocab)
-        peaks.append(torch.cuda.max_memory_reserved())
-    per_sequence = (peaks[1] - peaks[0]) / 4
-    free, total = torch.cuda.mem_get_info()
-    room = free + torch.cuda.memory_reserved() - (1 - FILL) * total
-    micro = max(8, int((room - (peaks[0] - 4 * per_sequence)) / per_sequence))
-    while True:  # the estimate may be a little off: shrink until a step fits
+    """Grow the micro-batch by 8% a step until the GPU is FILL full (as NVML counts it: the
+    allocator's cache and the CUDA context included), then keep the last that fitted. On the
+    H100 an estimate from two probe steps landed at 76% (the cache grew less than it said)."""
+    cfg, micro, fitted = model.config, 8, 8
+    while True:
         try:
             step(model, model, optimizer, micro, 1, cfg.block, cfg.vocab)
-            return micro
         except torch.OutOfMemoryError:
             optimizer.zero_grad(set_to_none=True)
             torch.cuda.empty_cache()
-            micro = int(micro * 0.95)
+            return fitted
+        fitted = micro
+        free, total = torch.cuda.mem_get_info()
+        if (total - free) / total >= FILL:
+            return fitted
+        micro = int(micro * 1.08) + 1
 
 
 def train(args: argparse.Namespace) -> None:
-    cfg = config(args.small)
+    cfg = config(args.small, layers=6)
     model = GPT(cfg).to(DEVICE)
     optimizer = make_optimizer(model, "fused" if CUDA else "foreach")
     micro = args.batch_size or (largest_micro_batch(model, optimizer) if CUDA else 4)
