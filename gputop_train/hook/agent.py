@@ -261,7 +261,7 @@ class Agent:
         that cannot be done: no count then, said in the workload frame."""
         try:
             self._restore_stance = force_eager(self._torch)
-        except RuntimeError as reason:
+        except Exception as reason:  # no count rather than a compiled model run eagerly
             self._update_workload(census={"skipped": str(reason)})
             return False
         return True

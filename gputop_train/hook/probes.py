@@ -195,11 +195,14 @@ def force_eager(torch_module: Any) -> Any:
     compiler.set_stance("force_eager")
 
     def restore() -> None:
-        compiler.set_stance(
-            previous.stance,
-            skip_guard_eval_unsafe=previous.skip_guard_eval_unsafe,
-            force_backend=previous.backend,
-        )
+        try:
+            compiler.set_stance(
+                previous.stance,
+                skip_guard_eval_unsafe=previous.skip_guard_eval_unsafe,
+                force_backend=previous.backend,
+            )
+        except TypeError:  # a torch whose set_stance takes the stance alone
+            compiler.set_stance(previous.stance)
 
     return restore
 
