@@ -10,6 +10,7 @@ import sys
 
 import pytest
 
+from gputop_train import events
 from gputop_train.advise.mfu import efficiency
 from gputop_train.advise.rules import findings
 from gputop_train.collect.fake import FakeGpu, FakeNvml
@@ -47,7 +48,7 @@ def monitored(script: str, steps: int = 14) -> Session:
     try:
         _, stderr = job.communicate(timeout=240)
         monitor.drain(3.0)
-        session.job_ended(job.returncode)
+        session.apply(events.JobEnded(job.returncode))
     finally:
         monitor.stop()
         if job.poll() is None:
@@ -57,6 +58,7 @@ def monitored(script: str, steps: int = 14) -> Session:
 
 
 @pytest.mark.torch
+@pytest.mark.timeout(300)  # a CPU GPT under the hook on a loaded 2-core box
 @pytest.mark.parametrize("script", sorted(TRANSFORMERS))
 def test_a_transformer_scenario_runs_hooked_and_is_judged(script: str) -> None:
     session = monitored(script)
