@@ -172,6 +172,7 @@ def efficiency_fields(e: Efficiency) -> dict[str, Any]:
         "flops_per_step_analytic": _significant(e.analytic_flops),
         "disagreement_pct": _round(e.disagreement_pct, 1),
         "disagrees": e.disagrees,
+        "scaled_by": _round(e.scaled_by, 3),
         "precision": e.precision,
         "peak_datasheet_tflops": e.datasheet_tflops,
         "peak_measured_tflops": _significant(e.measured_peak_tflops),

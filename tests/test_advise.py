@@ -353,13 +353,13 @@ def test_mfu_uses_the_dense_peak_of_the_gpu_and_precision() -> None:
     assert peak_tflops("NVIDIA H100 PCIe", "tf32") == 378.0
     assert peak_tflops("Some Future GPU", "bf16") is None
     # 5.5 GFLOP per step at 10 steps/s: 55 GFLOP/s, whatever the samples.
-    o = observe(flops_per_step=5.5e10)
+    o = observe(flops_per_step=5.5e10, flops_per_sample=5.5e10 / 500)  # 500 samples a step
     assert efficiency(o).achieved_tflops == pytest.approx(0.55)
     assert efficiency(o).mfu_pct == pytest.approx(100 * 0.55 / 989.5)
     unknown = efficiency(replace(o, gpu_name="unknown"))  # unknown GPU: N/A with the reason
     assert unknown.mfu_pct is None and "no datasheet peak for unknown" in (unknown.reason or "")
     # An fp32 convnet's convolutions run on TF32 through cuDNN's default flag.
-    convnet = observe(model=FP32_H100, flops_per_step=5.5e10, workload=Workload(convolutions=53))
+    convnet = replace(o, model=FP32_H100, workload=Workload(convolutions=53))
     assert efficiency(convnet).precision == "tf32"
     assert efficiency(convnet).mfu_pct == pytest.approx(100 * 0.55 / 494.5)
 

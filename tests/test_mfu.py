@@ -14,7 +14,8 @@ from gputop_train.advise import mfu
 from gputop_train.advise.mfu import efficiency
 from gputop_train.hook.kernel_profile import kernel_facts
 from gputop_train.session.workload import Workload
-from tests.test_advise import BF16_H100, FP32_H100, observe
+from tests.test_advise import BF16_H100, FP32_H100
+from tests.test_advise import observe as observe_any
 
 torch = pytest.importorskip("torch")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "demos"))
@@ -87,6 +88,22 @@ def test_a_model_without_token_inputs_has_no_analytic_count_and_says_why() -> No
 
 
 # -- what is shown ------------------------------------------------------------------------
+
+
+def observe(**changes: object) -> object:
+    """An observation whose counted step's samples are unknown (no batch scaling)."""
+    return observe_any(**{"flops_per_sample": None, **changes})
+
+
+def test_a_batch_changed_since_the_count_scales_the_counted_flops() -> None:
+    # Counted on a step of 10 samples; the window runs 500 samples a step at 10 steps/s.
+    o = observe_any(flops_per_step=1.0e12, flops_per_sample=1.0e11)
+    e = efficiency(o)
+    assert e.scaled_by == pytest.approx(50.0)
+    assert e.achieved_tflops == pytest.approx(1.0e12 * 50 * 10 / 1e12)
+    assert any("scaled x50" in note for note in e.notes())
+    same = efficiency(observe_any(flops_per_step=1.0e12, flops_per_sample=2.0e9))  # 500 a step
+    assert same.scaled_by is None and same.achieved_tflops == pytest.approx(10.0)
 
 
 def test_the_analytic_count_is_shown_and_a_gap_over_15_percent_is_said() -> None:

@@ -51,6 +51,7 @@ class Efficiency:
     datasheet_tflops: float | None = None
     measured_peak_tflops: float | None = None  # the hook's matmul at the same precision
     reason: str | None = None  # why MFU (or everything) is N/A
+    scaled_by: float | None = None  # the window's samples per step over the counted step's
 
     @property
     def disagrees(self) -> bool:
@@ -61,6 +62,11 @@ class Efficiency:
         lines = []
         if self.source:
             lines.append(f"FLOPs {self.source}")
+        if self.scaled_by is not None:
+            lines.append(
+                f"the counted step's FLOPs scaled x{self.scaled_by:.3g} to the window's samples "
+                "per step (the batch changed since the count)"
+            )
         if self.disagrees:
             lines.append(
                 f"the two FLOP counts disagree by {self.disagreement_pct:+.0f}% (analytic "
@@ -108,8 +114,9 @@ def efficiency(o: Observation | None) -> Efficiency:
     """Achieved TFLOP/s and MFU of an observation, or N/A with the reason."""
     if o is None:
         return Efficiency(reason="no measured steps yet")
-    measured = o.flops_per_step
-    analytic = o.workload.analytic_flops
+    scale = _batch_scale(o)
+    measured = o.flops_per_step * scale if o.flops_per_step else None
+    analytic = o.workload.analytic_flops * scale if o.workload.analytic_flops else None
     flops = analytic if analytic else measured
     source = ANALYTIC if analytic else (MEASURED if measured else None)
     disagreement = 100.0 * (analytic - measured) / measured if analytic and measured else None
@@ -118,6 +125,7 @@ def efficiency(o: Observation | None) -> Efficiency:
     datasheet = peak_tflops(o.gpu_name, precision) if o.uses_gpu else None
     measured_peak = o.workload.peak_tflops if o.workload.peak_precision == precision else None
     base = Efficiency(
+        scaled_by=scale if scale != 1.0 else None,
         source=source,
         measured_flops=float(measured) if measured else None,
         analytic_flops=float(analytic) if analytic else None,
@@ -151,6 +159,20 @@ def efficiency(o: Observation | None) -> Efficiency:
             "precision is wrong for this step",
         )
     return _with(base, mfu_pct=mfu)
+
+
+def _batch_scale(o: Observation) -> float:
+    """The window's samples per step over the counted step's, where both are known and differ
+    by more than 1%; else 1. FLOPs are counted on one step: a batch changed since (a script
+    that sizes its batch by trying, as the corpus's memory-limit loop does in its first steps,
+    or a change nobody declared) scales them, accumulation or not."""
+    steps = o.steps
+    if not (o.flops_per_step and o.flops_per_sample and steps.samples_per_s and steps.steps_per_s):
+        return 1.0
+    counted = o.flops_per_step / o.flops_per_sample
+    window = steps.samples_per_s / steps.steps_per_s
+    scale = window / counted if counted > 0 else 1.0
+    return scale if abs(scale - 1.0) > 0.01 else 1.0
 
 
 def _with(base: Efficiency, **changes: object) -> Efficiency:
