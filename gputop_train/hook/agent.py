@@ -19,6 +19,7 @@ from typing import Any
 
 from .. import wire
 from .batch_size import describe_batch, infer_batch_size
+from .builtin_knobs import BuiltinKnobs
 from .cuda_timer import CudaStepTimer
 from .knobs import KnobBoard
 from .probes import (
@@ -37,6 +38,10 @@ RING_STEPS = 8192
 MEMORY_PERIOD_S = 0.1
 # Steps whose GPU time is still outstanding; past this the GPU is hopelessly behind.
 MAX_STEPS_AWAITING_GPU = 256
+
+# The step after which the built-in knobs are declared: by then the optimizer has stepped
+# once and the loader that fed it, the model and the script's own autocast are known.
+BUILTIN_KNOBS_STEP = 1
 
 # How long an exiting job waits for the monitor that launched it to connect.
 WAIT_FOR_MONITOR_S = 3.0
@@ -96,6 +101,12 @@ class Agent:
         self._flops = FlopCounter()
         if os.environ.get(wire.SCHEDULE_ENV):
             self.board.set_schedule(os.environ[wire.SCHEDULE_ENV])
+        self.builtins = BuiltinKnobs(torch_module, self._current_feed, self._builtin_failed)
+        self._script_autocast: str | None = None  # the autocast the script entered itself
+        # The loader of each live iterator, and the iterator that fed the last batch.
+        self._loaders: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+        self._train_iterator: weakref.ref[Any] | None = None
+        self._exhausted_iterator: weakref.ref[Any] | None = None
 
     # -- events from the patched torch entry points (training thread) ---------------------
 
@@ -108,6 +119,8 @@ class Agent:
         feed = self._feed(iterator)
         feed.data_s += seconds
         feed.started, feed.exhausted_pass = True, False
+        with contextlib.suppress(TypeError):  # an iterator that takes no weak reference
+            self._loaders[iterator] = loader
         feed.facts = {
             "num_workers": getattr(loader, "num_workers", None),
             "pin_memory": getattr(loader, "pin_memory", None),
@@ -123,6 +136,9 @@ class Agent:
         feed = self._feed(iterator)
         feed.data_s += seconds
         feed.batches += 1
+        if self._train_iterator is None or self._train_iterator() is not iterator:
+            with contextlib.suppress(TypeError):
+                self._train_iterator = weakref.ref(iterator)
         size = infer_batch_size(batch)
         if size is not None:
             feed.samples = (feed.samples or 0) + size
@@ -141,6 +157,8 @@ class Agent:
         feed = self._feed(iterator)
         feed.data_s += seconds
         feed.exhausted_pass = feed.started
+        with contextlib.suppress(TypeError):
+            self._exhausted_iterator = weakref.ref(iterator)
 
     def on_autocast(self, dtype: Any) -> None:
         if self._other_trainer and not self._on_primary_thread():
@@ -183,8 +201,30 @@ class Agent:
         if self.board.apply_pending(self._step):
             self._probe_due_step = self._step + PROBE_AFTER_CHANGE_STEPS
             self._syncs.due_at = self._probe_due_step
+        if self._step == BUILTIN_KNOBS_STEP:
+            self._declare_builtins(optimizer)
         if not self._dataloader_seen:
             self._begin_step()  # no DataLoader: the next step starts now
+
+    def _declare_builtins(self, optimizer: Any) -> None:
+        """The hook's own knobs (builtin_knobs.py); a failure here leaves them out, said once."""
+        try:
+            knobs = self.builtins.build(optimizer, self._script_autocast)
+        except Exception as error:
+            self._notices.append(f"gputop-train built-in knobs left out: {error!r}")
+            return
+        self.board.declare_builtin(knobs)
+
+    def _current_feed(self) -> tuple[Any, Any]:
+        """(the DataLoader that fed the last step, its iterator while the epoch runs)."""
+        iterator = self._train_iterator() if self._train_iterator else None
+        loader = self._loaders.get(iterator) if iterator is not None else None
+        exhausted = self._exhausted_iterator() if self._exhausted_iterator else None
+        return loader, (iterator if iterator is not exhausted else None)
+
+    def _builtin_failed(self, error: str) -> None:
+        """A built-in change failed after it applied (a compile error at its first call)."""
+        self.board.revert_last_change(error, self._step)
 
     def _feed(self, iterator: Any) -> _Feed:
         feed = self._feeds.get(id(iterator))
@@ -237,6 +277,8 @@ class Agent:
         if self._flops.active:
             self._publish(wire.FLOPS, step=self._step, flops=self._flops.stop(), samples=samples)
         autocast, self._autocast_dtype = self._autocast_dtype, None
+        if self._step <= BUILTIN_KNOBS_STEP and autocast:
+            self._script_autocast = autocast
         if self._step == self._probe_due_step or self._step % SYNC_SCAN_EVERY_STEPS == 0:
             facts = model_facts(self._torch, optimizer, autocast)
             self._publish(wire.MODEL, step=self._step, **facts)

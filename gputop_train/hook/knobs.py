@@ -29,6 +29,9 @@ class Knob:
     minimum: int | None = None
     maximum: int | None = None
     role: str | None = None  # what it does, for the autopilot (docs/knobs.md)
+    builtin: bool = False  # offered by the hook to any job (builtin_knobs.py), not declared
+    unavailable: str | None = None  # why this job cannot take it: every change is refused
+    numerics: str | None = None  # how a change alters the job's numerics, said with it
 
     @property
     def kind(self) -> str:
@@ -46,6 +49,9 @@ class Knob:
             "min": self.minimum,
             "max": self.maximum,
             "role": self.role,
+            "builtin": self.builtin,
+            "unavailable": self.unavailable,
+            "numerics": self.numerics,
         }
 
 
@@ -81,6 +87,12 @@ class KnobBoard:
         self.knobs[knob.name] = knob
         self._outbox.append(wire.encode(wire.KNOBS, knobs=self.describe()))
 
+    def declare_builtin(self, knobs: list[Knob]) -> None:
+        """The hook's own knobs, in one frame; a name the script declared stays the script's."""
+        for knob in knobs:
+            self.knobs.setdefault(knob.name, knob)
+        self._outbox.append(wire.encode(wire.KNOBS, knobs=self.describe()))
+
     def describe(self) -> list[dict[str, Any]]:
         return [k.describe() for k in self.knobs.values()]
 
@@ -93,6 +105,9 @@ class KnobBoard:
         if knob is None:
             error = f"no knob named {wire.shown(name)}"
             self._refuse(request_id, _echoed(name), None, error)
+            return
+        if knob.unavailable:
+            self._refuse(request_id, knob.name, knob.value, knob.unavailable)
             return
         try:
             value = wire.validate_knob(knob.describe(), frame.get("value"))

@@ -14,6 +14,7 @@ import os
 import time
 from typing import Any
 
+from . import loader_handover
 from .agent import Agent
 
 _state: dict[str, Any] = {"agent": None, "installed": False, "undo": []}
@@ -67,7 +68,8 @@ def _patch_dataloader() -> None:
     def __next__(self: Any) -> Any:
         started = time.perf_counter()
         try:
-            batch = original_next(self)
+            handover = loader_handover.active(self)  # a live settings change took it over
+            batch = handover.take_next() if handover is not None else original_next(self)
         except StopIteration:
             _guarded("on_iterator_exhausted", time.perf_counter() - started, self)
             raise
