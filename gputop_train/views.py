@@ -157,7 +157,24 @@ def status_fields(view: View) -> dict[str, Any]:
         "findings": [finding_dict(f) for f in view.findings],
         "advice_wait": snap.advice_wait,
         "autopilot": snap.autopilot,
+        "knobs": knob_dicts(snap),
     }
+
+
+def knob_dicts(snap: Snapshot) -> list[dict[str, Any]]:
+    """The knobs in force: the script's, then the hook's built-in ones (docs/knobs.md)."""
+    return [
+        {
+            "name": k.name,
+            "value": k.value,
+            "builtin": k.builtin,
+            "role": k.role,
+            "unavailable": k.unavailable,
+            "numerics": k.numerics,
+            "error": k.error,
+        }
+        for k in sorted(snap.knobs, key=lambda k: k.builtin)
+    ]
 
 
 def rank_dicts(snap: Snapshot) -> list[dict[str, Any]]:
@@ -220,7 +237,17 @@ def phase_dicts(view: View) -> list[dict[str, Any]]:
     ]
 
 
-TRIAL_COLUMNS = ("change", "from", "baseline", "samples/s", "gain", "needed", "decision")
+TRIAL_COLUMNS = (
+    "change",
+    "from",
+    "predicted",
+    "baseline",
+    "samples/s",
+    "gain",
+    "needed",
+    "vs start",
+    "decision",
+)
 
 
 def trial_rows(autopilot: dict[str, Any] | None) -> list[tuple[str, ...]]:
@@ -231,10 +258,12 @@ def trial_rows(autopilot: dict[str, Any] | None) -> list[tuple[str, ...]]:
             (
                 str(trial.get("change")),
                 str(trial.get("source")),
+                _times(trial.get("predicted_gain")),
                 _rate(trial.get("baseline_samples_per_s"), trial.get("baseline_phase")),
                 _rate(trial.get("samples_per_s"), trial.get("phase")),
                 _times(trial.get("gain")),
                 _times(trial.get("needed_gain")),
+                _times(trial.get("gain_vs_start")),
                 f"{trial.get('decision')}: {trial.get('reason')}",
             )
         )

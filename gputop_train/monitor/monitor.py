@@ -82,6 +82,8 @@ class Monitor:
         state = self.session.knob(name)
         if state is None:
             return f"no knob named {name!r}"
+        if state.unavailable:
+            return f"{name}: {state.unavailable}"
         try:
             value = wire.parse_knob(state.spec, value)
         except ValueError as error:
