@@ -22,6 +22,7 @@ from .batch_size import describe_batch, infer_batch_size
 from .builtin_knobs import BuiltinKnobs
 from .cuda_timer import CudaStepTimer
 from .knobs import KnobBoard
+from .loss_guard import LossGuard
 from .probes import (
     FLOP_COUNT_STEP,
     MODEL_FACTS_STEP,
@@ -101,6 +102,7 @@ class Agent:
         self._flops = FlopCounter()
         if os.environ.get(wire.SCHEDULE_ENV):
             self.board.set_schedule(os.environ[wire.SCHEDULE_ENV])
+        self.guard = LossGuard(torch_module)
         self.builtins = BuiltinKnobs(torch_module, self._current_feed, self._builtin_failed)
         self._script_autocast: str | None = None  # the autocast the script entered itself
         # The loader of each live iterator, and the iterator that fed the last batch.
@@ -165,6 +167,16 @@ class Agent:
             return
         self._autocast_dtype = str(dtype).removeprefix("torch.")
 
+    def on_backward(self, tensor: Any) -> None:
+        if self._other_trainer and not self._on_primary_thread():
+            return
+        self.guard.on_backward(tensor)
+
+    def on_grad_norm(self, norm: Any) -> None:
+        if self._other_trainer and not self._on_primary_thread():
+            return
+        self.guard.on_grad_norm(norm)
+
     def count_samples(self, samples: int) -> None:
         """Samples a step consumed, for loops that do not use a DataLoader."""
         if self._other_trainer and not self._on_primary_thread():
@@ -198,9 +210,14 @@ class Agent:
         self._batches = 0
         self._finish_row(row)
         self._end_probes(samples, optimizer)
+        self.guard.end_step()
         if self.board.apply_pending(self._step):
             self._probe_due_step = self._step + PROBE_AFTER_CHANGE_STEPS
             self._syncs.due_at = self._probe_due_step
+            self.guard.watch(self._step, self.board.applied_at(self._step))
+        failed = self.guard.verdict()
+        if failed is not None:
+            self.board.revert_changes(failed[0], failed[1], self._step)
         if self._step == BUILTIN_KNOBS_STEP:
             self._declare_builtins(optimizer)
         if not self._dataloader_seen:

@@ -179,19 +179,30 @@ class KnobBoard:
         self._last_applied[1].append((knob.name, previous, change.request_id))
         self._ack(change.request_id, knob.name, value, previous, True, None, step)
 
+    def applied_at(self, step: int) -> list[tuple[str, Any, Any]]:
+        """The changes applied at the boundary after ``step``: (knob, previous, request id)."""
+        if self._last_applied is None or self._last_applied[0] != step:
+            return []
+        return list(self._last_applied[1])
+
     def revert_last_change(self, error: str, step: int) -> bool:
         """The last changes failed after they were applied (OOM, compile error): undo all
         that were applied at that boundary, newest first."""
         if self._last_applied is None:
             return False
         _, changes = self._last_applied
-        self._last_applied = None
+        self.revert_changes(changes, error, step)
+        return True
+
+    def revert_changes(self, changes: list[tuple[str, Any, Any]], error: str, step: int) -> None:
+        """Undo ``changes`` (as ``applied_at`` gave them), newest first, and say why."""
+        if self._last_applied is not None and self._last_applied[1] == changes:
+            self._last_applied = None
         for name, previous, request_id in reversed(changes):
             knob = self.knobs[name]
             failed_value = knob.value
             self._restore(knob, previous)
             self._ack(request_id, name, knob.value, failed_value, False, error, step, reverted=True)
-        return True
 
     def _restore(self, knob: Knob, previous: Any) -> None:
         try:
