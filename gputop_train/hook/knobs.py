@@ -65,6 +65,7 @@ class _Change:
     name: str
     value: Any
     typed_by_hand: bool = False  # a --schedule entry: "8" for 8, "on" for true
+    at_step: int | None = None  # several ranks: apply after exactly this step, on each
 
 
 @dataclass
@@ -114,8 +115,10 @@ class KnobBoard:
         except ValueError as error:
             self._refuse(request_id, knob.name, knob.value, str(error))
             return
+        at_step = frame.get("at_step")
+        at_step = at_step if type(at_step) is int else None
         with self._lock:
-            self._queue.append(_Change(request_id, knob.name, value))
+            self._queue.append(_Change(request_id, knob.name, value, at_step=at_step))
 
     def set_schedule(self, entries_json: str) -> None:
         """Scheduled changes from the launcher (``wire.SCHEDULE_ENV``); bad JSON raises."""
@@ -141,14 +144,27 @@ class KnobBoard:
             self._last_applied = None
         if not self._queue and not (self.schedule and self.schedule[0][0] <= step):
             return False
+        if self._queue and not self.schedule:
+            with self._lock:  # the listener thread appends to the queue
+                later = all(c.at_step is not None and c.at_step > step for c in self._queue)
+            if later:
+                return False  # only changes meant for a later step wait
         with self._lock:
             due: list[_Change] = []
             while self.schedule and self.schedule[0][0] <= step:
                 _, settings = self.schedule.pop(0)
                 due += [_Change(f"schedule@{step}", n, v, True) for n, v in settings.items()]
-            due += list(self._queue)
-            self._queue.clear()
+            waiting = [c for c in self._queue if c.at_step is not None and c.at_step > step]
+            due += [c for c in self._queue if c.at_step is None or c.at_step <= step]
+            self._queue = deque(waiting)
         for change in due:
+            if change.at_step is not None and change.at_step < step:
+                # Another rank applies it after step at_step: this one is past it already.
+                error = f"arrived after step {change.at_step}, the step every rank applies it at"
+                knob = self.knobs.get(change.name)
+                value = knob.value if knob is not None else None
+                self._ack(change.request_id, change.name, value, value, False, error, step)
+                continue
             self._apply(change, step)
         return self._last_applied is not None and self._last_applied[0] == step
 

@@ -26,6 +26,12 @@ from .hook_client import HookClient
 
 FINDINGS_PERIOD_S = 5.0
 PILOT_PERIOD_S = 1.0
+# Several ranks take a change after one common step this far ahead of the furthest step any
+# reported: the hooks send rows every 0.5 s (listener.SEND_PERIOD_S), so a rank may be up to
+# that far past what the monitor knows; four times that covers a late send and the frame's
+# way back. At least a few steps, for slow steps.
+RANKS_AHEAD_S = 2.0
+RANKS_AHEAD_MIN_STEPS = 3
 # The machine counts as saturated at this busy share of all its cores (psutil); a costly
 # sampler then runs this many times less often.
 SATURATED_CPU_PCT = 95.0
@@ -90,7 +96,11 @@ class Monitor:
             return str(error)
         self._request_id += 1
         self.session.knob_requested(name, value)
-        self.client.send(wire.encode(wire.SET_KNOB, id=self._request_id, name=name, value=value))
+        fields = {"id": self._request_id, "name": name, "value": value}
+        at_step = self.session.common_step(RANKS_AHEAD_S, RANKS_AHEAD_MIN_STEPS)
+        if at_step is not None:  # several ranks: each applies it after this same step
+            fields["at_step"] = at_step
+        self.client.send(wire.encode(wire.SET_KNOB, **fields))
         return None
 
     def start_pilot(
