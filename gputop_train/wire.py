@@ -37,6 +37,7 @@ MODEL = "model"  # facts about the forward pass: CUDA, autocast, parameter dtype
 # Monitor -> hook.
 SET_KNOB = "set_knob"  # change one knob at the next step boundary
 SCAN_SYNCS = "scan_syncs"  # run a sync scan on the next step
+AUTOPILOT_DONE = "autopilot_done"  # the autopilot has finished: hook.autopilot_active() is False
 
 # -- the environment the launcher gives the job ---------------------------------------------
 # hook/boot/sitecustomize.py reads HOOK_ENV and PKG_ROOT_ENV by their values: it runs before
@@ -49,6 +50,9 @@ MONITOR_PID_ENV = "GPUTOP_TRAIN_MONITOR_PID"  # an exiting job waits briefly for
 # so that every entry applies at exactly its step, however late the monitor connects.
 SCHEDULE_ENV = "GPUTOP_TRAIN_SCHEDULE"
 RUNTIME_DIR_ENV = "GPUTOP_TRAIN_RUNTIME_DIR"  # where the sockets live (docs/security.md)
+# "1" when the launcher runs the job under --autopilot: a script may train on until it is
+# done (hook.autopilot_active(), demos/resnet.py).
+AUTOPILOT_ENV = "GPUTOP_TRAIN_AUTOPILOT"
 
 # Columns of a step row, in order. None means "not measured" (shown as N/A, never 0).
 STEP_FIELDS: tuple[str, ...] = (

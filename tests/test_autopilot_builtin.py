@@ -100,3 +100,28 @@ def test_the_ledger_keeps_the_predicted_gain_and_the_kept_set_against_the_start(
     assert [round(t.gain or 0, 2) for t in trials] == [2.0, 1.25]
     assert [round(t.gain_vs_start or 0, 2) for t in trials] == [2.0, 2.5]
     assert round(pilot.status().gain_vs_start or 0, 2) == 2.5
+
+
+def test_a_job_under_the_autopilot_trains_on_until_the_monitor_says_it_is_done(
+    monkeypatch: Any,
+) -> None:
+    import os
+
+    import pytest
+
+    torch = pytest.importorskip("torch")
+    from gputop_train import hook, wire
+    from gputop_train.hook import patches
+    from gputop_train.hook.agent import Agent
+
+    agent = Agent(torch)
+    monkeypatch.setitem(patches._state, "agent", agent)
+    monkeypatch.setenv(wire.MONITOR_PID_ENV, str(os.getpid()))
+    assert not hook.autopilot_active()  # not launched under --autopilot
+    monkeypatch.setenv(wire.AUTOPILOT_ENV, "1")
+    assert hook.autopilot_active()
+    agent.on_frame({"type": wire.AUTOPILOT_DONE})
+    assert not hook.autopilot_active()
+    agent.autopilot_done = False
+    monkeypatch.setenv(wire.MONITOR_PID_ENV, "999999999")  # the monitor is gone
+    assert not hook.autopilot_active()

@@ -103,6 +103,7 @@ class Agent:
         if os.environ.get(wire.SCHEDULE_ENV):
             self.board.set_schedule(os.environ[wire.SCHEDULE_ENV])
         self.guard = LossGuard(torch_module)
+        self.autopilot_done = False  # the monitor said its autopilot has finished
         self.builtins = BuiltinKnobs(torch_module, self._current_feed, self._builtin_failed)
         self._script_autocast: str | None = None  # the autocast the script entered itself
         # The loader of each live iterator, and the iterator that fed the last batch.
@@ -437,6 +438,8 @@ class Agent:
             self.board.request(frame)
         elif frame["type"] == wire.SCAN_SYNCS:
             self._syncs.requested = True
+        elif frame["type"] == wire.AUTOPILOT_DONE:
+            self.autopilot_done = True
 
     def revert_last_change(self, error: str) -> bool:
         return self.board.revert_last_change(error, self._step)

@@ -111,7 +111,15 @@ class Monitor:
         """The autopilot (or, with ``tries``, the --try survey), ticking on its own thread."""
         pilot = Pilot(self.session, self.request_knob, self.window_s, tries, budget_s)
         self.pilot = pilot
-        self._spawn("autopilot", lambda: self._every(PILOT_PERIOD_S, pilot.tick))
+        told = [False]
+
+        def tick() -> None:
+            pilot.tick()
+            if pilot.status().done and not told[0]:  # a job waiting on it may finish now
+                told[0] = True
+                self.client.send(wire.encode(wire.AUTOPILOT_DONE))
+
+        self._spawn("autopilot", lambda: self._every(PILOT_PERIOD_S, tick))
         return pilot
 
     def toggle_autopilot(self) -> str:
