@@ -259,8 +259,9 @@ def trial_rows(autopilot: dict[str, Any] | None) -> list[tuple[str, ...]]:
                 str(trial.get("change")),
                 str(trial.get("source")),
                 _times(trial.get("predicted_gain")),
-                _rate(trial.get("baseline_samples_per_s"), trial.get("baseline_phase")),
-                _rate(trial.get("samples_per_s"), trial.get("phase")),
+                _rate(trial.get("baseline_samples_per_s"), trial.get("baseline_phase"))
+                + _per_step(trial),
+                _rate(trial.get("samples_per_s"), trial.get("phase")) + _per_step(trial),
                 _times(trial.get("gain")),
                 _times(trial.get("needed_gain")),
                 _times(trial.get("gain_vs_start")),
@@ -270,8 +271,16 @@ def trial_rows(autopilot: dict[str, Any] | None) -> list[tuple[str, ...]]:
     return rows
 
 
+def _per_step(trial: dict[str, Any]) -> str:
+    """Rates in steps/s (a job whose samples are unknown) say so."""
+    return " steps/s" if trial.get("unit") == "steps/s" else ""
+
+
 def _rate(value: Any, phase: Any) -> str:
-    rate = fmt.NA if value is None else f"{value:,.0f}"
+    if value is None:
+        rate = fmt.NA
+    else:  # a few steps/s keep their digits
+        rate = f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
     return f"{rate} (phase {phase})" if phase is not None else rate
 
 

@@ -125,3 +125,19 @@ def test_a_job_under_the_autopilot_trains_on_until_the_monitor_says_it_is_done(
     agent.autopilot_done = False
     monkeypatch.setenv(wire.MONITOR_PID_ENV, "999999999")  # the monitor is gone
     assert not hook.autopilot_active()
+
+
+def test_a_job_whose_samples_are_unknown_is_judged_by_its_steps_per_second() -> None:
+    job = SimulatedJob(speeds(num_workers__8=0.5))
+    original = job.session.add_step_rows
+
+    def without_samples(pid: int, rows: list[Any]) -> int:
+        return original(pid, [[*r[:4], None, *r[5:]] for r in rows])  # no samples column
+
+    job.session.add_step_rows = without_samples  # type: ignore[method-assign]
+    tries = [(("num_workers", "8"),)]
+    pilot = Pilot(job.session, job.request, 5.0, tries=tries, clock=job.clock)
+    fly(job, pilot)
+    (trial,) = pilot.status().trials
+    assert trial.unit == "steps/s" and trial.decision == "measured"
+    assert round(trial.gain or 0, 2) == 2.0  # 100 ms -> 50 ms a step

@@ -78,6 +78,7 @@ class Trial:
     # the run, both measured (the final gain is this, never a product of trial gains).
     gain_vs_start: float | None = None
     numerics: str | None = None  # how the change alters the numerics, where it does
+    unit: str = "samples/s"  # of the rates: steps/s where the job's samples are unknown
 
 
 @dataclass(frozen=True)
@@ -156,7 +157,7 @@ class Pilot:
             stopped_because=self._stopped,
             elapsed_s=self._clock() - self._started,
             budget_s=self._budget_s,
-            start_samples_per_s=self._start.samples_per_s if self._start else None,
+            start_samples_per_s=_rate(self._start) if self._start else None,
             gain_vs_start=next(
                 (t.gain_vs_start for t in reversed(self._trials) if t.gain_vs_start), None
             ),
@@ -269,7 +270,8 @@ class Pilot:
             change=candidate.label,
             source=candidate.source,
             baseline_phase=row.phase.index,
-            baseline_samples_per_s=row.samples_per_s,
+            baseline_samples_per_s=_rate(row),
+            unit=_unit(row),
             baseline_headline=headline[0].id if headline else None,
             predicted_gain=candidate.predicted_gain,
             numerics=self._numerics(candidate),
@@ -327,14 +329,15 @@ class Pilot:
 
     def _decide(self, pending: _Pending, row: PhaseRow) -> None:
         baseline = self._baseline
-        base_rate = baseline.samples_per_s if baseline else None
-        gain = row.samples_per_s / base_rate if row.samples_per_s and base_rate else None
+        base_rate = _rate(baseline) if baseline else None
+        rate = _rate(row)
+        gain = rate / base_rate if rate and base_rate else None
         noise = max(MIN_GAIN_PCT, baseline.noise_pct or 0.0) if baseline else MIN_GAIN_PCT
         needed = 1.0 + noise / 100.0
         self._trials[pending.index] = replace(
             self._trials[pending.index],
             phase=row.phase.index,
-            samples_per_s=row.samples_per_s,
+            samples_per_s=rate,
             gain=gain,
             needed_gain=needed,
         )
@@ -347,10 +350,10 @@ class Pilot:
             return
         if self.mode == "autopilot" and gain is not None and gain >= needed:
             self._record(pending.index, decision="kept", reason=_compared(gain, ">=", needed))
-            start = self._start.samples_per_s if self._start else None
-            if start and row.samples_per_s:
+            start = _rate(self._start) if self._start else None
+            if start and rate:
                 self._trials[pending.index] = replace(
-                    self._trials[pending.index], gain_vs_start=row.samples_per_s / start
+                    self._trials[pending.index], gain_vs_start=rate / start
                 )
             self._pending = None
             self._baseline = row
@@ -424,15 +427,30 @@ class Pilot:
 
 def _lost_throughput(before: PhaseRow, after: PhaseRow) -> str | None:
     """What a revert failed to bring back, in words; None when it came back (tolerance)."""
-    if not before.samples_per_s or not after.samples_per_s:
+    rate_before, rate_after = _rate(before), _rate(after)
+    if not rate_before or not rate_after:
         return None
-    if after.samples_per_s >= (1.0 - RESTORE_TOLERANCE) * before.samples_per_s:
+    if rate_after >= (1.0 - RESTORE_TOLERANCE) * rate_before:
         return None
     return (
-        f"phase {after.phase.index} runs {after.samples_per_s:,.0f} samples/s, "
-        f"{1 - after.samples_per_s / before.samples_per_s:.0%} below the same settings in "
-        f"phase {before.phase.index} ({before.samples_per_s:,.0f})"
+        f"phase {after.phase.index} runs {rate_after:,.4g} {_unit(after)}, "
+        f"{1 - rate_after / rate_before:.0%} below the same settings in "
+        f"phase {before.phase.index} ({rate_before:,.4g})"
     )
+
+
+def _rate(row: PhaseRow) -> float | None:
+    """A phase's throughput: samples/s, or steps/s where the job's samples are unknown (a
+    loop without a DataLoader: the same batch every step, so steps compare as samples do)."""
+    if row.samples_per_s is not None:
+        return row.samples_per_s
+    if row.steps and row.measured_s:
+        return row.steps / row.measured_s
+    return None
+
+
+def _unit(row: PhaseRow) -> str:
+    return "samples/s" if row.samples_per_s is not None else "steps/s"
 
 
 def _compared(gain: float, sign: str, needed: float) -> str:
@@ -445,7 +463,7 @@ def _measured_enough(row: PhaseRow) -> bool:
     return (
         row.steps >= MIN_TRIAL_STEPS
         and (row.measured_s or 0.0) >= MIN_TRIAL_S
-        and row.samples_per_s is not None
+        and _rate(row) is not None
     )
 
 
