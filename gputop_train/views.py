@@ -223,6 +223,7 @@ def phase_dicts(view: View) -> list[dict[str, Any]]:
             "steps": p.row.steps,
             "warmup_steps": p.row.warmup_steps,
             "warmup_s": _round(p.row.warmup_s, 2),
+            "measured_s": _round(p.row.measured_s, 2),
             "samples_per_s": _round(p.row.samples_per_s, 1),
             "step_ms_p50": _round(p.row.step_ms_p50, 2),
             "data_wait_pct": _round(p.row.data_wait_pct, 1),
@@ -277,10 +278,8 @@ def _per_step(trial: dict[str, Any]) -> str:
 
 
 def _rate(value: Any, phase: Any) -> str:
-    if value is None:
-        rate = fmt.NA
-    else:  # a few steps/s keep their digits
-        rate = f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+    # a few steps/s keep their digits
+    rate = fmt.NA if value is None else f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
     return f"{rate} (phase {phase})" if phase is not None else rate
 
 

@@ -55,7 +55,8 @@ def test_an_unavailable_builtin_carries_nothing_and_the_action_stays_advice() ->
 
 def test_a_finding_no_knob_carries_stops_the_autopilot_saying_what_to_edit() -> None:
     job = SimulatedJob(speeds())
-    sdpa = Finding("gpu.attention", "hand-written attention", (), "use F.scaled_dot_product_attention", None, 0.9, 1.5)
+    action = "use F.scaled_dot_product_attention"
+    sdpa = Finding("gpu.attention", "hand-written attention", (), action, None, 0.9, 1.5)
     pilot = Pilot(job.session, job.request, 5.0, clock=job.clock, advise=lambda o: [sdpa])
     fly(job, pilot)
     assert pilot.status().stopped_because == (

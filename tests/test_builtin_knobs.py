@@ -17,6 +17,10 @@ from gputop_train.hook.agent import Agent  # noqa: E402
 
 @pytest.fixture
 def agent() -> Iterator[Agent]:
+    yield from hooked_agent()
+
+
+def hooked_agent() -> Iterator[Agent]:
     """The hook installed in this process with a fresh agent that opens no socket."""
     fresh = Agent(torch)
     fresh.active = True  # no listener: outcomes are read from the board's history
@@ -257,7 +261,10 @@ def test_prefetch_and_persistence_apply_and_a_bad_combination_is_refused(agent: 
     request(agent, "num_workers", 0)
     request(agent, "persistent_workers", True)
     train(agent, loader, model, optimizer)
-    assert outcomes(agent)[-1][2:] == (False, "ValueError: persistent_workers needs num_workers > 0")
+    assert outcomes(agent)[-1][2:] == (
+        False,
+        "ValueError: persistent_workers needs num_workers > 0",
+    )
     assert loader.num_workers == 0 and loader.persistent_workers is False
 
 
@@ -289,7 +296,10 @@ def test_compile_replaces_the_call_in_place_and_off_restores_the_eager_one(
     request(agent, "compile", "off")
     train(agent, loader, model, optimizer)
     assert model._compiled_call_impl is None
-    assert [o[:3] for o in outcomes(agent)] == [("compile", "default", True), ("compile", "off", True)]
+    assert [o[:3] for o in outcomes(agent)] == [
+        ("compile", "default", True),
+        ("compile", "off", True),
+    ]
 
 
 def test_a_compile_that_fails_at_its_first_call_runs_eager_and_is_reverted(
@@ -310,7 +320,9 @@ def test_a_compile_that_fails_at_its_first_call_runs_eager_and_is_reverted(
     assert last["reverted"] and "inductor: no compiler" in last["error"]
 
 
-def test_a_knob_failing_mid_apply_is_put_back(agent: Agent, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_knob_failing_mid_apply_is_put_back(
+    agent: Agent, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from gputop_train.hook import loader_handover
 
     def fail(*args: Any, **kwargs: Any) -> None:

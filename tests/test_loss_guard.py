@@ -3,6 +3,7 @@ before it is reverted and reported; one that leaves the loss alone stays."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -12,7 +13,12 @@ torch = pytest.importorskip("torch")
 from gputop_train.hook.agent import Agent  # noqa: E402
 from gputop_train.hook.knobs import Knob  # noqa: E402
 from gputop_train.hook.loss_guard import WINDOW_STEPS  # noqa: E402
-from tests.test_builtin_knobs import agent, request  # noqa: E402, F401
+from tests.test_builtin_knobs import hooked_agent, request  # noqa: E402
+
+
+@pytest.fixture
+def agent() -> Iterator[Agent]:
+    yield from hooked_agent()
 
 
 def run(agent: Agent, steps: int, changes: dict[int, tuple[str, Any]], clip: bool = False) -> dict:
@@ -39,7 +45,9 @@ def run(agent: Agent, steps: int, changes: dict[int, tuple[str, Any]], clip: boo
 
 
 def outcome(agent: Agent) -> list[tuple[Any, ...]]:
-    return [(o["name"], o["value"], o["ok"], o["reverted"], o["error"]) for o in agent.board.history]
+    return [
+        (o["name"], o["value"], o["ok"], o["reverted"], o["error"]) for o in agent.board.history
+    ]
 
 
 def test_a_change_that_makes_the_loss_diverge_is_reverted_with_its_figures(agent: Agent) -> None:

@@ -82,7 +82,6 @@ def autopilot_active() -> bool:
     import os
 
     from .. import wire
-
     from .agent import _monitor_alive
 
     if os.environ.get(wire.AUTOPILOT_ENV) != "1":

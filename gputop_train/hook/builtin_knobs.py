@@ -135,8 +135,7 @@ def _grad_scaler_in_use(torch_module: Any) -> bool:
     if scaler_type is None:
         return False
     return any(
-        issubclass(type(o), scaler_type) and getattr(o, "_enabled", False)
-        for o in gc.get_objects()
+        issubclass(type(o), scaler_type) and getattr(o, "_enabled", False) for o in gc.get_objects()
     )
 
 
@@ -272,6 +271,8 @@ class BuiltinKnobs:
         def apply(value: bool) -> None:
             control = self._need_control()
             model = control._model()
+            if model is None:
+                raise ValueError("the model is gone")
             layout = torch.channels_last if value else torch.contiguous_format
             model.to(memory_format=layout)
             control.channels_last_inputs = value
@@ -301,7 +302,10 @@ class BuiltinKnobs:
             why_not = "no DataLoader fed the training step"
         elif isinstance(loader.dataset, self._torch.utils.data.IterableDataset):
             why_not = "an IterableDataset: its samples cannot be handed to new workers mid-epoch"
-        value = (lambda name: getattr(loader, name, None)) if loader is not None else (lambda n: None)
+
+        def value(name: str) -> Any:
+            return getattr(loader, name, None)
+
         pin_why_not = why_not or (
             None if self._torch.cuda.is_available() else "pinned memory needs CUDA"
         )

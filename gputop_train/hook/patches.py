@@ -121,7 +121,7 @@ def _patch_backward_and_clipping(torch_module: Any) -> None:
     tensor_cls = torch_module.Tensor
     original_backward = tensor_cls.backward
     utils = importlib.import_module("torch.nn.utils")
-    original_clip = utils.clip_grad_norm_
+    original_clip = utils.clip_grad_norm_  # type: ignore[attr-defined]
 
     def backward(self: Any, *args: Any, **kwargs: Any) -> Any:
         _guarded("on_backward", self)
@@ -135,11 +135,11 @@ def _patch_backward_and_clipping(torch_module: Any) -> None:
     backward.__wrapped__ = original_backward  # type: ignore[attr-defined]
     clip_grad_norm_.__wrapped__ = original_clip  # type: ignore[attr-defined]
     tensor_cls.backward = backward
-    utils.clip_grad_norm_ = clip_grad_norm_
+    utils.clip_grad_norm_ = clip_grad_norm_  # type: ignore[attr-defined]
 
     def undo() -> None:
         tensor_cls.backward = original_backward
-        utils.clip_grad_norm_ = original_clip
+        utils.clip_grad_norm_ = original_clip  # type: ignore[attr-defined]
 
     _state["undo"].append(undo)
 

@@ -8,7 +8,6 @@ computed once, so no front end computes statistics of its own.
 from __future__ import annotations
 
 import math
-
 import threading
 import time
 from collections import deque

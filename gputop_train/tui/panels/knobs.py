@@ -60,12 +60,15 @@ class KnobsPanel(OptionList, Panel):
             self.post_message(ApplyKnob(knob))
 
 
+BUILTIN_HEADING = "built-in (the hook's, any PyTorch job)"
+
+
 def _with_headings(knobs: list[Any], prompts: dict[str, Text]) -> list[Option]:
     """The knobs' lines, under a heading for the script's and one for the hook's own."""
     options: list[Option] = []
     heading = None
     for knob in knobs:
-        group = "built-in (the hook's, any PyTorch job)" if knob.builtin else "declared by the script"
+        group = BUILTIN_HEADING if knob.builtin else "declared by the script"
         if group != heading:
             heading = group
             options.append(Option(Text(group, "bold underline"), disabled=True))
