@@ -121,7 +121,7 @@ def _patch_backward_and_clipping(torch_module: Any) -> None:
     tensor_cls = torch_module.Tensor
     original_backward = tensor_cls.backward
     utils = importlib.import_module("torch.nn.utils")
-    original_clip = utils.clip_grad_norm_  # type: ignore[attr-defined]
+    original_clip = utils.clip_grad_norm_
 
     def backward(self: Any, *args: Any, **kwargs: Any) -> Any:
         _guarded("on_backward", self)
