@@ -49,3 +49,23 @@ def test_a_two_rank_gloo_job_gets_a_change_on_both_ranks_after_one_step(tmp_path
     for value, steps_by_rank in changes.items():
         assert len(steps_by_rank) == 2, (value, steps_by_rank)  # both ranks
         assert len(set(steps_by_rank.values())) == 1, (value, steps_by_rank)  # one step
+
+
+@pytest.mark.torch
+def test_try_turns_a_builtin_knob_of_a_script_that_declares_none(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    result = gputop(
+        "--headless", "--format", "json", "--interval", "1", "--no-record",
+        "--try", "nosuchknob=4", "--try", "num_workers=1", "--",
+        sys.executable, str(SCENARIOS), "sleepy", "batch_ms=15", "step_ms=5", "steps=2500",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout.splitlines()[-1])
+    trials = summary["autopilot"]["trials"]
+    assert [(t["change"], t["decision"]) for t in trials] == [
+        ("nosuchknob=4", "failed"), ("num_workers=1", "measured"),
+    ]  # fmt: skip
+    assert trials[1]["phase"] is not None and trials[1]["gain"] is not None
+    knobs = {k["name"]: k for k in summary["knobs"]}
+    assert knobs["num_workers"]["builtin"] and knobs["num_workers"]["value"] == 0  # put back
+    assert knobs["channels_last"]["unavailable"] == "the model has no 2-D convolution"
