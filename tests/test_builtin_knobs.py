@@ -333,3 +333,12 @@ def test_a_knob_failing_mid_apply_is_put_back(
     seen = train(agent, loader, model, optimizer, {2: ("num_workers", 2)})
     assert outcomes(agent) == [("num_workers", 0, False, "OSError: cannot start workers")]
     assert loader.num_workers == 0 and sorted(seen) == list(range(64))
+
+
+def test_two_worker_changes_in_one_epoch_still_see_every_index_once(agent: Agent) -> None:
+    model, optimizer, loader = setup(workers=0, n=96, shuffle=True)
+    changes = {2: ("num_workers", 2), 6: ("num_workers", 1)}
+    seen = train(agent, loader, model, optimizer, changes)
+    assert [o[:3] for o in outcomes(agent)] == [("num_workers", 2, True), ("num_workers", 1, True)]
+    assert sorted(seen) == list(range(96))
+    assert loader.num_workers == 1

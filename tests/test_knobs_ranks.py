@@ -57,7 +57,7 @@ def test_try_turns_a_builtin_knob_of_a_script_that_declares_none(tmp_path: Path)
     result = gputop(
         "--headless", "--format", "json", "--interval", "1", "--no-record",
         "--try", "nosuchknob=4", "--try", "num_workers=1", "--",
-        sys.executable, str(SCENARIOS), "sleepy", "batch_ms=15", "step_ms=5", "steps=2500",
+        sys.executable, str(SCENARIOS), "sleepy", "batch_ms=15", "step_ms=5", "steps=4000",
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout.splitlines()[-1])

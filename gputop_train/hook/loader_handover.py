@@ -28,32 +28,29 @@ def active(iterator: Any) -> Handover | None:
 
 
 class Handover:
-    """Serves the rest of one epoch: the old iterator's batches in flight, then the new one's."""
+    """Serves the rest of one epoch: each iterator's batches in flight, oldest first, then the
+    newest one's (a second change within the epoch hands over the first one's rest)."""
 
-    def __init__(self, old: Any, rest: Any, next_of: Callable[[Any], Any], loader: Any) -> None:
-        self._old: Any = old
-        self._rest = rest
+    def __init__(self, old: Any, next_of: Callable[[Any], Any], loader: Any) -> None:
+        self.chain: list[Any] = [old]  # the loop's iterator, then each new one
         self._next_of = next_of  # the iterators' own __next__ (not the patched one)
         self._loader = weakref.ref(loader)
 
     def take_next(self) -> Any:
         """The next batch of the epoch; StopIteration at its end."""
-        if self._old is not None:
+        while self.chain:
             try:
-                return self._next_of(self._old)
+                return self._next_of(self.chain[0])
             except StopIteration:
-                self._retire_old()
-        if self._rest is None:  # the sampler had nothing left: the epoch ends here
-            raise StopIteration
-        return self._next_of(self._rest)
+                self._retire(self.chain.pop(0))
+        raise StopIteration
 
-    def _retire_old(self) -> None:
-        old, self._old = self._old, None
-        shutdown = getattr(old, "_shutdown_workers", None)
+    def _retire(self, drained: Any) -> None:
+        shutdown = getattr(drained, "_shutdown_workers", None)
         if shutdown is not None:
             shutdown()  # a persistent iterator keeps its workers past StopIteration
         loader = self._loader()
-        if loader is not None and getattr(loader, "_iterator", None) is old:
+        if loader is not None and getattr(loader, "_iterator", None) is drained:
             loader._iterator = None  # the next epoch builds one with the new settings
 
 
@@ -65,9 +62,10 @@ def hand_over(
     data = torch_module.utils.data
     if isinstance(loader.dataset, data.IterableDataset):
         raise ValueError("an IterableDataset has no sampler indices to hand to a new iterator")
-    if active(iterator) is not None:
-        raise ValueError("the epoch's iterator was already handed over once; wait for the next")
-    sampler_iter = getattr(iterator, "_sampler_iter", None)
+    handover = active(iterator)
+    # After an earlier change in this epoch, the newest iterator holds the sampler's rest.
+    source = handover.chain[-1] if handover is not None and handover.chain else iterator
+    sampler_iter = getattr(source, "_sampler_iter", None)
     if sampler_iter is None:
         raise ValueError("the DataLoader iterator has no sampler iterator (not a torch iterator)")
     try:
@@ -80,12 +78,15 @@ def hand_over(
     try:
         rest = _loader_for(data, loader, remaining, final)._get_iterator() if remaining else None
     except Exception:  # the old iterator goes on with every index it had
-        iterator._sampler_iter = itertools.chain(remaining, sampler_iter)
+        source._sampler_iter = itertools.chain(remaining, sampler_iter)
         raise
-    iterator._sampler_iter = iter(())  # takes no new index: what it sent drains first
+    source._sampler_iter = iter(())  # takes no new index: what it sent drains first
     for name, value in final.items():
         object.__setattr__(loader, name, value)  # DataLoader refuses persistent_workers
-    _handovers[iterator] = Handover(iterator, rest, next_of, loader)
+    if handover is None:
+        handover = _handovers[iterator] = Handover(iterator, next_of, loader)
+    if rest is not None:
+        handover.chain.append(rest)
 
 
 def change_for_next_epoch(loader: Any, settings: dict[str, Any]) -> None:
