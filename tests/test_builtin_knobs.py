@@ -342,3 +342,11 @@ def test_two_worker_changes_in_one_epoch_still_see_every_index_once(agent: Agent
     assert [o[:3] for o in outcomes(agent)] == [("num_workers", 2, True), ("num_workers", 1, True)]
     assert sorted(seen) == list(range(96))
     assert loader.num_workers == 1
+
+
+def test_a_forward_wrapper_set_by_someone_else_is_kept_and_put_back(agent: Agent) -> None:
+    model, optimizer, loader = setup()
+    theirs = model.forward
+    model.forward = theirs  # as accelerate sets its own wrapper on the instance
+    train(agent, loader, model, optimizer, {2: ("autocast", "bf16"), 6: ("autocast", "off")})
+    assert model.__dict__["forward"] is theirs

@@ -45,6 +45,7 @@ class ModelControl:
         self.channels_last_inputs = False
         self.compiled_mode: str | None = None
         self._own = False  # our wrapper is installed
+        self._instance_forward: Any = None  # what the instance had as forward before ours
         self.compile_failed: Callable[[str], None] = lambda error: None
 
     def refresh(self) -> None:
@@ -54,10 +55,16 @@ class ModelControl:
             raise ValueError("the model is gone")
         needed = self.autocast != "off" or self.channels_last_inputs
         if needed and not self._own:
+            # A wrapper someone else set on the instance (accelerate's autocast) is kept under
+            # ours and put back after.
+            self._instance_forward = model.__dict__.get("forward")
             model.forward = self._wrap(model.forward)
             self._own = True
         elif not needed and self._own:
-            del model.forward  # the class's forward again
+            if self._instance_forward is None:
+                del model.forward  # the class's forward again
+            else:
+                model.forward = self._instance_forward
             self._own = False
 
     def _wrap(self, forward: Callable[..., Any]) -> Callable[..., Any]:
