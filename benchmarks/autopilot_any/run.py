@@ -74,9 +74,12 @@ def autopilot_end(summary: dict[str, Any]) -> tuple[float | None, float | None, 
     pilot = summary.get("autopilot") or {}
     start = pilot.get("start_samples_per_s")
     kept = [t for t in pilot.get("trials") or [] if t.get("decision") == "kept"]
-    unit = (pilot.get("trials") or [{}])[0].get("unit", "samples/s")
-    end = kept[-1]["samples_per_s"] if kept else start
-    return start, end, unit
+    phases = summary.get("phases") or []
+    last_rate, unit = phase_rate(phases[-1]) if phases else (None, "N/A")
+    if kept:
+        return start, kept[-1]["samples_per_s"], kept[-1].get("unit", unit)
+    # Nothing kept: the script as it is, over its last phase (the longest measurement).
+    return start, last_rate, unit
 
 
 def run_script(name: str, out: Path, budget_min: float, fix_s: float, deadline: float) -> dict:
