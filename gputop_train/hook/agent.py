@@ -216,9 +216,14 @@ class Agent:
             self._probe_due_step = self._step + PROBE_AFTER_CHANGE_STEPS
             self._syncs.due_at = self._probe_due_step
             self.guard.watch(self._step, self.board.applied_at(self._step))
-        failed = self.guard.verdict()
-        if failed is not None:
-            self.board.revert_changes(failed[0], failed[1], self._step)
+        verdict = self.guard.verdict()
+        if verdict is not None:
+            changes, why, figures = verdict
+            names = ", ".join(name for name, _, _ in changes)
+            if why is not None:
+                self.board.revert_changes(changes, why, self._step)
+            else:  # said once per change: what it did to the loss, over 10 steps each side
+                self._notices.append(f"numerics guard: {names} kept ({figures})")
         if self._step == BUILTIN_KNOBS_STEP:
             self._declare_builtins(optimizer)
         if not self._dataloader_seen:

@@ -24,7 +24,8 @@ WINDOW_STEPS = 10
 # A change diverged when the mean after it exceeds the mean before by more than this share of
 # it AND by more than this many standard deviations of the steps before: a learning rate gone
 # wrong or fp16 overflowing moves the loss by multiples, while a precision change moves it by
-# well under 1% (the trials' before/after means are in each outcome; docs/autopilot.md).
+# well under the spread of 10 steps. Every judged change's before/after means go to the job's
+# notices, so each run shows how far its changes moved the loss (docs/autopilot.md).
 DIVERGENCE_SHARE = 0.25
 DIVERGENCE_SIGMAS = 3.0
 
@@ -79,8 +80,9 @@ class LossGuard:
         before = {name: list(values) for name, values in self._recent.items() if values}
         self._watch = _Watch(step, list(changes), before, {}) if before else None
 
-    def verdict(self) -> tuple[list[tuple[str, Any, Any]], str] | None:
-        """(the changes to revert, why) once a watched change has failed; None meanwhile."""
+    def verdict(self) -> tuple[list[tuple[str, Any, Any]], str | None, str] | None:
+        """Once a watched change is judged: (its changes, why they must go or None, the
+        figures in words); None while it is not."""
         watch = self._watch
         if watch is None:
             return None
@@ -91,8 +93,8 @@ class LossGuard:
         if watch.event is not None and not watch.event.query():
             return None  # the GPU has not got there yet: ask again at the next boundary
         self._watch = None
-        why = _judge(_read(watch))
-        return (watch.changes, why) if why else None
+        series = _read(watch)
+        return watch.changes, _judge(series), _figures(series)
 
     def _copy_to_host(self, watch: _Watch) -> None:
         torch = self._torch
@@ -120,6 +122,16 @@ def _read(watch: _Watch) -> dict[str, tuple[list[float], list[float]]]:
         out[name] = (flat[at : at + n_before], flat[at + n_before : at + n_before + n_after])
         at += n_before + n_after
     return out
+
+
+def _figures(series: dict[str, tuple[list[float], list[float]]]) -> str:
+    """The means before and after, for the job's notices: what each change did to the loss."""
+    parts = []
+    for name, (before, after) in series.items():
+        if before and after:
+            mean_before, mean_after = statistics.fmean(before), statistics.fmean(after)
+            parts.append(f"{name} {mean_before:.4g} -> {mean_after:.4g}")
+    return ", ".join(parts) or "no loss seen"
 
 
 def _judge(series: dict[str, tuple[list[float], list[float]]]) -> str | None:
