@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gputop_train import events
 from gputop_train.advise.rules import Change, Finding
 from gputop_train.autopilot.pilot import Pilot
 from gputop_train.autopilot.plan import candidates
@@ -130,12 +131,14 @@ def test_a_job_under_the_autopilot_trains_on_until_the_monitor_says_it_is_done(
 
 def test_a_job_whose_samples_are_unknown_is_judged_by_its_steps_per_second() -> None:
     job = SimulatedJob(speeds(num_workers__8=0.5))
-    original = job.session.add_step_rows
+    original = job.session.apply
 
-    def without_samples(pid: int, rows: list[Any]) -> int:
-        return original(pid, [[*r[:4], None, *r[5:]] for r in rows])  # no samples column
+    def without_samples(event: Any) -> Any:
+        if isinstance(event, events.StepRows):  # no samples column
+            event = events.StepRows(event.pid, [[*r[:4], None, *r[5:]] for r in event.rows])
+        return original(event)
 
-    job.session.add_step_rows = without_samples  # type: ignore[method-assign]
+    job.session.apply = without_samples  # type: ignore[method-assign]
     tries = [(("num_workers", "8"),)]
     pilot = Pilot(job.session, job.request, 5.0, tries=tries, clock=job.clock)
     fly(job, pilot)

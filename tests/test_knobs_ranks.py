@@ -28,6 +28,7 @@ def test_a_change_for_a_later_step_waits_for_it_and_one_that_arrives_late_is_ref
 
 
 @pytest.mark.torch
+@pytest.mark.timeout(240)  # torchrun's start, a baseline, a trial and a revert
 def test_a_two_rank_gloo_job_gets_a_change_on_both_ranks_after_one_step(tmp_path: Path) -> None:
     pytest.importorskip("torch")
     record = tmp_path / "ddp.jsonl"
@@ -52,6 +53,7 @@ def test_a_two_rank_gloo_job_gets_a_change_on_both_ranks_after_one_step(tmp_path
 
 
 @pytest.mark.torch
+@pytest.mark.timeout(240)  # a baseline, a trial and a revert, each measured: ~90 s when loaded
 def test_try_turns_a_builtin_knob_of_a_script_that_declares_none(tmp_path: Path) -> None:
     pytest.importorskip("torch")
     result = gputop(
