@@ -33,6 +33,7 @@ EXAMPLES: list[wire.Frame] = [
     wire.Workload(step=3, census={"ops": 657, "analytic_flops": 7 * 10**12}, peak=None),
     wire.SetKnob(1, "num_workers", 4),
     wire.ScanSyncs(),
+    wire.AutopilotDone(),
 ]
 
 
