@@ -291,7 +291,14 @@ class Session:
         )
         mains = [p.cpu_pct for p in processes if p.role == "main" and p.cpu_pct is not None]
         system = item.system_cpu_pct
-        tick = stats.ProcTick(self.clock(), workers, sum(mains) if mains else None, system)
+        tick = stats.ProcTick(
+            self.clock(),
+            workers,
+            sum(mains) if mains else None,
+            system,
+            job=stats.job_cpu(processes),
+            usable_cores=item.usable_cores,
+        )
         with self._lock:
             if not processes and self._processes:
                 processes = tuple(
