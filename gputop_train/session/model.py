@@ -101,10 +101,13 @@ class Snapshot:
     run_steps: stats.StepStats | None = None  # the whole run's figures, once the job ended
     # Each hooked process's own figures over the window, by rank (torchrun), then PID.
     ranks: tuple[stats.RankStats, ...] = ()
+    ended_at: float | None = None  # when the job ended (Unix s); None while it runs
 
     @property
     def elapsed_s(self) -> float:
-        return self.t - self.started_at
+        """The run's duration so far; once the job has ended, its whole run (the clock stops
+        with the job, however long the screen stays open)."""
+        return (self.ended_at if self.ended_at is not None else self.t) - self.started_at
 
 
 @dataclass
@@ -363,7 +366,8 @@ class Session:
                 stderr_tail=tuple(item.stderr_tail),
                 stopped_by=self._job.stopped_by,
             )
-            self._job_ended_at = self.clock()
+            now = self.clock()
+            self._job_ended_at = min(item.at, now) if item.at is not None else now
 
     # -- readers ------------------------------------------------------------------------
 
@@ -481,6 +485,7 @@ class Session:
                 activity_note=self._activity_note(now, primary),
                 run_steps=self._run_steps(primary),
                 ranks=self._rank_stats(recent_steps, self._known_figures(primary, figures)),
+                ended_at=None if self._job.running else self._job_ended_at,
             )
         return snapshot
 
