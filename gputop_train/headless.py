@@ -25,6 +25,7 @@ from .views import (
     phase_dicts,
     phase_figures,
     status_fields,
+    steps_text,
     trial_rows,
     view_of,
 )
@@ -124,7 +125,8 @@ def summary_text(view: View) -> str:
     steps, gpu = snap.steps, snap.gpu
     lines = [
         f"gputop-train: {' '.join(snap.command)}",
-        f"  duration {fmt.duration(snap.elapsed_s)}, {snap.total_steps} steps, "
+        f"  duration {fmt.duration(snap.elapsed_s)}, "
+        f"{steps_text(snap.total_steps, snap.steps_before_start)}, "
         f"{snap.total_samples if snap.total_samples is not None else fmt.NA} samples",
         f"  throughput {fmt.rate(steps.samples_per_s, 'samples/s')}, "
         f"{fmt.rate(steps.steps_per_s, 'steps/s')}; step p50 {fmt.ms(steps.step_ms_p50)}, "

@@ -12,6 +12,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from .. import events
@@ -142,10 +143,15 @@ class ProcessSampler:
         samples = []
         for process in processes:
             tracked = self._tracked.get(process.pid)
+            fresh = tracked is None
             if tracked is None:
                 tracked = self._tracked[process.pid] = _Tracked(process)
                 self._prime(tracked)
             sample = self._sample_one(tracked, hooked)
+            if fresh and sample is not None:
+                # psutil's CPU % is a delta since the previous call: right after the priming
+                # one it reads 0% for a busy process. N/A until a whole period has passed.
+                sample = replace(sample, cpu_pct=None)
             if sample is not None:
                 samples.append(sample)
         self._last_pids = frozenset(s.pid for s in samples)
