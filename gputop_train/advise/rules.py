@@ -426,6 +426,7 @@ def main_process_bound(o: Observation) -> Finding | None:
         _main_evidence(o),
         f"{o.workers} workers at {fmt.pct(o.worker_cpu_pct)} CPU each: they wait for the "
         f"training process (psutil)",
+        _cores_evidence(o),
     ]
     if o.batch_bytes:
         evidence.append(_batch_evidence(o) + (", pinned" if o.pin_memory else ""))
