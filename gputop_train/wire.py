@@ -33,10 +33,12 @@ SYNCS = "syncs"  # a sync scan of one step: count and call sites
 FLOPS = "flops"  # FLOPs of one whole step, counted once
 LOADER = "loader"  # facts about the DataLoader and its batches, once per epoch it feeds
 MODEL = "model"  # facts about the forward pass: CUDA, autocast, parameter dtype, TF32, layout
+WAITING = "waiting"  # answer to WHERE_WAITING: the collective the training thread is in now
 
 # Monitor -> hook.
 SET_KNOB = "set_knob"  # change one knob at the next step boundary
 SCAN_SYNCS = "scan_syncs"  # run a sync scan on the next step
+WHERE_WAITING = "where_waiting"  # answered at once (listener thread) by a WAITING frame
 
 # -- the environment the launcher gives the job ---------------------------------------------
 # hook/boot/sitecustomize.py reads HOOK_ENV and PKG_ROOT_ENV by their values: it runs before
@@ -62,6 +64,7 @@ STEP_FIELDS: tuple[str, ...] = (
     "mem_alloc",  # CUDA bytes allocated by tensors (sampled at most ~10x/s)
     "mem_reserved",  # CUDA bytes held by the caching allocator (sampled likewise)
     "mem_peak",  # peak CUDA bytes allocated so far (sampled likewise)
+    "comm_ms",  # time waiting in collectives (DDP all-reduce, barrier, ...; hook/collectives.py)
 )
 # A field's position in a row: row[COLUMN["gpu_ms"]].
 COLUMN: dict[str, int] = {name: index for index, name in enumerate(STEP_FIELDS)}

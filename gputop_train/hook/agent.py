@@ -19,6 +19,7 @@ from typing import Any
 
 from .. import wire
 from .batch_size import describe_batch, infer_batch_size
+from .collectives import CollectiveClock, read_pairs
 from .cuda_timer import CudaStepTimer
 from .knobs import KnobBoard
 from .probes import (
@@ -82,6 +83,8 @@ class Agent:
         self._primary_thread: int | None = None  # the thread whose optimizer steps we count
         self._other_trainer = False  # another thread steps an optimizer of its own too
         self._timer: CudaStepTimer | None = None
+        self.collectives: CollectiveClock | None = None  # set by patches.install
+        self._comm_pairs: dict[int, list[Any]] = {}  # step -> CUDA event pairs still to read
         self._awaiting_gpu: deque[list[Any]] = deque()
         self._next_memory_sample = 0.0
         self._started_at = time.time()
@@ -174,6 +177,7 @@ class Agent:
             batches,
             None,
             *self._memory(now),
+            self._comm_ms(),
         ]
         self._last_end = now
         self._counted_samples = None
@@ -185,6 +189,20 @@ class Agent:
             self._syncs.due_at = self._probe_due_step
         if not self._dataloader_seen:
             self._begin_step()  # no DataLoader: the next step starts now
+
+    def _comm_ms(self) -> float | None:
+        """The step's wait in collectives: the host's now; the streams' once its events ran."""
+        clock = self.collectives
+        if clock is None or not clock.enabled:
+            return None
+        host_ms, pairs = clock.take_step()
+        if pairs:
+            self._comm_pairs[self._step] = pairs
+        return host_ms
+
+    def notice(self, text: str) -> None:
+        """A line for the monitor (said once by the caller)."""
+        self._notices.append(text)
 
     def _feed(self, iterator: Any) -> _Feed:
         feed = self._feeds.get(id(iterator))
@@ -290,7 +308,10 @@ class Agent:
         self._collect_gpu_times()
         while len(self._awaiting_gpu) > MAX_STEPS_AWAITING_GPU:
             self._timer.drop_oldest()
-            self._ring.append(self._awaiting_gpu.popleft())
+            dropped = self._awaiting_gpu.popleft()
+            if self._comm_pairs.pop(dropped[0], None):
+                dropped[wire.COLUMN["comm_ms"]] = None  # its streams' wait is not read
+            self._ring.append(dropped)
 
     def _collect_gpu_times(self) -> None:
         if self._timer is None:
@@ -298,6 +319,14 @@ class Agent:
         for gpu_ms in self._timer.poll():
             row = self._awaiting_gpu.popleft()
             row[wire.COLUMN["gpu_ms"]] = gpu_ms
+            pairs = self._comm_pairs.pop(row[wire.COLUMN["step"]], None)
+            if pairs:
+                # The step's end event ran, so the collectives it waited on have too.
+                stream_ms = read_pairs(pairs)
+                host_ms = row[wire.COLUMN["comm_ms"]]
+                row[wire.COLUMN["comm_ms"]] = (
+                    None if stream_ms is None else (host_ms or 0.0) + stream_ms
+                )
             self._ring.append(row)
 
     def _cuda_in_use(self) -> bool:
@@ -376,6 +405,17 @@ class Agent:
         """Commands from a monitor (listener thread): queued, applied at a step boundary."""
         if frame["type"] == wire.SET_KNOB:
             self.board.request(frame)
+        elif frame["type"] == wire.WHERE_WAITING:
+            # Answered from this thread: the training thread may be the one that is stuck.
+            clock = self.collectives
+            waiting = clock.waiting_in() if clock is not None else None
+            self._publish(
+                wire.WAITING,
+                pid=self.pid,
+                step=self._step,
+                at=time.time(),
+                **(waiting or {"collective": None, "since": None}),
+            )
         elif frame["type"] == wire.SCAN_SYNCS:
             self._syncs.requested = True
 
