@@ -13,6 +13,7 @@ from .advise.mfu import efficiency
 from .advise.rules import Finding, findings
 from .session.model import Snapshot
 from .session.phases import PhaseRow
+from .session.stats import RankStats
 
 
 @dataclass(frozen=True)
@@ -177,9 +178,20 @@ def rank_dicts(snap: Snapshot) -> list[dict[str, Any]]:
             "samples_per_s": _round(r.steps.samples_per_s, 1),
             "total_steps": r.total_steps,
             "total_samples": r.total_samples,
+            **_comm_dict(r),
         }
         for r in snap.ranks
     ]
+
+
+def _comm_dict(r: RankStats) -> dict[str, Any]:
+    """A rank's wait in collectives (docs/ranks.md); None where not measured."""
+    comm = r.comm
+    return {
+        "comm_ms_p50": _round(comm.wait_ms_p50, 2) if comm else None,
+        "comm_ms_mean": _round(comm.wait_ms_mean, 2) if comm else None,
+        "comm_pct": _round(comm.wait_pct, 1) if comm else None,
+    }
 
 
 def finding_dict(finding: Finding) -> dict[str, Any]:

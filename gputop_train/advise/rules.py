@@ -20,6 +20,8 @@ from typing import Any
 
 from .. import format as fmt
 from ..session.stats import Observation, RankStats
+from . import stragglers
+from .stragglers import lagging_rank
 
 # The PyTorch profiler's recommendations flag a DataLoader share above 5% of the step
 # and GPU utilization under 50%; we use the same lines.
@@ -655,8 +657,9 @@ def straggler(o: Observation) -> Finding | None:
             slower = 1.0 - others_step / step
             if step >= STRAGGLER_STEP_RATIO * others_step and (worst is None or slower > worst[1]):
                 worst = (rank, slower, "step")
+    lag = lagging_rank(o)
     if worst is None:
-        return None
+        return _comm_straggler(lag, o) if lag is not None else None
     rank, lost, kind = worst
     name = rank.label
     wait_line = (
@@ -674,6 +677,8 @@ def straggler(o: Observation) -> Finding | None:
             f"its DataLoader workers and CPUs (NUMA, other jobs on its cores), its host"
         )
         evidence = (wait_line, step_line + ": the gradient all-reduce evens the ranks out")
+        if lag is not None and lag.rank is rank and lag.chronic:
+            evidence += (stragglers.wait_line(lag),)
     else:
         title = f"Straggler: {name} steps slower than the other ranks"
         action = f"find what slows {name}: its GPU (clocks, throttling), its host, its input"
@@ -687,6 +692,60 @@ def straggler(o: Observation) -> Finding | None:
         f"up to {gain:.1f}x",
         0.7,
         gain,
+    )
+
+
+def _comm_straggler(lag: stragglers.Lag, o: Observation) -> Finding:
+    """The rank the others wait for in the collectives (a compute straggler, or a stall)."""
+    name = lag.rank.label
+    cause = stragglers.cause_of(lag, o)
+    if not lag.chronic:
+        title = (
+            f"Straggler: {name} stalled once (step {lag.stall_step}), and the other ranks "
+            f"waited {fmt.ms(lag.stall_ms)} for it"
+        )
+        action = (
+            f"a one-off, not a chronic lag: look at what {name} did then (a checkpoint, "
+            "garbage collection, its storage or network); the ranks do not differ otherwise"
+        )
+        evidence: tuple[str, ...] = (
+            f"at step {lag.stall_step} the other ranks waited {fmt.ms(lag.stall_ms)} more in "
+            f"collectives than {name} (hook), {lag.stall_ms / lag.step_ms:.0f}x the "
+            f"{fmt.ms(lag.step_ms)} step",
+            stragglers.wait_line(lag) + ": over the window they wait alike",
+        )
+    else:
+        cause_text = {
+            "input": "waits for data",
+            "GPU clocks": "runs on a slower (throttled) GPU",
+            "compute": "computes slower",
+        }.get(cause.name if cause else "", "arrives last at every collective")
+        title = f"Straggler: {name} {cause_text}, and the other ranks wait for {name}"
+        action = {
+            "input": f"find what slows {name}'s input: its shard, its workers and CPUs",
+            "GPU clocks": f"cool or re-power {name}'s GPU (nvidia-smi -q -d PERFORMANCE), or "
+            "move the rank",
+            "compute": f"find what slows {name}'s own work: its GPU (clocks, other processes "
+            "on it), its host's CPUs (other jobs, NUMA), uneven work per rank",
+        }.get(
+            cause.name if cause else "",
+            f"the cause is not measured: look at {name}'s GPU, host and input",
+        )
+        evidence = (
+            stragglers.wait_line(lag),
+            f"chronic: over the window's median step, {name} costs the others "
+            f"{fmt.ms(lag.gap_ms)} of each {fmt.ms(lag.step_ms)} step",
+            cause.evidence if cause else "no measured cause covers most of the gap",
+        )
+    gain = 1.0 / max(1.0 - min(lag.gap_ms, lag.step_ms) / lag.step_ms, 0.2) if lag.chronic else 1.0
+    return Finding(
+        "ranks.straggler",
+        title,
+        evidence,
+        action + ("; the whole job runs at its pace" if lag.chronic else ""),
+        f"up to {gain:.1f}x" if lag.chronic else None,
+        0.7,
+        max(gain, 1.01),
     )
 
 

@@ -107,6 +107,14 @@ class JobCollector(Collector):
             "wait": _gauge("data_wait_ratio", "share of step time waiting on data", RANK_LABELS),
             "gpu": _gauge("gpu_time_ratio", "share of step time the GPU worked", RANK_LABELS),
             "rate": _gauge("samples_per_second", "samples/s over the window", RANK_LABELS),
+            "comm": _gauge(
+                "comm_wait_seconds",
+                "median step's wait in collectives (all-reduce, barrier...) over the window",
+                RANK_LABELS,
+            ),
+            "comm_share": _gauge(
+                "comm_wait_ratio", "share of step time waiting in collectives", RANK_LABELS
+            ),
         }
         steps = _counter("steps", "optimizer steps taken", RANK_LABELS)
         samples = _counter("samples", "samples consumed", RANK_LABELS)
@@ -123,6 +131,9 @@ class JobCollector(Collector):
             _add(families["wait"], labels, _ratio(figures.data_wait_pct))
             _add(families["gpu"], labels, _ratio(figures.gpu_time_pct))
             _add(families["rate"], labels, figures.samples_per_s)
+            if rank.comm is not None:
+                _add(families["comm"], labels, _seconds(rank.comm.wait_ms_p50))
+                _add(families["comm_share"], labels, _ratio(rank.comm.wait_pct))
             steps.add_metric(labels, rank.total_steps)
             _add(samples, labels, rank.total_samples)
         yield from (*families.values(), steps, samples)

@@ -17,6 +17,7 @@ from typing import Any
 
 from ..samples import DATA_WAIT, GpuSample, ProcSample, StackShares
 from . import stats
+from .clocks import gpu_clocks
 from .phases import WARMUP_STEPS, KnobState, Phase, PhaseRow, PhaseTable, knob_state
 from .series import ChartBinner, ChartSeries
 from .steps import Step
@@ -660,6 +661,7 @@ class Session:
             ranks=self._rank_stats(steps) if len(self._hooked) > 1 else (),
             steps=step_stats,
             gpu=stats.gpu_stats(gpu_ticks),
+            gpu_clocks=gpu_clocks(gpu_ticks),
             gpu_name=next((n for n in self._gpu_names if n), None),
             pcie_rx_mibps=stats.mean_pcie_rx(gpu_ticks),
             workers=workers,
