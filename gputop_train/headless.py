@@ -88,8 +88,7 @@ def comm_text(r: RankStats) -> str:
     if r.comm is None:
         return ""
     return (
-        f", waits {fmt.ms(r.comm.wait_ms_p50)} a step in collectives "
-        f"({fmt.pct(r.comm.wait_pct)})"
+        f", waits {fmt.ms(r.comm.wait_ms_p50)} a step in collectives ({fmt.pct(r.comm.wait_pct)})"
     )
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from .. import format as fmt
 from ..session.stats import Observation, RankStats
-from . import stragglers
+from . import stragglers, throttle
 from .stragglers import lagging_rank
 
 # The PyTorch profiler's recommendations flag a DataLoader share above 5% of the step
@@ -676,7 +676,10 @@ def straggler(o: Observation) -> Finding | None:
             f"find what slows {name}'s input: its shard of the data (larger or slower files), "
             f"its DataLoader workers and CPUs (NUMA, other jobs on its cores), its host"
         )
-        evidence = (wait_line, step_line + ": the gradient all-reduce evens the ranks out")
+        evidence: tuple[str, ...] = (
+            wait_line,
+            step_line + ": the gradient all-reduce evens the ranks out",
+        )
         if lag is not None and lag.rank is rank and lag.chronic:
             evidence += (stragglers.wait_line(lag),)
     else:
@@ -708,9 +711,10 @@ def _comm_straggler(lag: stragglers.Lag, o: Observation) -> Finding:
             f"a one-off, not a chronic lag: look at what {name} did then (a checkpoint, "
             "garbage collection, its storage or network); the ranks do not differ otherwise"
         )
+        stall_ms = lag.stall_ms or 0.0
         evidence: tuple[str, ...] = (
             f"at step {lag.stall_step} the other ranks waited {fmt.ms(lag.stall_ms)} more in "
-            f"collectives than {name} (hook), {lag.stall_ms / lag.step_ms:.0f}x the "
+            f"collectives than {name} (hook), {stall_ms / lag.step_ms:.0f}x the "
             f"{fmt.ms(lag.step_ms)} step",
             stragglers.wait_line(lag) + ": over the window they wait alike",
         )
@@ -749,8 +753,34 @@ def _comm_straggler(lag: stragglers.Lag, o: Observation) -> Finding:
     )
 
 
+def gpu_throttled(o: Observation) -> Finding | None:
+    """The job's GPUs (any of them) run under their clock ceiling for heat or power (NVML's
+    clock-event reasons; advise/throttle.py says which count)."""
+    if not o.uses_gpu:
+        return None
+    held = [(c, reasons) for c in o.gpu_clocks if (reasons := throttle.throttled(c))]
+    if not held:
+        return None
+    ratios = [c.clock_ratio for c, _ in held if c.clock_ratio]
+    gain = 1.0 / min(ratios) if ratios else 1.05
+    several = len(held) > 1
+    which = ", ".join(str(c.index) for c, _ in held)
+    named = ", ".join(sorted({r for _, rs in held for r in rs}))
+    return Finding(
+        "gpu.throttled",
+        f"GPU{'s' if several else ''} {which} run{'' if several else 's'} throttled ({named})",
+        tuple(throttle.evidence_line(c, rs) for c, rs in held),
+        "check cooling and power: nvidia-smi -q -d PERFORMANCE,TEMPERATURE,POWER on the host "
+        "shows the reasons and limits; in a multi-GPU job one throttled GPU slows every rank",
+        f"up to {gain:.2f}x" if ratios else None,
+        0.6,
+        gain,
+    )
+
+
 RULES: tuple[Callable[[Observation], Finding | None], ...] = (
     straggler,
+    gpu_throttled,
     more_workers,
     input_saturated,
     main_process_bound,

@@ -93,7 +93,7 @@ def _stall(ranks: tuple[RankStats, ...], step_ms: float) -> Lag | None:
 
 
 def wait_line(lag: Lag) -> str:
-    """"rank 3 waits 2.0 ms per step in collectives, the other ranks 41.0 ms (median; hook)"."""
+    """ "rank 3 waits 2.0 ms per step in collectives, the other ranks 41.0 ms (median; hook)"."""
     return (
         f"{lag.rank.label} waits {fmt.ms(lag.wait_ms)} per step in collectives (all-reduce, "
         f"barrier...), the other ranks {fmt.ms(lag.others_ms)} (median; hook)"
@@ -124,9 +124,7 @@ def cause_of(lag: Lag, o: Observation) -> Cause | None:
     compute = _compute_ms(rank)
     others_compute = _median([_compute_ms(r) for r in others])
     clocks = _clocks_of(rank, o)
-    others_clock = _median(
-        [c.sm_clock_mhz for r in others if (c := _clocks_of(r, o)) is not None]
-    )
+    others_clock = _median([c.sm_clock_mhz for r in others if (c := _clocks_of(r, o)) is not None])
     if (
         clocks is not None
         and clocks.sm_clock_mhz
@@ -141,14 +139,17 @@ def cause_of(lag: Lag, o: Observation) -> Cause | None:
             f"{clocks.sm_clock_mhz:.0f} MHz, the other ranks' {others_clock:.0f} MHz (NVML; "
             f"throttle reasons: {reasons}): its compute is that much slower",
         )
-    if compute is not None and others_compute is not None:
-        if compute - others_compute >= CAUSE_COVERS * gap:
-            return Cause(
-                "compute",
-                f"{rank.label}'s own work (its step less its data-wait and collective wait) "
-                f"takes {fmt.ms(compute)}, the other ranks' {fmt.ms(others_compute)} "
-                "(median; hook)",
-            )
+    if (
+        compute is not None
+        and others_compute is not None
+        and compute - others_compute >= CAUSE_COVERS * gap
+    ):
+        return Cause(
+            "compute",
+            f"{rank.label}'s own work (its step less its data-wait and collective wait) "
+            f"takes {fmt.ms(compute)}, the other ranks' {fmt.ms(others_compute)} "
+            "(median; hook)",
+        )
     return None
 
 

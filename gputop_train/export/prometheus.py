@@ -19,6 +19,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import start_http_server
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from ..session.clocks import SLOWDOWN_REASONS
 from ..views import View
 
 PREFIX = "gputop_train_"
@@ -149,6 +150,13 @@ class JobCollector(Collector):
         memory = _gauge("gpu_memory_used_bytes", "GPU memory used (NVML)", GPU_LABELS)
         total = _gauge("gpu_memory_total_bytes", "GPU memory (NVML)", GPU_LABELS)
         power = _gauge("gpu_power_watts", "GPU power draw (NVML)", GPU_LABELS)
+        clock = _gauge("gpu_sm_clock_hertz", "SM clock (NVML)", GPU_LABELS)
+        ceiling = _gauge("gpu_sm_clock_max_hertz", "the SM clock's ceiling (NVML)", GPU_LABELS)
+        reasons = _gauge(
+            "gpu_clock_event_reason",
+            "1 while NVML reports this clock-event (throttle) reason, else 0",
+            (*GPU_LABELS, "reason"),
+        )
         for gpu in view.snap.latest_gpus:
             labels = [*self._job, str(gpu.index), gpu.name or ""]
             for field_name, family in specs.items():
@@ -156,7 +164,12 @@ class JobCollector(Collector):
             _add(memory, labels, gpu.mem_used_bytes)
             _add(total, labels, gpu.mem_total_bytes)
             _add(power, labels, gpu.power_w)
-        yield from (*specs.values(), memory, total, power)
+            _add(clock, labels, _hertz(gpu.sm_clock_mhz))
+            _add(ceiling, labels, _hertz(gpu.sm_clock_max_mhz))
+            if gpu.throttle is not None:  # N/A: no series, never a 0
+                for reason in SLOWDOWN_REASONS:
+                    reasons.add_metric([*labels, reason], float(reason in gpu.throttle))
+        yield from (*specs.values(), memory, total, power, clock, ceiling, reasons)
 
     def _job_metrics(self, view: View) -> Iterator[Metric]:
         snap, labels = view.snap, list(self._job)
@@ -187,6 +200,10 @@ def _gauge(name: str, documentation: str, labels: Sequence[str]) -> GaugeMetricF
 
 def _counter(name: str, documentation: str, labels: Sequence[str]) -> CounterMetricFamily:
     return CounterMetricFamily(PREFIX + name, documentation, labels=list(labels))
+
+
+def _hertz(mhz: float | None) -> float | None:
+    return None if mhz is None else mhz * 1e6
 
 
 def _add(

@@ -195,7 +195,7 @@ class CollectiveClock:
         clock = self
 
         # Unannotated: DDP checks a hook's annotations, and these module's are strings.
-        def hook(state, bucket):  # type: ignore[no-untyped-def]
+        def hook(state, bucket):
             entry = clock._bucket_launched(bucket) if clock.enabled else None
             future = inner(state, bucket)
             if entry is None:
@@ -366,7 +366,7 @@ def _delegating_allreduce(delegate: dict[str, Any]) -> Callable[[Any, Any], Any]
     registers one."""
     hooks = importlib.import_module("torch.distributed.algorithms.ddp_comm_hooks.default_hooks")
 
-    def allreduce(process_group, bucket):  # type: ignore[no-untyped-def]
+    def allreduce(process_group, bucket):
         hook = delegate["hook"]
         if hook is not None:
             return hook(delegate["state"], bucket)

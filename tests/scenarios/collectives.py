@@ -63,7 +63,10 @@ def main(scenario: str, p: dict[str, Any]) -> None:
     data = TensorDataset(torch.randn(items, width), torch.randint(0, 2, (items,)))
     slow_data_s = p.get("slow_data_ms", 0) / 1000.0 if slowed else 0.0
     loader = DataLoader(
-        data, batch_size=batch, sampler=DistributedSampler(data), collate_fn=_SlowCollate(slow_data_s)
+        data,
+        batch_size=batch,
+        sampler=DistributedSampler(data),
+        collate_fn=_SlowCollate(slow_data_s),
     )
     step_s = p.get("step_ms", 20) / 1000.0 + (p.get("slow_step_ms", 0) / 1000.0 if slowed else 0)
     truth: list[float] = []  # this rank's own clock around the step's gradient exchange

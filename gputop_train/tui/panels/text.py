@@ -126,9 +126,10 @@ def _rank_rows(text: Text, view: View) -> None:
     # The collective wait's column where a rank measured it; the row stays within 40 columns.
     comm = any(r.comm is not None for r in ranks)
     if comm:
-        text.append(f" {'rank':<6}{'step p50':>9}{'data':>6}{'comm p50':>9}{'samp/s':>9}\n", style="dim")
+        header = f" {'rank':<6}{'step p50':>9}{'data':>6}{'comm p50':>9}{'samp/s':>9}\n"
     else:
-        text.append(f" {'rank':<8}{'step p50':>9}{'data-wait':>10}{'samples/s':>10}\n", style="dim")
+        header = f" {'rank':<8}{'step p50':>9}{'data-wait':>10}{'samples/s':>10}\n"
+    text.append(header, style="dim")
     for rank in shown:
         who = str(rank.who.rank) if rank.who.rank is not None else f"PID {rank.who.pid}"
         rate = fmt.rate(rank.steps.samples_per_s, "").strip()
