@@ -11,6 +11,7 @@ from typing import Any
 from . import format as fmt
 from .advise.mfu import efficiency
 from .advise.rules import Finding, findings
+from .advise.stall import stall_finding
 from .session.model import Snapshot
 from .session.phases import PhaseRow
 from .session.stats import RankStats
@@ -67,12 +68,18 @@ def view_of(snap: Snapshot) -> View:
     achieved, mfu = efficiency(snap.observation)
     return View(
         snap=snap,
-        findings=tuple(findings(snap.observation)),
+        findings=tuple(_stalled(snap) + findings(snap.observation)),
         achieved_tflops=achieved,
         mfu_pct=mfu,
         phases=tuple(PhaseView(row, tuple(findings(row.observation))) for row in snap.phases),
         figures=_figures(snap, achieved, mfu),
     )
+
+
+def _stalled(snap: Snapshot) -> list[Finding]:
+    """A stalled job's finding, from its stall dump (monitor/stall.py), while it lasts."""
+    found = stall_finding(snap.readings.get("stall"))
+    return [found] if found else []
 
 
 def _figures(snap: Snapshot, achieved: float | None, mfu: float | None) -> Figures:

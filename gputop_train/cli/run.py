@@ -25,6 +25,7 @@ from ..job.launched import LaunchError, build_command, start_job
 from ..job.log import LogTail
 from ..monitor.monitor import Monitor
 from ..monitor.priority import yield_to_job
+from ..monitor.stall import stall_folder
 from ..record.files import RecordError
 from ..record.session_files import SessionFiles
 from ..session.model import Session
@@ -61,6 +62,7 @@ def launch(args: argparse.Namespace) -> int:
     finally:
         os.close(log_fd)  # the relay holds it now
     monitor = _start_monitor(args, session, job.pid)
+    monitor.watch_stalls(stall_folder(files.stem, job.pid), args.stall_after)
     log = LogTail(files.log)
     return _watch(args, session, files, job, monitor, log, log, exporter)
 
@@ -106,6 +108,7 @@ def attach(args: argparse.Namespace) -> int:
     if stacks is not None:
         session.expect_stacks(stacks.window_s)
     monitor = _start_monitor(args, session, job.pid, stacks)
+    monitor.watch_stalls(stall_folder(files.stem, job.pid), args.stall_after)
     output = output_of(job.pid)
     log = LogTail(output) if isinstance(output, Path) else None
     session.add_notice(f"the job's output goes to {output}" + ("" if log else ": not shown here"))
@@ -246,6 +249,7 @@ def _run_tui(
         scan_syncs=monitor.scan_syncs,
         toggle_autopilot=monitor.toggle_autopilot,
         job_owned=job.owned,
+        dump_stall=monitor.dump_stall,
     )
     # An SSH drop (SIGHUP) or a SIGTERM ends the monitor, never the job (its own session).
     for signum in (signal.SIGHUP, signal.SIGTERM):

@@ -56,6 +56,7 @@ class HookClient:
         self._retry_at: dict[int, float] = {}  # refused: not before this monotonic time
         self._next_discovery = 0.0
         self._outgoing: deque[tuple[int | None, bytes]] = deque()
+        self.waiting: dict[int, dict] = {}  # each process's latest WAITING frame, by PID
         # ``send`` and ``wake`` write a byte here so that ``poll`` need not wake up on a timer
         # to look for work: the thread woke 18.5 times a second, 10 of them for nothing, and a
         # bare Python select loop waking 10 times a second cost 0.12% of a core on the dev box
@@ -193,6 +194,8 @@ class HookClient:
             self._session.add_step_rows(pid, frame["rows"])
         elif kind == wire.NOTICE and isinstance(frame.get("text"), str):
             self._session.add_notice(f"[pid {pid}] {frame['text']}")
+        elif kind == wire.WAITING:
+            self.waiting[pid] = frame  # a stall's question, answered (monitor/stall.py)
         elif kind == wire.BYE:
             connection.said_bye = True
         else:
