@@ -78,6 +78,8 @@ def view_of(snap: Snapshot) -> View:
 
 def _stalled(snap: Snapshot) -> list[Finding]:
     """A stalled job's finding, from its stall dump (monitor/stall.py), while it lasts."""
+    if not snap.job.running:
+        return []
     found = stall_finding(snap.readings.get("stall"))
     return [found] if found else []
 

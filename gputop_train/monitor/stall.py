@@ -98,6 +98,12 @@ class StallWatch:
             (folder / f"{label}.txt").write_text(_rank_text(entry, stack))
             ranks.append(entry)
         stalled_s = asked - max((s.t for s in latest.values()), default=asked)
+        if ranks and not any(r["answered"] for r in ranks):
+            # No hook answered: the ranks are exiting (a job's last seconds look like a stall).
+            self._session.add_notice(
+                f"stall: no rank's hook answered (the job may be exiting); stacks in {folder}"
+            )
+            return folder
         self._session.add_reading(
             "stall",
             {"at": asked, "stalled_s": round(stalled_s, 1), "folder": str(folder), "ranks": ranks},

@@ -2,7 +2,8 @@
 
 Usage: torchrun ... collectives.py SCENARIO [key=value ...]; the hook is armed by the
 launcher's environment, as for a user's script. Each rank writes its own clock's truth to
-``truth_dir/rank-N.json`` when ``truth_dir`` is given.
+``truth_dir/rank-N.json`` when ``truth_dir`` is given: ``comm`` (ms around its gradient
+exchange, each step) and ``step_ms`` (each step's wall time).
 
 Scenarios: ``ddp`` (DistributedDataParallel), ``manual`` (gradients all-reduced by explicit
 ``dist.all_reduce`` calls, as hand-written data parallelism does), ``fsdp`` (``fully_shard``).
@@ -70,7 +71,9 @@ def main(scenario: str, p: dict[str, Any]) -> None:
     )
     step_s = p.get("step_ms", 20) / 1000.0 + (p.get("slow_step_ms", 0) / 1000.0 if slowed else 0)
     truth: list[float] = []  # this rank's own clock around the step's gradient exchange
+    step_times: list[float] = []  # and around each whole step
     done = 0
+    previous = time.perf_counter()
     while done < steps:
         for x, y in loader:
             time.sleep(step_s)  # the step's compute, as a sleep: 2 cores shared by many
@@ -88,11 +91,15 @@ def main(scenario: str, p: dict[str, Any]) -> None:
             truth.append((time.perf_counter() - started) * 1000.0)
             optimizer.step()
             optimizer.zero_grad()
+            now = time.perf_counter()
+            step_times.append((now - previous) * 1000.0)
+            previous = now
             done += 1
             if done == steps:
                 break
     if p.get("truth_dir"):
-        Path(p["truth_dir"], f"rank-{rank}.json").write_text(json.dumps(truth))
+        own = {"comm": truth, "step_ms": step_times}
+        Path(p["truth_dir"], f"rank-{rank}.json").write_text(json.dumps(own))
     print(f"rank {rank} of {world} done", flush=True)
     dist.barrier()  # all ranks done before any tears down (torch 2.14.1 gloo aborts otherwise)
     dist.destroy_process_group()
