@@ -7,8 +7,8 @@ time collectives), and under this tree's monitor. Each rank's own loop clock giv
 times; the report is the median step of each arm and the ratios, and each arm's per-round
 medians (their spread is the noise of the box).
 
-    git archive a903fe9 --prefix=prev/ | tar -x -C .ab
-    python benchmarks/collective_overhead.py --tree .ab/prev --rounds 4 --steps 400
+    git archive a903fe9 --prefix=prev/ | tar -x -C /tmp
+    python benchmarks/collective_overhead.py --tree /tmp/prev --rounds 4 --steps 400
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from typing import Any
 
 from .. import __version__, wire
 from ..collect.stacks import StackSampler, StacksUnavailable
-from ..export.prometheus import Exporter, ExporterError, job_name, serve
+from ..export.prometheus import Exporter, ExporterError, job_name, parse_address, serve
 from ..job import Job
 from ..job.attached import AttachError, find_job, no_hook_advice, output_of, python_process
 from ..job.launched import LaunchError, build_command, start_job
@@ -41,7 +41,8 @@ def launch(args: argparse.Namespace) -> int:
         return 2
     session = Session(command=tuple(command))
     try:
-        exporter = _serve_metrics(args, session)  # a port in use fails before the job starts
+        # A malformed address fails before the job starts; a port in use does not stop it.
+        exporter = _serve_metrics(args, session)
     except ExporterError as error:
         _say(str(error))
         return 2
@@ -139,12 +140,20 @@ def _serve_metrics(args: argparse.Namespace, session: Session) -> Exporter | Non
     """``--prometheus``: the endpoint, serving a view of the moment at each scrape."""
     if not args.prometheus:
         return None
+    parse_address(args.prometheus)  # ExporterError: a typo is the user's to fix first
     window_s = args.window
-    exporter = serve(
-        args.prometheus,
-        lambda: view_of(session.snapshot(window_s=window_s)),
-        args.prometheus_job or job_name(session.command),
-    )
+    try:
+        exporter = serve(
+            args.prometheus,
+            lambda: view_of(session.snapshot(window_s=window_s)),
+            args.prometheus_job or job_name(session.command),
+        )
+    except ExporterError as error:
+        # The training job comes first: it starts without the endpoint, and says so.
+        message = f"{error}; the job runs without the metrics endpoint"
+        _say(message)
+        session.add_notice(message)
+        return None
     _say(f"Prometheus metrics at {exporter.url}")
     session.add_notice(f"Prometheus metrics at {exporter.url}")
     return exporter

@@ -42,7 +42,7 @@ def parse_address(text: str) -> tuple[str, int]:
     try:
         port = int(port_text)
     except ValueError:
-        raise ExporterError(f"--prometheus {text!r}: expected [HOST:]PORT, as 9400") from None
+        raise ExporterError(f"--prometheus {text!r}: expected [HOST:]PORT, as 9455") from None
     if not 0 <= port <= 65535:
         raise ExporterError(f"--prometheus {text!r}: a port is 0 to 65535")
     return host or DEFAULT_HOST, port
