@@ -350,3 +350,21 @@ def test_a_stalled_rank_is_named_and_every_rank_dumped(tmp_path: Path) -> None:
     assert "collectives.py" in asleep  # py-spy's stack: the scenario's line it sleeps on
     # Once the steps resume, the stall is over: the summary has no stall finding.
     assert not [f for f in lines[-1]["findings"] if f["id"] == "ranks.stalled"]
+
+
+def test_the_compute_straggler_alert_agrees_with_the_finding_under_promtool() -> None:
+    import shutil
+    import subprocess
+
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.skip("no promtool: apt-get install prometheus")
+    result = subprocess.run(
+        [promtool, "test", "rules", "rules_test.yml"],
+        cwd=REPO / "docs" / "prometheus",
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SUCCESS" in result.stdout
