@@ -368,3 +368,19 @@ def test_the_compute_straggler_alert_agrees_with_the_finding_under_promtool() ->
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "SUCCESS" in result.stdout
+
+
+def test_an_ended_job_serves_its_exit_code_and_which_ranks_are_gone() -> None:
+    from .test_prometheus import exposition, samples
+    from .test_ranks import _two_rank_session
+
+    session = _two_rank_session()
+    text = exposition(session)
+    assert samples(text, "gputop_train_job_exit_code") == {}  # running: no exit code yet
+    session.process_disconnected(12)  # rank 1 died
+    connected = samples(exposition(session), "gputop_train_rank_connected")
+    assert {dict(k)["rank"]: v for k, v in connected.items()} == {"0": 1.0, "1": 0.0}
+    session.job_ended(1)
+    text = exposition(session)
+    assert list(samples(text, "gputop_train_job_exit_code").values()) == [1.0]
+    assert list(samples(text, "gputop_train_job_running").values()) == [0.0]

@@ -133,7 +133,17 @@ def _watch(
             return _run_headless(args, session, files, job, monitor, headless_log)
         return _run_tui(args, session, files, job, monitor, log)
     finally:
+        _linger(exporter, job, getattr(args, "prometheus_linger", 0.0))
         _close(exporter)
+
+
+def _linger(exporter: Exporter | None, job: Job, seconds: float) -> None:
+    """``--prometheus-linger``: an ended job's last metrics stay up for a scrape to see."""
+    if exporter is None or seconds <= 0 or job.running():
+        return
+    _say(f"the job ended: its final metrics stay at {exporter.url} for {seconds:g} s")
+    with contextlib.suppress(KeyboardInterrupt):
+        threading.Event().wait(seconds)
 
 
 def _serve_metrics(args: argparse.Namespace, session: Session) -> Exporter | None:

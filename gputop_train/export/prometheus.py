@@ -191,7 +191,16 @@ class JobCollector(Collector):
         )
         for index, found in enumerate(view.findings):
             finding.add_metric([*labels, found.id, "1" if index == 0 else "0"], 1.0)
-        yield from (running, phase, rate, mfu, syncs, finding)
+        exit_code = _gauge("job_exit_code", "the job's exit status, once it ended", JOB_LABELS)
+        if not snap.job.running:
+            _add(exit_code, labels, snap.job.exit_code)
+        connected = _gauge(
+            "rank_connected", "1 while the rank's hook is connected; 0 once it is gone", RANK_LABELS
+        )
+        for process in snap.hooked:
+            who = [_label(process.rank), _label(process.local_rank), str(process.pid)]
+            connected.add_metric([*labels, *who], 1.0 if process.connected else 0.0)
+        yield from (running, phase, rate, mfu, syncs, finding, exit_code, connected)
 
 
 def _gauge(name: str, documentation: str, labels: Sequence[str]) -> GaugeMetricFamily:
