@@ -3,10 +3,11 @@
 Under DDP every rank meets the others at each gradient all-reduce, so their step times come
 out equal; what tells the slow rank from the others is where they wait. This module times:
 
-- the DDP reducer's all-reduces, through a comm hook that is the default all-reduce plus
-  two clock reads (a user's own comm hook is wrapped the same way, never replaced): the
-  rank's wait is from its last bucket's launch (its backward compute done) to its buckets'
-  completion, which is where ``finalize_backward`` blocks;
+- the DDP reducer's all-reduces: DDP's own (C++) all-reduce and comm hooks are left as they
+  are; the rank's wait is from the moment its backward compute is done (the gradient of the
+  model's first parameter, the last one backward computes, is accumulated: one Python hook a
+  step) to ``backward()`` returning, which is where ``finalize_backward`` blocks on the
+  all-reduces;
 - explicit ``torch.distributed`` calls (barrier, all_reduce, broadcast, all-gathers,
   reduce-scatters...) made synchronously: the time in the call;
 - asynchronous ones (FSDP's all-gathers and reduce-scatters): the time in ``Work.wait()``.
@@ -17,7 +18,11 @@ before the call and one after it (or, for DDP, in the future's callback, whose s
 on the collective), read later with ``Event.query()`` when the step's own GPU time is read.
 
 Every timing step is guarded: an error disables the timing (said once) and the collective
-itself runs as if unhooked; the DDP hook always returns the all-reduce's own future.
+itself runs as if unhooked.
+
+A Python DDP comm hook was tried first (the default all-reduce plus clock reads in its
+future's callback): its callbacks run on gloo's thread and take the GIL from the training
+thread, +833 us of CPU a step with 4 buckets on the dev box (benchmarks/comm_hook_cost.py).
 """
 
 from __future__ import annotations
@@ -66,13 +71,13 @@ class CollectiveClock:
         self._lock = threading.Lock()
         self._host_s = 0.0
         self._cuda_pairs: list[tuple[Any, Any]] = []
-        # DDP buckets of the current backward: [launch, completion or None], host clock.
-        self._buckets: list[list[float | None]] = []
-        self._bucket_events: list[list[Any]] = []  # [start event, end event or None]
+        # DDP: when the current backward's compute was done (its last gradient), host clock
+        # and CUDA event; the wait is from there to backward() returning.
+        self._grads_done: float | None = None
+        self._grads_done_event: Any = None
         # What the training thread is in now, for a stalled job's dump: (name, wall clock).
         self.current: tuple[str, float] | None = None
-        self._open_buckets = 0
-        self._bucket_since = 0.0
+        self._in_ddp_wait_since: float | None = None  # wall clock, while in finalize
 
     # -- the wait of one step (training thread, at the step boundary) ---------------------
 
@@ -81,17 +86,7 @@ class CollectiveClock:
         and the CUDA event pairs still to be read for it."""
         with self._lock:
             host_s, self._host_s = self._host_s, 0.0
-            buckets, self._buckets = self._buckets, []
             pairs, self._cuda_pairs = self._cuda_pairs, []
-            events, self._bucket_events = self._bucket_events, []
-        if buckets and all(done is not None for _, done in buckets):
-            last_launch = max(launch for launch, _ in buckets if launch is not None)
-            last_done = max(done for _, done in buckets if done is not None)
-            host_s += max(0.0, last_done - last_launch)
-        if events and all(end is not None for _, end in events):
-            # The stream's wait for DDP's buckets: from the last bucket's launch to its
-            # completion (NCCL runs a process group's buckets in order on one stream).
-            pairs.append((events[-1][0], events[-1][1]))
         if not self.seen:
             return None, pairs
         return host_s * 1000.0, pairs
@@ -101,8 +96,9 @@ class CollectiveClock:
         current = self.current
         if current is not None:
             return {"collective": current[0], "since": current[1]}
-        if self._open_buckets > 0:
-            return {"collective": "all_reduce (DDP gradient buckets)", "since": self._bucket_since}
+        since = self._in_ddp_wait_since
+        if since is not None:
+            return {"collective": "all_reduce (DDP gradient buckets)", "since": since}
         return None
 
     # -- timing ----------------------------------------------------------------------------
@@ -188,58 +184,38 @@ class CollectiveClock:
 
     # -- DDP --------------------------------------------------------------------------------
 
-    def ddp_hook(self, inner: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
-        """A DDP comm hook: ``inner`` (the default all-reduce, or the user's hook), with the
-        bucket's launch and completion noted. The future DDP waits on is always ``inner``'s
-        result, chained: the gradients are the same with or without the timing."""
-        clock = self
-
-        # Unannotated: DDP checks a hook's annotations, and these module's are strings.
-        def hook(state, bucket):
-            entry = clock._bucket_launched(bucket) if clock.enabled else None
-            future = inner(state, bucket)
-            if entry is None:
-                return future
-            return future.then(functools.partial(clock._bucket_done, entry))
-
-        return hook
-
-    def _bucket_launched(self, bucket: Any) -> list[Any] | None:
+    def grads_done(self, parameter: Any) -> None:
+        """The DDP model's first parameter has its gradient: backward's compute is done and
+        what is left of ``backward()`` is the wait for the all-reduces (autograd thread)."""
+        if not self.enabled:
+            return
         try:
-            cuda = bool(bucket.buffer().is_cuda)
-            entry: list[Any] = [cuda, None]
-            if cuda:
-                pair: list[Any] = [self._cuda_event(), None]
-                entry[1] = pair
-                with self._lock:
-                    self._bucket_events.append(pair)
-            else:
-                times: list[float | None] = [time.perf_counter(), None]
-                entry[1] = times
-                with self._lock:
-                    self._buckets.append(times)
-            if self._open_buckets == 0:
-                self._bucket_since = time.time()
-            self._open_buckets += 1
+            self._grads_done = time.perf_counter()
+            self._in_ddp_wait_since = time.time()
+            cuda = bool(getattr(parameter, "is_cuda", False))
+            self._grads_done_event = self._cuda_event() if cuda else None
             self.seen = True
-            return entry
         except Exception as error:
             self._fail(error)
-            return None
 
-    def _bucket_done(self, entry: list[Any], future: Any) -> Any:
-        """The then-callback: runs when the all-reduce completes (gloo: on its thread; NCCL:
-        with the current stream made to wait on the collective). Returns its value."""
-        value = future.value()  # raises the collective's own error, as DDP expects
+    def backward_returned(self) -> None:
+        """``backward()`` returned (training thread): DDP's wait, if a DDP model's compute
+        finished in it, is from then to now."""
+        done, self._grads_done = self._grads_done, None
+        self._in_ddp_wait_since = None
+        if done is None or not self.enabled:
+            return
         try:
-            self._open_buckets = max(0, self._open_buckets - 1)
-            if entry[0]:
-                entry[1][1] = self._cuda_event()
+            event, self._grads_done_event = self._grads_done_event, None
+            if event is not None:  # the stream waits on NCCL's all-reduces in finalize
+                end = self._cuda_event()
+                with self._lock:
+                    self._cuda_pairs.append((event, end))
             else:
-                entry[1][1] = time.perf_counter()
+                with self._lock:
+                    self._host_s += max(0.0, time.perf_counter() - done)
         except Exception as error:
             self._fail(error)
-        return value
 
     def _fail(self, error: BaseException) -> None:
         if self.enabled:
@@ -303,82 +279,34 @@ def _restore(modules: list[Any], name: str, original: Any) -> None:
 
 
 def _install_ddp(clock: CollectiveClock, undo: list[Callable[[], None]]) -> None:
-    """Every DDP model gets the timed default all-reduce as its comm hook when built; a
-    comm hook the script registers later runs inside the timed one (DDP takes one hook)."""
+    """Every DDP model, when built, gets a post-accumulate-grad hook on its first parameter
+    (backward computes its gradient last); ``torch.autograd.backward`` is wrapped to note
+    when it returns. DDP's all-reduce and the script's comm hooks are left untouched."""
+    autograd = importlib.import_module("torch.autograd")
+    original_backward = autograd.backward
     ddp_cls = importlib.import_module("torch.nn.parallel").DistributedDataParallel
     original_init = ddp_cls.__init__
-    original_register = ddp_cls.register_comm_hook
-    original_builtin = ddp_cls._register_builtin_comm_hook
 
+    @functools.wraps(original_backward)
+    def backward(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return original_backward(*args, **kwargs)
+        finally:
+            clock.backward_returned()
+
+    @functools.wraps(original_init)
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
         original_init(self, *args, **kwargs)
         if not clock.enabled:
             return
         try:
-            delegate: dict[str, Any] = {"hook": None, "state": None}
-            self.__gputop_delegate__ = delegate
-            hook = clock.ddp_hook(_delegating_allreduce(delegate))
-            original_register(self, self.process_group, hook)
+            first = next((p for p in self.module.parameters() if p.requires_grad), None)
+            if first is not None:
+                first.register_post_accumulate_grad_hook(clock.grads_done)
         except Exception as error:
-            self.__gputop_delegate__ = None
             clock._fail(error)
 
-    def register_comm_hook(self: Any, state: Any, hook: Any) -> None:
-        delegate = getattr(self, "__gputop_delegate__", None)
-        if delegate is None:
-            return original_register(self, state, hook)
-        self._check_comm_hook(hook)
-        if delegate["hook"] is not None:
-            raise RuntimeError(
-                "register_comm_hook or register_builtin_comm_hook can only be called once."
-            )
-        delegate["hook"], delegate["state"] = hook, state
-        self._comm_hooks.append((hook, state))
-        if self.logger is not None:
-            self.logger._set_comm_hook_name(hook.__qualname__)
-        return None
-
-    def _register_builtin_comm_hook(self: Any, comm_hook_type: Any) -> None:
-        delegate = getattr(self, "__gputop_delegate__", None)
-        if delegate is None:
-            return original_builtin(self, comm_hook_type)
-        hook = _python_builtin(comm_hook_type)
-        if hook is None:
-            raise RuntimeError(
-                f"gputop-train's DDP timing cannot run the builtin comm hook {comm_hook_type}; "
-                "run without the hook (GPUTOP_TRAIN_HOOK=0) to use it"
-            )
-        return register_comm_hook(self, None, hook)
-
-    for name, patched in (
-        ("__init__", __init__),
-        ("register_comm_hook", register_comm_hook),
-        ("_register_builtin_comm_hook", _register_builtin_comm_hook),
-    ):
-        original = getattr(ddp_cls, name)
-        functools.update_wrapper(patched, original)
-        setattr(ddp_cls, name, patched)
-        undo.append(functools.partial(setattr, ddp_cls, name, original))
-
-
-def _delegating_allreduce(delegate: dict[str, Any]) -> Callable[[Any, Any], Any]:
-    """DDP's default all-reduce (``allreduce_hook``), or the script's own hook once it
-    registers one."""
-    hooks = importlib.import_module("torch.distributed.algorithms.ddp_comm_hooks.default_hooks")
-
-    def allreduce(process_group, bucket):
-        hook = delegate["hook"]
-        if hook is not None:
-            return hook(delegate["state"], bucket)
-        return hooks.allreduce_hook(process_group, bucket)
-
-    return allreduce
-
-
-def _python_builtin(comm_hook_type: Any) -> Callable[[Any, Any], Any] | None:
-    """The Python twin of a builtin comm hook (the same arithmetic)."""
-    hooks = importlib.import_module("torch.distributed.algorithms.ddp_comm_hooks.default_hooks")
-    return {
-        "ALLREDUCE": hooks.allreduce_hook,
-        "FP16_COMPRESS": hooks.fp16_compress_hook,
-    }.get(getattr(comm_hook_type, "name", str(comm_hook_type)).split(".")[-1])
+    setattr(autograd, "backward", backward)  # noqa: B010 (a module attribute, patched)
+    ddp_cls.__init__ = __init__
+    undo.append(functools.partial(setattr, autograd, "backward", original_backward))
+    undo.append(functools.partial(setattr, ddp_cls, "__init__", original_init))
