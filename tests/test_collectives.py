@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from gputop_train import wire
+from gputop_train import events, wire
 from gputop_train.advise import rules
 from gputop_train.advise.stall import stall_finding
 from gputop_train.collect.fake import FakeGpu, FakeNvml
@@ -166,16 +166,18 @@ def test_prometheus_serves_the_clock_and_each_reason() -> None:
     from .test_prometheus import exposition, samples
 
     session = Session()
-    session.add_gpu_samples(
-        (
-            GpuSample(
-                0,
-                1.0,
-                name="H100",
-                sm_clock_mhz=1500.0,
-                sm_clock_max_mhz=1980.0,
-                throttle=("hw_thermal",),
-            ),
+    session.apply(
+        events.GpuSampled(
+            (
+                GpuSample(
+                    0,
+                    1.0,
+                    name="H100",
+                    sm_clock_mhz=1500.0,
+                    sm_clock_max_mhz=1980.0,
+                    throttle=("hw_thermal",),
+                ),
+            )
         )
     )
     text = exposition(session)
@@ -377,10 +379,10 @@ def test_an_ended_job_serves_its_exit_code_and_which_ranks_are_gone() -> None:
     session = _two_rank_session()
     text = exposition(session)
     assert samples(text, "gputop_train_job_exit_code") == {}  # running: no exit code yet
-    session.process_disconnected(12)  # rank 1 died
+    session.apply(events.ProcessGone(12))  # rank 1 died
     connected = samples(exposition(session), "gputop_train_rank_connected")
     assert {dict(k)["rank"]: v for k, v in connected.items()} == {"0": 1.0, "1": 0.0}
-    session.job_ended(1)
+    session.apply(events.JobEnded(1))
     text = exposition(session)
     assert list(samples(text, "gputop_train_job_exit_code").values()) == [1.0]
     assert list(samples(text, "gputop_train_job_running").values()) == [0.0]

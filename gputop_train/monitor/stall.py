@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .. import wire
+from .. import events, wire
 from ..collect.stacks import find_py_spy
 from ..session.model import Session
 from .hook_client import HookClient
@@ -61,7 +61,7 @@ class StallWatch:
             self.dump()
         elif self._dumped_at_step_t is not None and last_t > self._dumped_at_step_t:
             self._dumped_at_step_t = None
-            self._session.add_reading("stall", {"resolved": True, "at": time.time()})
+            self._session.apply(events.ReadingTaken("stall", {"resolved": True, "at": time.time()}))
 
     def dump(self) -> Path:
         """Ask every hook where it waits, dump every rank's stacks, write them; the folder."""
@@ -69,7 +69,7 @@ class StallWatch:
             self._count += 1
             folder = self._folder(self._count)
         asked = time.time()
-        self._client.send(wire.encode(wire.WHERE_WAITING))
+        self._client.send(wire.WhereWaiting().encode())
         pids = {p.pid for p in self._session.hooked_processes() if p.connected}
         deadline = time.monotonic() + ANSWER_WAIT_S
         while time.monotonic() < deadline and not all(self._answer(pid, asked) for pid in pids):
@@ -80,7 +80,7 @@ class StallWatch:
         for process in sorted(
             self._session.hooked_processes(), key=lambda p: (p.rank is None, p.rank or 0, p.pid)
         ):
-            waiting = self._answer(process.pid, asked) or {}
+            waiting = self._answer(process.pid, asked)
             last = latest.get(process.pid)
             entry = {
                 "pid": process.pid,
@@ -89,9 +89,9 @@ class StallWatch:
                 "connected": process.connected,
                 "step": last.step if last else None,
                 "step_t": last.t if last else None,
-                "answered": bool(waiting),
-                "collective": waiting.get("collective"),
-                "since": waiting.get("since"),
+                "answered": waiting is not None,
+                "collective": waiting.collective if waiting else None,
+                "since": waiting.since if waiting else None,
             }
             label = f"rank-{process.rank}" if process.rank is not None else f"pid-{process.pid}"
             stack = self._stacks(process.pid) if process.connected else "(process gone)"
@@ -100,21 +100,22 @@ class StallWatch:
         stalled_s = asked - max((s.t for s in latest.values()), default=asked)
         if ranks and not any(r["answered"] for r in ranks):
             # No hook answered: the ranks are exiting (a job's last seconds look like a stall).
-            self._session.add_notice(
-                f"stall: no rank's hook answered (the job may be exiting); stacks in {folder}"
+            self._session.apply(
+                events.NoticeAdded(
+                    f"stall: no rank's hook answered (the job may be exiting); stacks in {folder}"
+                )
             )
             return folder
-        self._session.add_reading(
-            "stall",
-            {"at": asked, "stalled_s": round(stalled_s, 1), "folder": str(folder), "ranks": ranks},
+        reading = {"at": asked, "stalled_s": round(stalled_s, 1), "folder": str(folder)}
+        self._session.apply(events.ReadingTaken("stall", {**reading, "ranks": ranks}))
+        self._session.apply(
+            events.NoticeAdded(f"stall: each rank's stacks and collective written to {folder}")
         )
-        self._session.add_notice(f"stall: each rank's stacks and collective written to {folder}")
         return folder
 
-    def _answer(self, pid: int, asked: float) -> dict[str, Any] | None:
+    def _answer(self, pid: int, asked: float) -> wire.Waiting | None:
         frame = self._client.waiting.get(pid)
-        at = frame.get("at") if frame else None
-        return frame if isinstance(at, (int, float)) and at >= asked - 1.0 else None
+        return frame if frame is not None and frame.at >= asked - 1.0 else None
 
     def _stacks(self, pid: int) -> str:
         if self._py_spy is None:
