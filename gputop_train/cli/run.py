@@ -55,7 +55,7 @@ def launch(args: argparse.Namespace) -> int:
         _close(exporter)
         return 2
     try:
-        job = start_job(command, log_fd, schedule=args.schedule)
+        job = start_job(command, log_fd, schedule=args.schedule, autopilot=args.autopilot)
     except LaunchError as error:
         _say(str(error))
         _report(files.finish(session, job_running=False))

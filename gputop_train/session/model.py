@@ -8,6 +8,7 @@ computed once, so no front end computes statistics of its own.
 from __future__ import annotations
 
 import functools
+import math
 import threading
 import time
 from collections import deque
@@ -417,6 +418,22 @@ class Session:
         """The primary process's ``kind`` frames (loader, syncs, flops, model), oldest first."""
         with self._lock:
             return [frame for _, frame in self._facts.get(kind, ())]
+
+    def common_step(self, ahead_s: float, min_ahead: int) -> int | None:
+        """A step every rank of a multi-process job has still to reach: the furthest step
+        any has reported, plus ``ahead_s`` at the primary's recent pace (``min_ahead`` at
+        least); None with a single process, where a change applies at its next boundary."""
+        with self._lock:
+            if len(self._last_step) < 2:
+                return None
+            furthest = max(self._last_step.values())
+            primary = self._primary_pid_locked()
+            recent = [s for s in list(self._steps)[-200:] if s.pid == primary]
+        ahead = min_ahead
+        if len(recent) >= 2 and recent[-1].t > recent[0].t:
+            pace = (recent[-1].step - recent[0].step) / (recent[-1].t - recent[0].t)
+            ahead = max(min_ahead, math.ceil(pace * ahead_s))
+        return furthest + ahead
 
     def knob(self, name: str) -> KnobState | None:
         with self._lock:
