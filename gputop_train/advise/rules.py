@@ -21,6 +21,8 @@ from typing import Any
 
 from .. import format as fmt
 from ..session.stats import Observation, RankStats
+from . import stragglers, throttle
+from .stragglers import lagging_rank
 
 # The PyTorch profiler's recommendations flag a DataLoader share above 5% of the step
 # and GPU utilization under 50%; we use the same lines.
@@ -754,8 +756,9 @@ def straggler(o: Observation) -> Finding | None:
             slower = 1.0 - others_step / step
             if step >= STRAGGLER_STEP_RATIO * others_step and (worst is None or slower > worst[1]):
                 worst = (rank, slower, "step")
+    lag = lagging_rank(o)
     if worst is None:
-        return None
+        return _comm_straggler(lag, o) if lag is not None else None
     rank, lost, kind = worst
     name = rank.label
     wait_line = (
@@ -772,7 +775,12 @@ def straggler(o: Observation) -> Finding | None:
             f"find what slows {name}'s input: its shard of the data (larger or slower files), "
             f"its DataLoader workers and CPUs (NUMA, other jobs on its cores), its host"
         )
-        evidence = (wait_line, step_line + ": the gradient all-reduce evens the ranks out")
+        evidence: tuple[str, ...] = (
+            wait_line,
+            step_line + ": the gradient all-reduce evens the ranks out",
+        )
+        if lag is not None and lag.rank is rank and lag.chronic:
+            evidence += (stragglers.wait_line(lag),)
     else:
         title = f"Straggler: {name} steps slower than the other ranks"
         action = f"find what slows {name}: its GPU (clocks, throttling), its host, its input"
@@ -789,8 +797,89 @@ def straggler(o: Observation) -> Finding | None:
     )
 
 
+def _comm_straggler(lag: stragglers.Lag, o: Observation) -> Finding:
+    """The rank the others wait for in the collectives (a compute straggler, or a stall)."""
+    name = lag.rank.label
+    cause = stragglers.cause_of(lag, o)
+    if not lag.chronic:
+        title = (
+            f"Straggler: {name} stalled once (step {lag.stall_step}), and the other ranks "
+            f"waited {fmt.ms(lag.stall_ms)} for it"
+        )
+        action = (
+            f"a one-off, not a chronic lag: look at what {name} did then (a checkpoint, "
+            "garbage collection, its storage or network); the ranks do not differ otherwise"
+        )
+        stall_ms = lag.stall_ms or 0.0
+        evidence: tuple[str, ...] = (
+            f"at step {lag.stall_step} the other ranks waited {fmt.ms(lag.stall_ms)} more in "
+            f"collectives than {name} (hook), {stall_ms / lag.step_ms:.0f}x the "
+            f"{fmt.ms(lag.step_ms)} step",
+            stragglers.wait_line(lag) + ": over the window they wait alike",
+        )
+    else:
+        cause_text = {
+            "input": "waits for data",
+            "GPU clocks": "runs on a slower (throttled) GPU",
+            "compute": "computes slower",
+        }.get(cause.name if cause else "", "arrives last at every collective")
+        title = f"Straggler: {name} {cause_text}, and the other ranks wait for {name}"
+        action = {
+            "input": f"find what slows {name}'s input: its shard, its workers and CPUs",
+            "GPU clocks": f"cool or re-power {name}'s GPU (nvidia-smi -q -d PERFORMANCE), or "
+            "move the rank",
+            "compute": f"find what slows {name}'s own work: its GPU (clocks, other processes "
+            "on it), its host's CPUs (other jobs, NUMA), uneven work per rank",
+        }.get(
+            cause.name if cause else "",
+            f"the cause is not measured: look at {name}'s GPU, host and input",
+        )
+        evidence = (
+            stragglers.wait_line(lag),
+            f"chronic: over the window's median step, {name} costs the others "
+            f"{fmt.ms(lag.gap_ms)} of each {fmt.ms(lag.step_ms)} step",
+            cause.evidence if cause else "no measured cause covers most of the gap",
+        )
+    gain = 1.0 / max(1.0 - min(lag.gap_ms, lag.step_ms) / lag.step_ms, 0.2) if lag.chronic else 1.0
+    return Finding(
+        "ranks.straggler",
+        title,
+        evidence,
+        action + ("; the whole job runs at its pace" if lag.chronic else ""),
+        f"up to {gain:.1f}x" if lag.chronic else None,
+        0.7,
+        max(gain, 1.01),
+    )
+
+
+def gpu_throttled(o: Observation) -> Finding | None:
+    """The job's GPUs (any of them) run under their clock ceiling for heat or power (NVML's
+    clock-event reasons; advise/throttle.py says which count)."""
+    if not o.uses_gpu:
+        return None
+    held = [(c, reasons) for c in o.gpu_clocks if (reasons := throttle.throttled(c))]
+    if not held:
+        return None
+    ratios = [c.clock_ratio for c, _ in held if c.clock_ratio]
+    gain = 1.0 / min(ratios) if ratios else 1.05
+    several = len(held) > 1
+    which = ", ".join(str(c.index) for c, _ in held)
+    named = ", ".join(sorted({r for _, rs in held for r in rs}))
+    return Finding(
+        "gpu.throttled",
+        f"GPU{'s' if several else ''} {which} run{'' if several else 's'} throttled ({named})",
+        tuple(throttle.evidence_line(c, rs) for c, rs in held),
+        "check cooling and power: nvidia-smi -q -d PERFORMANCE,TEMPERATURE,POWER on the host "
+        "shows the reasons and limits; in a multi-GPU job one throttled GPU slows every rank",
+        f"up to {gain:.2f}x" if ratios else None,
+        0.6,
+        gain,
+    )
+
+
 RULES: tuple[Callable[[Observation], Finding | None], ...] = (
     straggler,
+    gpu_throttled,
     more_workers,
     input_saturated,
     main_process_bound,

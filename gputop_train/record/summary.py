@@ -102,13 +102,19 @@ def markdown(summary: dict[str, Any], chart_name: str | None = None) -> str:
     ranks = summary["figures"].get("ranks") or []
     if len(ranks) > 1:
         lines += ["", "## Ranks (whole run)", ""]
-        lines += ["| rank | PID | host | GPU | steps | step p50 | data-wait | samples/s |"]
-        lines += ["|---|---:|---|---|---:|---:|---:|---:|"]
+        # The collective wait's column where any rank measured it (a hook that times them).
+        comm = any(r.get("comm_ms_p50") is not None for r in ranks)
+        lines += [
+            "| rank | PID | host | GPU | steps | step p50 | data-wait | samples/s |"
+            + (" comm wait p50 |" if comm else "")
+        ]
+        lines += ["|---|---:|---|---|---:|---:|---:|---:|" + ("---:|" if comm else "")]
         lines += [
             f"| {_or_na(r['rank'])} | {r['pid']} | {_or_na(r['host'])} "
             f"| {fmt.gpus(r.get('gpus') or ()) or fmt.NA} | {r['total_steps']} "
             f"| {fmt.ms(r['step_ms_p50'])} | {fmt.pct(r['data_wait_pct'])} "
             f"| {fmt.rate(r['samples_per_s'], '').strip()} |"
+            + (f" {fmt.ms(r.get('comm_ms_p50'))} |" if comm else "")
             for r in ranks
         ]
     autopilot = summary["figures"].get("autopilot")

@@ -382,6 +382,24 @@ class Session:
         with self._lock:
             return set(self._hooked)
 
+    def hooked_processes(self) -> list[HookedProcess]:
+        with self._lock:
+            return list(self._hooked.values())
+
+    def last_steps(self) -> dict[int, Step]:
+        """Each hooked process's latest step (a stall's evidence: who stopped where)."""
+        with self._lock:
+            latest: dict[int, Step] = {}
+            for step in reversed(self._steps):
+                latest.setdefault(step.pid, step)
+                if len(latest) == len(self._step_pids):
+                    break
+            return latest
+
+    def job_running(self) -> bool:
+        with self._lock:
+            return self._job.running
+
     def process_pids(self) -> set[int]:
         """The PIDs of the last process sample: where the hook client looks for sockets."""
         with self._lock:

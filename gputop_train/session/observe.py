@@ -12,6 +12,7 @@ from typing import Any
 
 from ..samples import DATA_WAIT, GpuSample, StackShares
 from . import stats
+from .clocks import gpu_clocks
 from .phases import WARMUP_STEPS, Phase
 from .steps import Step
 
@@ -136,6 +137,7 @@ def observe(
         ranks=series.rank_stats(steps) if series.hooked > 1 else (),
         steps=step_stats,
         gpu=stats.gpu_stats(gpu_ticks),
+        gpu_clocks=gpu_clocks(gpu_ticks),
         gpu_name=next((n for n in series.gpu_names if n), None),
         pcie_rx_mibps=stats.mean_pcie_rx(gpu_ticks),
         workers=workers,

@@ -9,6 +9,8 @@ from operator import attrgetter
 from typing import Any
 
 from ..samples import GpuSample, ProcSample
+from .clocks import GpuClocks
+from .comm import CommStats, comm_by_pid
 from .steps import Step
 
 
@@ -103,6 +105,7 @@ class RankStats:
     total_steps: int
     total_samples: int | None
     gpus: tuple[int, ...] = ()  # the GPUs (NVML index) it has held memory on, so far
+    comm: CommStats | None = None  # its wait in collectives; None where not measured
 
     @property
     def label(self) -> str:
@@ -126,6 +129,7 @@ def rank_stats(
         if step.pid in by_pid:
             by_pid[step.pid].append(step)
     ordered = sorted(processes, key=lambda p: (p.rank is None, p.rank or 0, p.pid))
+    comm = comm_by_pid(steps, [p.pid for p in processes])
     return tuple(
         RankStats(
             who=who,
@@ -133,6 +137,7 @@ def rank_stats(
             total_steps=last_step.get(who.pid, 0),
             total_samples=samples.get(who.pid),
             gpus=tuple(sorted((gpus or {}).get(who.pid, ()))),
+            comm=comm.get(who.pid),
         )
         for who in ordered
     )
@@ -281,6 +286,7 @@ class Observation:
     # use (affinity, cgroup quota); None where not measured.
     job_cpu_pct: float | None = None
     usable_cores: float | None = None
+    gpu_clocks: tuple[GpuClocks, ...] = ()  # each GPU's clocks and throttle reasons (NVML)
 
     @property
     def precision(self) -> str | None:

@@ -132,14 +132,28 @@ def _rank_rows(text: Text, view: View) -> None:
         )
         picked = set(map(id, worst[:RANK_ROWS_SHOWN]))
         shown = tuple(r for r in ranks if id(r) in picked)
-    text.append(f" {'rank':<8}{'step p50':>9}{'data-wait':>10}{'samples/s':>10}\n", style="dim")
+    # The collective wait's column where a rank measured it; the row stays within 40 columns.
+    comm = any(r.comm is not None for r in ranks)
+    if comm:
+        header = f" {'rank':<6}{'step p50':>9}{'data':>6}{'comm p50':>9}{'samp/s':>9}\n"
+    else:
+        header = f" {'rank':<8}{'step p50':>9}{'data-wait':>10}{'samples/s':>10}\n"
+    text.append(header, style="dim")
     for rank in shown:
         who = str(rank.who.rank) if rank.who.rank is not None else f"PID {rank.who.pid}"
-        text.append(
-            f" {who:<8}{fmt.ms(rank.steps.step_ms_p50):>9}{fmt.pct(rank.steps.data_wait_pct):>10}"
-            f"{fmt.rate(rank.steps.samples_per_s, '').strip():>10}\n",
-            style="bold red" if named(rank) else "",
-        )
+        rate = fmt.rate(rank.steps.samples_per_s, "").strip()
+        if comm:
+            wait = fmt.ms(rank.comm.wait_ms_p50) if rank.comm else fmt.NA
+            row = (
+                f" {who:<6}{fmt.ms(rank.steps.step_ms_p50):>9}"
+                f"{fmt.pct(rank.steps.data_wait_pct):>6}{wait:>9}{rate:>9}\n"
+            )
+        else:
+            row = (
+                f" {who:<8}{fmt.ms(rank.steps.step_ms_p50):>9}"
+                f"{fmt.pct(rank.steps.data_wait_pct):>10}{rate:>10}\n"
+            )
+        text.append(row, style="bold red" if named(rank) else "")
     if len(ranks) > len(shown):
         text.append(f" +{len(ranks) - len(shown)} more ranks, the slowest shown (JSON: ranks)\n")
 
