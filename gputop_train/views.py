@@ -11,8 +11,10 @@ from typing import Any
 from . import format as fmt
 from .advise.mfu import Efficiency, efficiency
 from .advise.rules import Finding, findings
+from .advise.stall import stall_finding
 from .session.model import Snapshot
 from .session.phases import PhaseRow
+from .session.stats import RankStats
 
 
 @dataclass(frozen=True)
@@ -68,13 +70,21 @@ def view_of(snap: Snapshot) -> View:
     achieved, mfu = measure.achieved_tflops, measure.mfu_pct
     return View(
         snap=snap,
-        findings=tuple(findings(snap.observation)),
+        findings=tuple(_stalled(snap) + findings(snap.observation)),
         achieved_tflops=achieved,
         mfu_pct=mfu,
         phases=tuple(PhaseView(row, tuple(findings(row.observation))) for row in snap.phases),
         figures=_figures(snap, achieved, mfu),
         efficiency=measure,
     )
+
+
+def _stalled(snap: Snapshot) -> list[Finding]:
+    """A stalled job's finding, from its stall dump (monitor/stall.py), while it lasts."""
+    if not snap.job.running:
+        return []
+    found = stall_finding(snap.readings.get("stall"))
+    return [found] if found else []
 
 
 def _figures(snap: Snapshot, achieved: float | None, mfu: float | None) -> Figures:
@@ -118,6 +128,14 @@ def phase_figures(row: PhaseRow) -> tuple[str, ...]:
         f"{fmt.gib(row.peak_mem_bytes)} GiB" if row.peak_mem_bytes else fmt.NA,
         f"{row.speedup:.2f}x" if row.speedup else fmt.NA,
     )
+
+
+def steps_text(total: int, before: int) -> str:
+    """The steps a duration covers: from an attach, those since it, with the job's own count
+    (which starts at the job's start, not the monitor's)."""
+    if before <= 0 or before > total:
+        return f"{total} steps"
+    return f"{total - before} steps since the attach (the job's steps {before + 1}-{total})"
 
 
 # -- serialisers (headless JSON, the summary) -------------------------------------------------
@@ -214,9 +232,20 @@ def rank_dicts(snap: Snapshot) -> list[dict[str, Any]]:
             "samples_per_s": _round(r.steps.samples_per_s, 1),
             "total_steps": r.total_steps,
             "total_samples": r.total_samples,
+            **_comm_dict(r),
         }
         for r in snap.ranks
     ]
+
+
+def _comm_dict(r: RankStats) -> dict[str, Any]:
+    """A rank's wait in collectives (docs/ranks.md); None where not measured."""
+    comm = r.comm
+    return {
+        "comm_ms_p50": _round(comm.wait_ms_p50, 2) if comm else None,
+        "comm_ms_mean": _round(comm.wait_ms_mean, 2) if comm else None,
+        "comm_pct": _round(comm.wait_pct, 1) if comm else None,
+    }
 
 
 def finding_dict(finding: Finding) -> dict[str, Any]:

@@ -38,10 +38,12 @@ FLOPS = "flops"  # FLOPs of one whole step, counted once
 LOADER = "loader"  # facts about the DataLoader and its batches, once per epoch it feeds
 MODEL = "model"  # facts about the forward pass: CUDA, autocast, parameter dtype, TF32, layout
 WORKLOAD = "workload"  # the step's census, analytic FLOPs, kernel profile, matmul peak
+WAITING = "waiting"  # answer to WHERE_WAITING: the collective the training thread is in now
 
 # Monitor -> hook.
 SET_KNOB = "set_knob"  # change one knob at the next step boundary
 SCAN_SYNCS = "scan_syncs"  # run a sync scan on the next step
+WHERE_WAITING = "where_waiting"  # answered at once (listener thread) by a WAITING frame
 AUTOPILOT_DONE = "autopilot_done"  # the autopilot has finished: hook.autopilot_active() is False
 
 # How often the hook sends what is new (steps, facts, notices): one frame per redraw of the
@@ -76,6 +78,7 @@ STEP_FIELDS: tuple[str, ...] = (
     "mem_alloc",  # CUDA bytes allocated by tensors (sampled at most ~10x/s)
     "mem_reserved",  # CUDA bytes held by the caching allocator (sampled likewise)
     "mem_peak",  # peak CUDA bytes allocated so far (sampled likewise)
+    "comm_ms",  # time waiting in collectives (DDP all-reduce, barrier, ...; hook/collectives.py)
 )
 # A field's position in a row: row[COLUMN["gpu_ms"]].
 COLUMN: dict[str, int] = {name: index for index, name in enumerate(STEP_FIELDS)}
@@ -553,6 +556,24 @@ class AutopilotDone(Frame):
 @dataclass(frozen=True)
 class ScanSyncs(Frame):
     pass
+
+
+@frame(WHERE_WAITING)
+@dataclass(frozen=True)
+class WhereWaiting(Frame):
+    """Which collective the training thread waits in now (a stall's dump, docs/ranks.md)."""
+
+
+@frame(WAITING)
+@dataclass(frozen=True)
+class Waiting(Frame):
+    """The answer to WHERE_WAITING, sent from the hook's own thread."""
+
+    pid: int
+    at: float  # when it answered (Unix s)
+    step: int | None = None  # steps so far
+    collective: str | None = None  # what the training thread waits in; None: none
+    since: float | None = None  # since when (Unix s)
 
 
 # -- checking a decoded value against its declared type ----------------------------------------

@@ -34,6 +34,8 @@ EXAMPLES: list[wire.Frame] = [
     wire.SetKnob(1, "num_workers", 4),
     wire.ScanSyncs(),
     wire.AutopilotDone(),
+    wire.WhereWaiting(),
+    wire.Waiting(pid=7, at=100.0, step=20, collective="all_reduce", since=98.0),
 ]
 
 

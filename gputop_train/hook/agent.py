@@ -20,6 +20,7 @@ from typing import Any
 from .. import wire
 from .batch_size import describe_batch, infer_batch_size
 from .builtin_knobs import BuiltinKnobs
+from .collectives import CollectiveClock, read_pairs
 from .cuda_timer import CudaStepTimer
 from .kernel_profile import KernelProfile
 from .knobs import KnobBoard
@@ -95,6 +96,8 @@ class Agent:
         self._primary_thread: int | None = None  # the thread whose optimizer steps we count
         self._other_trainer = False  # another thread steps an optimizer of its own too
         self._timer: CudaStepTimer | None = None
+        self.collectives: CollectiveClock | None = None  # set by patches.install
+        self._comm_pairs: dict[int, list[Any]] = {}  # step -> CUDA event pairs still to read
         self._awaiting_gpu: deque[list[Any]] = deque()
         self._next_memory_sample = 0.0
         self._started_at = time.time()
@@ -224,6 +227,7 @@ class Agent:
             batches,
             None,
             *self._memory(now),
+            self._comm_ms(),
         ]
         self._last_end = now
         self._counted_samples = None
@@ -250,6 +254,20 @@ class Agent:
             self._declare_builtins(optimizer)
         if not self._dataloader_seen:
             self._begin_step()  # no DataLoader: the next step starts now
+
+    def _comm_ms(self) -> float | None:
+        """The step's wait in collectives: the host's now; the streams' once its events ran."""
+        clock = self.collectives
+        if clock is None or not clock.enabled:
+            return None
+        host_ms, pairs = clock.take_step()
+        if pairs:
+            self._comm_pairs[self._step] = pairs
+        return host_ms
+
+    def notice(self, text: str) -> None:
+        """A line for the monitor (said once by the caller)."""
+        self._notices.append(text)
 
     def _declare_builtins(self, optimizer: Any) -> None:
         """The hook's own knobs (builtin_knobs.py); a failure here leaves them out, said once."""
@@ -481,7 +499,10 @@ class Agent:
         self._collect_gpu_times()
         while len(self._awaiting_gpu) > MAX_STEPS_AWAITING_GPU:
             self._timer.drop_oldest()
-            self._ring.append(self._awaiting_gpu.popleft())
+            dropped = self._awaiting_gpu.popleft()
+            if self._comm_pairs.pop(dropped[0], None):
+                dropped[wire.COLUMN["comm_ms"]] = None  # its streams' wait is not read
+            self._ring.append(dropped)
 
     def _collect_gpu_times(self) -> None:
         if self._timer is None:
@@ -489,6 +510,14 @@ class Agent:
         for gpu_ms in self._timer.poll():
             row = self._awaiting_gpu.popleft()
             row[wire.COLUMN["gpu_ms"]] = gpu_ms
+            pairs = self._comm_pairs.pop(row[wire.COLUMN["step"]], None)
+            if pairs:
+                # The step's end event ran, so the collectives it waited on have too.
+                stream_ms = read_pairs(pairs)
+                host_ms = row[wire.COLUMN["comm_ms"]]
+                row[wire.COLUMN["comm_ms"]] = (
+                    None if stream_ms is None else (host_ms or 0.0) + stream_ms
+                )
             self._ring.append(row)
 
     def _cuda_in_use(self) -> bool:
@@ -567,6 +596,13 @@ class Agent:
         """Commands from a monitor (listener thread): queued, applied at a step boundary."""
         if frame["type"] == wire.SetKnob.TYPE:
             self.board.request(frame)
+        elif frame["type"] == wire.WhereWaiting.TYPE:
+            # Answered from this thread: the training thread may be the one that is stuck.
+            clock = self.collectives
+            waiting = clock.waiting_in() if clock is not None else None
+            self._publish(
+                wire.Waiting(pid=self.pid, at=time.time(), step=self._step, **(waiting or {}))
+            )
         elif frame["type"] == wire.ScanSyncs.TYPE:
             self._syncs.requested = True
         elif frame["type"] == wire.AutopilotDone.TYPE:

@@ -14,7 +14,7 @@ import os
 import time
 from typing import Any
 
-from . import loader_handover
+from . import collectives, loader_handover
 from .agent import Agent
 
 _state: dict[str, Any] = {"agent": None, "installed": False, "undo": []}
@@ -37,9 +37,33 @@ def install(torch_module: Any) -> Agent:
         _state["agent"] = Agent(torch_module)
         # A forked child (a DataLoader worker, a fork-started rank) gets a fresh, dormant
         # agent: it opens its own socket only if it trains.
-        os.register_at_fork(after_in_child=lambda: _state.update(agent=Agent(torch_module)))
+        os.register_at_fork(after_in_child=lambda: _state.update(agent=_child_agent(torch_module)))
         atexit.register(_shutdown)
+    _time_collectives(torch_module)
     return _state["agent"]
+
+
+def _time_collectives(torch_module: Any) -> None:
+    """Collectives report to whichever agent is current (a forked child has its own)."""
+    clock = collectives.CollectiveClock(torch_module, _collective_notice)
+    _state["clock"] = clock
+    _state["agent"].collectives = clock
+    try:
+        collectives.install(clock, _state["undo"])
+    except Exception as error:
+        clock._fail(error)
+
+
+def _child_agent(torch_module: Any) -> Agent:
+    agent = Agent(torch_module)
+    agent.collectives = _state.get("clock")
+    return agent
+
+
+def _collective_notice(text: str) -> None:
+    agent = _state["agent"]
+    if agent is not None:
+        agent.notice(text)
 
 
 def uninstall() -> None:
