@@ -117,6 +117,14 @@ def phase_figures(row: PhaseRow) -> tuple[str, ...]:
     )
 
 
+def steps_text(total: int, before: int) -> str:
+    """The steps a duration covers: from an attach, those since it, with the job's own count
+    (which starts at the job's start, not the monitor's)."""
+    if before <= 0 or before > total:
+        return f"{total} steps"
+    return f"{total - before} steps since the attach (the job's steps {before + 1}-{total})"
+
+
 # -- serialisers (headless JSON, the summary) -------------------------------------------------
 
 

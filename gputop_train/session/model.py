@@ -99,13 +99,19 @@ class Snapshot:
     # What is happening while there are no figures to show ("waiting for the first
     # optimizer.step() (12 s)..."): the screen explains itself as it happens.
     activity_note: str | None = None
+    # The primary process's steps made before this monitor started (an attach, a replay of
+    # one): total_steps counts from the job's start, the elapsed time from the monitor's.
+    steps_before_start: int = 0
     run_steps: stats.StepStats | None = None  # the whole run's figures, once the job ended
     # Each hooked process's own figures over the window, by rank (torchrun), then PID.
     ranks: tuple[stats.RankStats, ...] = ()
+    ended_at: float | None = None  # when the job ended (Unix s); None while it runs
 
     @property
     def elapsed_s(self) -> float:
-        return self.t - self.started_at
+        """The run's duration so far; once the job has ended, its whole run (the clock stops
+        with the job, however long the screen stays open)."""
+        return (self.ended_at if self.ended_at is not None else self.t) - self.started_at
 
 
 @dataclass
@@ -131,6 +137,7 @@ class Session:
         self._total_samples: int | None = None
         self._dropped_frames = 0
         self._last_step: dict[int, int] = {}
+        self._steps_before: dict[int, int] = {}  # per PID: its last step before started_at
         self._samples_by_pid: dict[int, int] = {}  # every process's samples so far
         self._gpus_by_pid: dict[int, set[int]] = {}  # the GPUs NVML saw each PID on, so far
         self._step_pids: set[int] = set()  # every process that has sent a step
@@ -269,6 +276,8 @@ class Session:
                 if step.step <= self._last_step.get(pid, 0):
                     continue  # a re-attach resends the ring's backlog
                 self._last_step[pid] = step.step
+                if step.t <= self.started_at:  # the backlog a hook sends an attach
+                    self._steps_before[pid] = step.step
                 self._steps.append(step)
                 self._step_pids.add(pid)
                 if step.samples is not None:
@@ -292,7 +301,14 @@ class Session:
         )
         mains = [p.cpu_pct for p in processes if p.role == "main" and p.cpu_pct is not None]
         system = item.system_cpu_pct
-        tick = stats.ProcTick(self.clock(), workers, sum(mains) if mains else None, system)
+        tick = stats.ProcTick(
+            self.clock(),
+            workers,
+            sum(mains) if mains else None,
+            system,
+            job=stats.job_cpu(processes),
+            usable_cores=item.usable_cores,
+        )
         with self._lock:
             if not processes and self._processes:
                 processes = tuple(
@@ -357,7 +373,8 @@ class Session:
                 stderr_tail=tuple(item.stderr_tail),
                 stopped_by=self._job.stopped_by,
             )
-            self._job_ended_at = self.clock()
+            now = self.clock()
+            self._job_ended_at = min(item.at, now) if item.at is not None else now
 
     # -- readers ------------------------------------------------------------------------
 
@@ -458,6 +475,7 @@ class Session:
                 # The job's steps: the primary process's own counter (every rank of a DDP
                 # job takes the same steps), which also counts steps before a late connect.
                 total_steps=self._last_step.get(primary, 0) if primary is not None else 0,
+                steps_before_start=self._steps_before.get(primary, 0) if primary else 0,
                 total_samples=self._total_samples,
                 window_s=window_s,
                 steps=self._window_steps(figures, observation),
@@ -491,6 +509,7 @@ class Session:
                 activity_note=self._activity_note(now, primary),
                 run_steps=self._run_steps(primary),
                 ranks=self._rank_stats(recent_steps, self._known_figures(primary, figures)),
+                ended_at=None if self._job.running else self._job_ended_at,
             )
         return snapshot
 

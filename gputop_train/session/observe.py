@@ -119,6 +119,7 @@ def observe(
     where already computed."""
     procs = ticks_covering(series.proc_ticks, start, end)
     workers, worker_cpu, main_cpu, system_cpu = stats.mean_worker_cpu(procs)
+    room = stats.cpu_room(procs)
     loader = fact_at(series, "loader", end) or {}
     epochs = sum(1 for seen, _ in series.facts.get("loader", ()) if start <= seen <= end)
     syncs = fact_at(series, "syncs", end)
@@ -154,6 +155,8 @@ def observe(
         system_cpu_pct=system_cpu,
         epochs=epochs,
         window_s=end - start,
+        job_cpu_pct=room.job_cpu_pct,
+        usable_cores=room.usable_cores,
     )
 
 

@@ -277,6 +277,10 @@ class Observation:
     window_s: float | None = None  # the seconds of steps the window covers
     # Each rank's own figures when the job has several hooked processes (torchrun); else ().
     ranks: tuple[RankStats, ...] = ()
+    # Every process of the job together (% of one core, psutil), and the cores the job may
+    # use (affinity, cgroup quota); None where not measured.
+    job_cpu_pct: float | None = None
+    usable_cores: float | None = None
 
     @property
     def precision(self) -> str | None:
@@ -288,6 +292,42 @@ class Observation:
         if self.cpu_count is None or self.system_cpu_pct is None:
             return None
         return self.cpu_count * max(0.0, 100.0 - self.system_cpu_pct) / 100.0
+
+    @property
+    def room_cores(self) -> float | None:
+        """The cores the job may use: the machine's, bounded by its affinity and quota."""
+        known = [c for c in (self.cpu_count, self.usable_cores) if c is not None]
+        return float(min(known)) if known else None
+
+    @property
+    def job_cores(self) -> float | None:
+        """The cores the job's processes use; where the whole tree was not measured, its
+        training process and workers."""
+        if self.job_cpu_pct is not None:
+            return self.job_cpu_pct / 100.0
+        parts = [self.main_cpu_pct or 0.0, (self.workers or 0) * (self.worker_cpu_pct or 0.0)]
+        if self.main_cpu_pct is None and self.worker_cpu_pct is None:
+            return None
+        return sum(parts) / 100.0
+
+    @property
+    def others_cores(self) -> float | None:
+        """The cores other processes use: the machine's busy cores less the job's own."""
+        job = self.job_cores
+        if self.cpu_count is None or self.system_cpu_pct is None or job is None:
+            return None
+        return max(0.0, self.cpu_count * self.system_cpu_pct / 100.0 - job)
+
+    @property
+    def free_cores(self) -> float | None:
+        """Cores the job could still use: idle machine-wide, and within its affinity and
+        quota less what it already uses."""
+        idle, room, job = self.idle_cores, self.room_cores, self.job_cores
+        if idle is None:
+            return None
+        if room is None or job is None:
+            return idle
+        return max(0.0, min(idle, room - job))
 
     @property
     def uses_gpu(self) -> bool:
@@ -305,6 +345,29 @@ class ProcTick:
     workers: tuple[float, ...]
     main: float | None
     system: float | None  # % of all cores busy
+    job: float | None = None  # every process of the job together, % of one core
+    usable_cores: float | None = None  # the cores the job may use (affinity, cgroup quota)
+
+
+def job_cpu(processes: Sequence[ProcSample]) -> float | None:
+    """The CPU of every process of the job's tree (main, workers, ranks, launcher, children),
+    % of one core; None before any process was measured."""
+    known = [p.cpu_pct for p in processes if p.cpu_pct is not None]
+    return sum(known) if known else None
+
+
+@dataclass(frozen=True)
+class CpuRoom:
+    """The job's own CPU and the room it has, over a window (means of process samples)."""
+
+    job_cpu_pct: float | None  # the job's processes together, % of one core
+    usable_cores: float | None  # affinity and cgroup quota; None: unknown
+
+
+def cpu_room(proc_ticks: Sequence[ProcTick]) -> CpuRoom:
+    return CpuRoom(
+        _mean(tick.job for tick in proc_ticks), _mean(tick.usable_cores for tick in proc_ticks)
+    )
 
 
 def mean_worker_cpu(

@@ -55,10 +55,19 @@ def header(
     text.append(f" {fmt.duration(snap.elapsed_s)} │ phase {snap.phase}")
     if paused:
         text.append(" │ PAUSED", style="bold reverse")
-    text.append(f" │ PID {job_pid if job_pid is not None else fmt.NA}")
+    pid = job_pid if job_pid is not None else recorded_pid(snap)
+    text.append(f" │ PID {pid if pid is not None else fmt.NA}")
     text.append(f" │ {gpus} │ {' '.join(_short_command(snap.command))}")
     text.no_wrap, text.overflow = True, "ellipsis"
     return text
+
+
+def recorded_pid(snap: Snapshot) -> int | None:
+    """The job's PID as its samples show it (a replay has no job of its own): the root of
+    the sampled process tree (the sampler lists it first), else the first hooked process."""
+    if snap.processes:
+        return snap.processes[0].pid
+    return snap.hooked[0].pid if snap.hooked else None
 
 
 def _gpu_names(names: tuple[str | None, ...]) -> str:
