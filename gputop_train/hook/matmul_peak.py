@@ -11,6 +11,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from .probes import float32_matmul_precision
+
 SIDE = 4096  # 137 GFLOP a matmul: long enough to time, 96-192 MB of operands
 # Repeats per precision, for ~2-5 ms on an H100 (bf16 ~700, TF32 ~400, fp32 ~50 TFLOP/s).
 REPEATS = {"bf16": 16, "fp16": 16, "tf32": 8, "fp32": 2, "fp8": 0}
@@ -24,7 +26,7 @@ def matmul_precision(torch_module: Any, autocast: str | None, param_dtype: str |
         return "bf16" if dtype == "bfloat16" else "fp16"
     if dtype and dtype.startswith("float8"):
         return "fp8"
-    return "fp32" if torch_module.get_float32_matmul_precision() == "highest" else "tf32"
+    return "fp32" if float32_matmul_precision(torch_module) == "highest" else "tf32"
 
 
 class MatmulPeak:

@@ -154,8 +154,8 @@ def model_facts(torch_module: Any, optimizer: Any, autocast_dtype: str | None) -
         "capability": list(torch_module.cuda.get_device_capability()) if cuda else None,
         "autocast": autocast_dtype or (None if compiled else "off"),
         "param_dtype": str(param.dtype).removeprefix("torch.") if param is not None else None,
-        "tf32_matmul": torch_module.get_float32_matmul_precision() != "highest",
-        "matmul_precision": torch_module.get_float32_matmul_precision(),
+        "tf32_matmul": float32_matmul_precision(torch_module) != "highest",
+        "matmul_precision": float32_matmul_precision(torch_module),
         "tf32_cudnn": bool(torch_module.backends.cudnn.allow_tf32),
         "channels_last": _channels_last(torch_module, optimizer),
         "compiled": compiled,
@@ -205,6 +205,25 @@ def force_eager(torch_module: Any) -> Any:
             compiler.set_stance(previous.stance)
 
     return restore
+
+
+def float32_matmul_precision(torch_module: Any) -> str:
+    """``torch.get_float32_matmul_precision()``, which raises in torch 2.11 once a script has
+    mixed it with the new per-backend API (the Hugging Face Trainer's ``tf32=True`` does:
+    that disabled the whole hook on the H100, 2026-11-24); then the new API's CUDA setting."""
+    try:
+        return str(torch_module.get_float32_matmul_precision())
+    except RuntimeError:
+        setting = torch_module.backends.cuda.matmul.fp32_precision
+        return "high" if setting == "tf32" else "highest"
+
+
+def set_float32_matmul_precision(torch_module: Any, value: str) -> None:
+    """The legacy setter, or the per-backend one where the legacy API refuses."""
+    try:
+        torch_module.set_float32_matmul_precision(value)
+    except RuntimeError:
+        torch_module.backends.cuda.matmul.fp32_precision = "ieee" if value == "highest" else "tf32"
 
 
 def _dynamo_compiled() -> bool:
