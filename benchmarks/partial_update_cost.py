@@ -26,13 +26,13 @@ from textual.widget import Widget
 
 from gputop_train.record.reader import read
 from gputop_train.record.replay import ReplayController
-from gputop_train.tui import partial_updates
+from gputop_train.tui import partial_updates, renderer_guard
 from gputop_train.tui.app import GputopApp
 
 REPO = Path(__file__).resolve().parent.parent
 VARIANTS = {
     "textual": partial_updates.TEXTUAL_RENDER_PARTIAL_UPDATE,
-    "ours": partial_updates._render_partial_update,
+    "ours": partial_updates.render_partial_update,
 }
 
 
@@ -69,7 +69,7 @@ async def measure(recording: Path, ticks: int, seek_s: float, seed: int) -> dict
                 await pilot.pause(0.02)
         finally:
             Widget.render_lines = render_lines  # type: ignore[method-assign]
-            partial_updates.install_partial_updates()
+            renderer_guard.install_partial_updates()
     return {
         name: {
             "frames": len(spent),

@@ -20,8 +20,8 @@ from textual.geometry import Region
 from textual.strip import Strip
 
 from gputop_train.session.model import Snapshot
-from gputop_train.tui.app import GputopApp
 from gputop_train.tui import partial_updates
+from gputop_train.tui.app import GputopApp
 from gputop_train.tui.partial_updates import TEXTUAL_RENDER_PARTIAL_UPDATE, render_strip
 from gputop_train.tui.renderer_guard import install_partial_updates, renderer_status
 from gputop_train.tui.widgets.chart import BrailleChart
