@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from gputop_train.job.launched import hook_environment
-from tests.conftest import REPO, SCENARIOS
+from tests.support.paths import REPO, SCENARIOS
 
 pytest.importorskip("torch")
 
@@ -69,13 +69,18 @@ def test_ctrl_c_detaches_and_leaves_the_job_running(
         str(running_job.pid), "--headless", "--format", "json", "--interval", "0.5",
         "--record", str(recording),
     )  # fmt: skip
-    time.sleep(4.0)
+    before = []  # the statuses up to the first one with a step rate: then detach
+    for line in monitor.stdout:  # type: ignore[union-attr]
+        before.append(line)
+        status = json.loads(line)
+        if status["type"] == "status" and status.get("samples_per_s"):
+            break
     monitor.send_signal(signal.SIGINT)  # Ctrl+C: for an attached monitor, detach
     out, err = monitor.communicate(timeout=30)
     assert monitor.returncode == 0, err
     assert running_job.poll() is None  # the job was not touched
     assert f"job PID {running_job.pid} keeps running" in err
-    statuses = [json.loads(line) for line in out.splitlines()]
+    statuses = [json.loads(line) for line in [*before, *out.splitlines()]]
     assert any(s.get("samples_per_s") for s in statuses if s["type"] == "status")
     assert statuses[-1]["type"] == "summary" and statuses[-1]["total_steps"] > 0
     assert recording.exists() and Path(f"{recording.with_suffix('')}.summary.md").exists()

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import pytest
 
 from gputop_train.hook.listener import MAX_CLIENTS, SEND_PERIOD_S
-from tests.conftest import REPO
+from tests.support.paths import REPO
 
 pytest.importorskip("torch")
 sys.path.insert(0, str(REPO / "benchmarks"))

@@ -21,10 +21,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 from gputop_train.export import prometheus
 from gputop_train.export.prometheus import ExporterError, JobCollector, job_name, parse_address
 from gputop_train.views import view_of
-
-from .test_cli_headless import gputop
-from .test_ranks import _two_rank_session
-from .tui_data import scripted_session
+from tests.support.cli import gputop
+from tests.support.sessions import scripted_session, two_rank_session
 
 REPO = Path(__file__).resolve().parents[1]
 SCENARIOS = REPO / "tests" / "scenarios" / "loops.py"
@@ -62,7 +60,7 @@ def exported_names() -> set[str]:
 
 
 def test_each_rank_is_a_series_with_units_as_prometheus_names_them() -> None:
-    text = exposition(_two_rank_session())
+    text = exposition(two_rank_session())
     waits = samples(text, "gputop_train_data_wait_ratio")
     by_rank = {dict(labels)["rank"]: value for labels, value in waits.items()}
     assert by_rank == {"0": pytest.approx(0.02), "1": pytest.approx(0.6)}  # ratios, not %
@@ -78,7 +76,7 @@ def test_each_rank_is_a_series_with_units_as_prometheus_names_them() -> None:
 
 
 def test_not_measured_is_no_sample_never_a_zero() -> None:
-    text = exposition(_two_rank_session())  # no GPU time measured, no GPU at all
+    text = exposition(two_rank_session())  # no GPU time measured, no GPU at all
     assert "# TYPE gputop_train_gpu_time_ratio gauge" in text
     assert samples(text, "gputop_train_gpu_time_ratio") == {}
     assert samples(text, "gputop_train_gpu_utilization_ratio") == {}
@@ -124,7 +122,7 @@ def test_a_port_in_use_is_said_in_one_line_before_the_job_starts(tmp_path: Path)
 
 
 def test_the_endpoint_speaks_openmetrics_when_asked() -> None:
-    session = _two_rank_session()
+    session = two_rank_session()
     exporter = prometheus.serve("127.0.0.1:0", lambda: view_of(session.snapshot()), "train")
     try:
         request = urllib.request.Request(

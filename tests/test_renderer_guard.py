@@ -12,7 +12,7 @@ from textual.geometry import Region
 
 from gputop_train.tui import partial_updates, renderer_guard
 from gputop_train.tui.app import GputopApp
-from tests.tui_data import JOB_PID, scripted_session
+from tests.support.sessions import JOB_PID, scripted_session
 
 REGIONS = {Region(0, 0, 160, 3), Region(100, 20, 40, 2), Region(5, 40, 30, 1)}
 

@@ -26,7 +26,7 @@ from gputop_train.tui.partial_updates import TEXTUAL_RENDER_PARTIAL_UPDATE, rend
 from gputop_train.tui.renderer_guard import install_partial_updates, renderer_status
 from gputop_train.tui.widgets.chart import BrailleChart
 from gputop_train.tui.widgets.live_text import LiveText
-from tests.tui_data import JOB_PID, scripted_session
+from tests.support.sessions import JOB_PID, scripted_session
 
 RED = Style(color="red", bgcolor="grey11")
 

@@ -19,7 +19,7 @@ from gputop_train.tui.knob_edit import KnobEditScreen
 from gputop_train.tui.panels import text as panels
 from gputop_train.tui.screens import HelpScreen, QuitScreen
 from gputop_train.tui.widgets.live_text import LiveText
-from tests.tui_data import JOB_PID, scripted_recording, scripted_session
+from tests.support.sessions import JOB_PID, scripted_recording, scripted_session
 
 
 def make_app(with_gpu: bool = True, requests: list | None = None) -> GputopApp:

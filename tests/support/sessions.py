@@ -8,7 +8,10 @@ from gputop_train.collect.fake import FakeGpu, FakeNvml, FakeProcess, FakePsutil
 from gputop_train.collect.nvml import NvmlSampler
 from gputop_train.collect.procs import ProcessSampler
 from gputop_train.record.recorder import Recorder
+from gputop_train.samples import GpuProcess, GpuSample
 from gputop_train.session.model import Session
+
+from .clock import ManualClock
 
 NOW = 1_800_000_000.0
 KNOBS = [
@@ -32,17 +35,9 @@ KNOBS = [
 JOB_PID = 4242
 
 
-class FixedClock:
-    def __init__(self, now: float) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def scripted_session(with_gpu: bool = True, recorder: Recorder | None = None) -> Session:
     """Two minutes of a run at the playbook's rung 4: workers busy, GPU partly idle."""
-    clock = FixedClock(NOW - 120.0)
+    clock = ManualClock(NOW - 120.0)
     session = Session(
         command=("python", "demos/resnet.py", "--workers", "8"), clock=clock, started_at=NOW - 125.0
     )
@@ -115,7 +110,27 @@ def scripted_session(with_gpu: bool = True, recorder: Recorder | None = None) ->
 def scripted_recording(path: Path) -> Path:
     """The scripted session, recorded to ``path``."""
     meta = {"command": ["python", "demos/resnet.py"], "started_at": NOW - 125.0, "cpu_count": 16}
-    recorder = Recorder(path, meta, clock=FixedClock(NOW - 125.0))
+    recorder = Recorder(path, meta, clock=ManualClock(NOW - 125.0))
     scripted_session(recorder=recorder)
     recorder.close()
     return path
+
+
+def two_rank_session() -> Session:
+    """Two ranks of one torchrun job, the second waiting 30 ms a step for data."""
+    clock = ManualClock(1000.0)
+    session = Session(command=("torchrun", "train.py"), clock=clock, started_at=990.0)
+    for pid, rank_index, wait_ms in ((11, 0, 1.0), (12, 1, 30.0)):
+        hello = {"rank": rank_index, "local_rank": rank_index, "host": "node", "argv": ["t.py"]}
+        session.process_hello(pid, hello)
+        rows = [
+            [i, 990.0 + i * 0.05, 50.0, wait_ms, 8, 1, None, None, None, None] for i in range(1, 61)
+        ]
+        session.add_step_rows(pid, rows)
+    session.add_gpu_samples(  # each rank on its own GPU, as NVML lists their processes
+        tuple(
+            GpuSample(index, 1000.0, processes=(GpuProcess(pid, 2 << 30, 80.0),))
+            for index, pid in enumerate((11, 12))
+        )
+    )
+    return session
