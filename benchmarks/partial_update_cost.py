@@ -6,7 +6,7 @@ Pilot at 160x48, half a second of the recording per tick, as the live TUI refres
 is rendered by one of the two, drawn at random, and reports the CPU time of the update and how
 many widgets it rendered. No GPU needed; the figures are in docs/benchmarks.md §5.
 
-    python benchmarks/partial_update_cost.py --ticks 300
+    python -m benchmarks.partial_update_cost --ticks 300
 """
 
 from __future__ import annotations

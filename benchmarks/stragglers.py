@@ -5,7 +5,7 @@ Each round runs 2 CPU ranks (gloo) of tests/scenarios/loops.py ``ddp`` under
 ``gputop-train --headless --format json``, unslowed and with one rank slowed on purpose, and
 reads every status line with both ranks measured (the live window, as the advisor sees it).
 
-    python3 benchmarks/stragglers.py --rounds 3
+    python -m benchmarks.stragglers --rounds 3
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.diagnosis import Outcome, carries, judge, scorecard
 from gputop_train.advise.rules import findings
 from gputop_train.collect.fake import FakeGpu, FakeNvml, FakeProcess, FakePsutil
 from gputop_train.collect.nvml import NvmlSampler
@@ -19,12 +20,8 @@ from gputop_train.job.launched import hook_environment
 from gputop_train.monitor.monitor import Monitor
 from gputop_train.session.model import Session
 from tests.support.clock import ManualClock
+from tests.support.paths import BENCHMARK_SCENARIOS as SCENARIOS
 from tests.support.paths import REPO
-
-sys.path.insert(0, str(REPO / "benchmarks"))
-from diagnosis import carries, judge
-
-SCENARIOS = REPO / "benchmarks" / "scenarios"
 
 
 def summary(headline: dict | None, trials: list[tuple[str, float]], roles: dict) -> dict:
@@ -180,8 +177,6 @@ def test_one_busy_worker_per_core_is_saturation_on_any_machine() -> None:
 
 
 def test_the_scorecard_is_written_with_machine_date_and_command(tmp_path: Path) -> None:
-    from diagnosis import Outcome, scorecard
-
     outcome = Outcome("s", "gpu.bound", [], {"compile=true": 1.01}, {}, "compile=true", "right")
     text = scorecard([outcome], "H200", "python benchmarks/diagnosis.py", time.strftime("%F"))
     assert "- machine: H200" in text and "right on **1 of 1**" in text

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+from .paths import REPO
 
 
 def run_until_pilot_done(
@@ -24,7 +24,7 @@ def run_until_pilot_done(
     command += ["--record", f"{stem}.jsonl", *options, *script]
     with Path(f"{stem}.monitor.log").open("w") as log:
         monitor = subprocess.Popen(
-            command, cwd=ROOT, stdout=subprocess.PIPE, stderr=log, text=True, bufsize=1
+            command, cwd=REPO, stdout=subprocess.PIPE, stderr=log, text=True, bufsize=1
         )
         started, summary, interrupted = time.monotonic(), None, False
         assert monitor.stdout is not None
