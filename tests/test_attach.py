@@ -11,10 +11,12 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
 from gputop_train.job.launched import hook_environment
 from tests.support.paths import REPO, SCENARIOS
+from tests.support.waiting import wait_until
 
 pytest.importorskip("torch")
 
@@ -130,7 +132,9 @@ def test_a_job_without_the_hook_is_watched_through_py_spy(tmp_path: Path) -> Non
     )
     try:
         try:
-            time.sleep(3)  # past the imports
+            # Past the imports: the loop has started its DataLoader worker (a loaded machine
+            # only makes this longer; py-spy windows of the imports read no data wait).
+            wait_until(lambda: psutil.Process(job.pid).children(), 90, "the job's worker")
             StackSampler(job.pid).check()
         except StacksUnavailable as error:
             pytest.skip(f"py-spy cannot sample here: {error}")

@@ -90,16 +90,16 @@ def test_a_will_not_help_claim_is_contradicted_by_a_gain() -> None:
     assert "workers will not help" in outcome.contradictions[0]
 
 
-# The headline must hold this long before a test reads it: the advisor's verdict on a
-# steady job, not one window's (a loaded machine only makes the wait longer).
+# The advisor must have had a finding this long before a test reads it: its verdict on a steady
+# job, not one window's (a loaded machine only makes the wait longer).
 SETTLED_S = 3.0
 
 
 def monitored_headline(script: str, *args: str, timeout_s: float = 200.0) -> list:
     """Run a corpus scenario (CPU-sized) under the hook, with the monitor's samplers: psutil
     for real, NVML faked with an idle H100 beside the job. The findings once the advisor has
-    one and its headline has held for SETTLED_S, however long the machine takes to get there
-    (a fixed run length gave no finding at all on a busy 2-core box)."""
+    had one for SETTLED_S, however long the machine takes to get there (a fixed run length gave
+    no finding at all on a busy 2-core box)."""
     job = subprocess.Popen(
         [sys.executable, str(SCENARIOS / script), "--seconds", str(timeout_s + 30), *args],
         env=hook_environment(os.environ),
@@ -111,15 +111,17 @@ def monitored_headline(script: str, *args: str, timeout_s: float = 200.0) -> lis
     monitor = Monitor(session, job.pid, nvml=FakeNvml([FakeGpu(util=3, mem_used=2**30)]))
     monitor.start()
     deadline = time.monotonic() + timeout_s
-    headline, since = None, time.monotonic()
+    since = None  # when the advisor's findings began, this time
     try:
         while True:
             assert job.poll() is None, f"{script} ended before the advisor settled"
             assert time.monotonic() < deadline, f"no settled finding in {timeout_s:g} s"
             found = findings(session.snapshot().observation)
             now = time.monotonic()
-            if not found or found[0].id != headline:
-                headline, since = (found[0].id if found else None), now
+            if not found:
+                since = None
+            elif since is None:
+                since = now
             elif now - since >= SETTLED_S:
                 return found
             time.sleep(0.5)

@@ -158,6 +158,7 @@ def test_the_markdown_summary_has_a_row_per_rank() -> None:
 
 
 @pytest.mark.torch
+@pytest.mark.timeout(300)  # two ranks of the demo: 50 s alone on the dev box, more beside others
 @pytest.mark.parametrize("slowed", [True, False])
 def test_the_ddp_demo_names_its_slowed_rank_and_only_then(slowed: bool) -> None:
     pytest.importorskip("torchvision")
