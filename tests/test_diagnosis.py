@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.diagnosis import Outcome, carries, judge, scorecard
+from gputop_train import events
 from gputop_train.advise.rules import findings
 from gputop_train.collect.fake import FakeGpu, FakeNvml, FakeProcess, FakePsutil
 from gputop_train.collect.nvml import NvmlSampler
@@ -151,27 +152,28 @@ def test_one_busy_worker_per_core_is_saturation_on_any_machine() -> None:
     clock = ManualClock(1_800_000_000.0)
     session = Session(command=("input_all_cores_busy.py",), clock=clock, started_at=clock.now)
     session.cpu_count = cores
-    session.process_hello(pid, {"rank": None, "argv": ["input_all_cores_busy.py"]})
+    session.apply(events.ProcessHello.of(pid, {"rank": None, "argv": ["input_all_cores_busy.py"]}))
     loader = {"num_workers": cores, "pin_memory": False, "batch_size": 16, "pinned": False}
     batches = {"dtype": "torch.float32", "shape": [16, 3, 112, 112], "bytes": 2408448}
-    session.add_fact(pid, {"type": "loader", **loader, **batches})
+    session.apply(events.FactSeen(pid, {"type": "loader", **loader, **batches}))
     model = {"cuda": False, "capability": None, "autocast": "off", "param_dtype": "float32"}
     precision = {"tf32_matmul": False, "tf32_cudnn": True, "channels_last": False}
-    session.add_fact(pid, {"type": "model", "step": 1, **model, **precision, "compiled": False})
+    facts = {"type": "model", "step": 1, **model, **precision, "compiled": False}
+    session.apply(events.FactSeen(pid, facts))
     gpus = NvmlSampler(FakeNvml([FakeGpu(util=3, mem_used=2**30)]), clock=clock, wall_clock=clock)
-    session.set_gpus(gpus.open())
+    session.apply(events.GpusFound(tuple(gpus.open())))
     rows = []
     for step in range(1, 301):  # 30 s at 10 steps/s, 45% of each step waiting for a batch
         clock.now += 0.1
         rows.append([step, clock.now, 100.0, 45.0, 16, 1, None, None, None, None])
-        session.add_gpu_samples(gpus.sample())
-    session.add_step_rows(pid, rows)
+        session.apply(events.GpuSampled(gpus.sample()))
+    session.apply(events.StepRows(pid, tuple(rows)))
     workers = [FakeProcess(pid + i, pid, "pt_data_worker", cpu=97.0) for i in range(1, cores + 1)]
     psutil = FakePsutil([FakeProcess(pid, 1, "python3", cpu=30.0), *workers], system_cpu_pct=99.0)
     processes = ProcessSampler(pid, session.hooked_pids, psutil, clock=clock)
     processes.sample()
     clock.now += 1.0
-    session.set_processes(processes.sample(), processes.system_cpu_pct)
+    session.apply(events.ProcsSampled(processes.sample(), processes.system_cpu_pct))
     found = findings(session.snapshot().observation)
     assert found[0].id == "input.uint8" and found[0].rules_out == ("workers",)
     assert f"{cores} workers on {cores} cores" in " ".join(found[0].evidence)

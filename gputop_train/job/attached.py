@@ -53,11 +53,16 @@ class AttachedJob:
             os.kill(self.pid, signal.SIGINT)
         return "SIGINT"
 
+    def terminate(self) -> str:
+        """A job we only watch is not ours to end: a SIGTERM of the monitor detaches."""
+        return "nothing (attached: the job runs on)"
+
     def stop(self) -> None:
         """SIGINT (as Ctrl+C), then SIGTERM, then SIGKILL, to this process alone."""
         for signum, grace_s in zip((signal.SIGINT, signal.SIGTERM), STOP_GRACE_S, strict=True):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.pid, signum)
+                os.kill(self.pid, signal.SIGCONT)  # a stopped job runs its handlers
             deadline = time.monotonic() + grace_s
             while self.running() and time.monotonic() < deadline:
                 time.sleep(POLL_S)

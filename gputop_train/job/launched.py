@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -98,9 +99,13 @@ def start_job(
 
 
 def signal_job(job: subprocess.Popen[bytes], signum: int) -> None:
-    """Deliver a signal to the job's whole process group (ranks and workers too)."""
+    """Deliver a signal to the job's whole process group (ranks and workers too), then
+    SIGCONT: a stopped job (SIGSTOP, Ctrl+Z) runs its own handlers rather than waiting for
+    SIGKILL (issue 31: a stopped job's "stop" ended in SIGKILL after 15 s)."""
     with contextlib.suppress(ProcessLookupError):
         os.killpg(job.pid, signum)
+        if signum != signal.SIGKILL:
+            os.killpg(job.pid, signal.SIGCONT)
 
 
 def ignores_signal(pid: int, signum: int) -> bool:
@@ -124,6 +129,9 @@ def exit_status(returncode: int) -> int:
 RELAY_DRAIN_S = 5.0
 # How long a job gets to finish after Ctrl+C, then after SIGTERM, before SIGKILL.
 STOP_GRACE_S = (10.0, 5.0)
+# After a SIGTERM passed on from ours (``timeout``, a scheduler), as torchrun's agent does for
+# its workers: 30 s to save and exit, then SIGKILL.
+TERMINATE_GRACE_S = 30.0
 
 
 def stop_job(job: subprocess.Popen[bytes]) -> None:
@@ -153,6 +161,7 @@ class LaunchedJob:
         self.relay = relay
         self.pid = process.pid
         self._interrupts = 0
+        self._terminating: threading.Timer | None = None
 
     def running(self) -> bool:
         return self.process.poll() is None
@@ -180,3 +189,20 @@ class LaunchedJob:
 
     def stop(self) -> None:
         stop_job(self.process)
+
+    def terminate(self) -> str:
+        """Pass on a SIGTERM the monitor got: SIGTERM to the job's group now, SIGKILL after
+        TERMINATE_GRACE_S (or at once, asked again). Returns what was sent, to show."""
+        if self._terminating is not None:
+            self._terminating.cancel()
+            signal_job(self.process, signal.SIGKILL)
+            return "SIGKILL"
+        signal_job(self.process, signal.SIGTERM)
+        self._terminating = threading.Timer(TERMINATE_GRACE_S, self._kill_if_running)
+        self._terminating.daemon = True
+        self._terminating.start()
+        return "SIGTERM"
+
+    def _kill_if_running(self) -> None:
+        if self.running():
+            signal_job(self.process, signal.SIGKILL)
