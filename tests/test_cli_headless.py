@@ -95,6 +95,17 @@ def test_a_missing_script_or_command_says_what_to_do() -> None:
     assert not_found.returncode == 2 and "command not found" in not_found.stderr
 
 
+def wait_for_status(monitor: subprocess.Popen[str]) -> None:
+    """Until the monitor prints its first status line: it has started, set up its signal
+    handling and the job is training (waiting only for the job's socket let a Ctrl+C land
+    while the monitor was still importing NVML, on a loaded machine)."""
+    assert monitor.stdout is not None
+    for line in monitor.stdout:
+        if "steps/s" in line:
+            return
+    raise AssertionError("the monitor ended before its first status line")
+
+
 def test_ctrl_c_is_forwarded_to_the_job_which_ends_cleanly() -> None:
     monitor = subprocess.Popen(
         [sys.executable, "-m", "gputop_train", "--headless", str(SCENARIOS), "forever"],
@@ -103,7 +114,8 @@ def test_ctrl_c_is_forwarded_to_the_job_which_ends_cleanly() -> None:
         text=True,
         cwd=REPO,
     )
-    hooked_child(monitor.pid)  # torch imported, the job training
+    hooked_child(monitor.pid)  # the job is training ...
+    wait_for_status(monitor)  # ... and the monitor is ready for a Ctrl+C
     monitor.send_signal(signal.SIGINT)
     out, err = monitor.communicate(timeout=60)
     assert "job got KeyboardInterrupt" in err
@@ -122,7 +134,8 @@ def test_ctrl_c_reaches_a_job_that_ignores_sigint_as_sigterm() -> None:
         text=True,
         cwd=REPO,
     )
-    hooked_child(monitor.pid)
+    hooked_child(monitor.pid)  # the job is training ...
+    wait_for_status(monitor)  # ... and the monitor is ready for a Ctrl+C
     monitor.send_signal(signal.SIGINT)
     out, err = monitor.communicate(timeout=60)
     assert "sent SIGTERM to the job" in err

@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from rich.ansi import AnsiDecoder
 from rich.color import Color, ColorSystem
@@ -67,6 +67,7 @@ _segments = st.lists(
 )
 
 
+@settings(deadline=None)  # correctness only: a loaded machine may take 200 ms over an example
 @given(_segments, st.sampled_from([ColorSystem.EIGHT_BIT, ColorSystem.TRUECOLOR]))
 def test_styles_written_as_changes_show_what_textual_would_write(
     segments: list[tuple[str, Style | None]], system: ColorSystem
