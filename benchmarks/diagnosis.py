@@ -63,6 +63,8 @@ def corpus(cores: int) -> list[Scenario]:
         Scenario("gpu_bound_healthy", ("compile=true", "batch_size=*2")),
         Scenario("memory_near_limit", ("batch_size=/2",)),
         Scenario("trainer_loop", ("precision=bf16", f"num_workers={cores - 1}")),
+        # Storage-bound workers beside a CPU hog on every core: more workers overlap the reads.
+        Scenario("input_beside_cpu_hog", ("num_workers=8",)),
     ]
 
 

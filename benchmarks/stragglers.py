@@ -1,17 +1,20 @@
 """How far apart a torchrun job's ranks read without a straggler, and whether the straggler
 finding names the slowed rank: the measurement behind advise/rules.py's STRAGGLER_* lines.
 
-Each round runs 2 CPU ranks (gloo) of tests/scenarios/loops.py ``ddp`` under
+Each round runs 2 (``--nproc``) CPU ranks (gloo) of tests/scenarios/loops.py ``ddp`` under
 ``gputop-train --headless --format json``, unslowed and with one rank slowed on purpose, and
-reads every status line with both ranks measured (the live window, as the advisor sees it).
+reads every status line with every rank measured (the live window, as the advisor sees it).
+The comm gap is the others' median wait in collectives less the least-waiting rank's, as a
+share of the median step (advise/stragglers.py's COMM_GAP_SHARE line).
 
-    python -m benchmarks.stragglers --rounds 3
+    python -m benchmarks.stragglers --rounds 3 [--nproc 4]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -20,7 +23,7 @@ REPO = Path(__file__).resolve().parents[1]
 LOOPS = REPO / "tests" / "scenarios" / "loops.py"
 MIN_STEPS = 5
 
-CASES = {
+CASES = {  # rank 1 is slowed; with 4 ranks too
     "unslowed": [],
     "rank 1 input +30 ms": ["slow_rank=1", "slow_data_ms=30"],
     "rank 0 input +15 ms": ["slow_rank=0", "slow_data_ms=15"],
@@ -28,12 +31,13 @@ CASES = {
 }
 
 
-def run_case(extra: list[str], steps: int) -> list[dict]:
+def run_case(extra: list[str], steps: int, nproc: int = 2) -> list[dict]:
     """The status lines (and the summary) of one monitored torchrun job."""
     command = [
         sys.executable, "-m", "gputop_train", "--headless", "--format", "json",
         "--interval", "1", "--no-record", "--",
-        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+        sys.executable, "-m", "torch.distributed.run", "--standalone",
+        "--nproc-per-node", str(nproc),
         str(LOOPS), "ddp", "batch=8", f"steps={steps}", "step_ms=20", *extra,
     ]  # fmt: skip
     result = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=REPO)
@@ -42,14 +46,24 @@ def run_case(extra: list[str], steps: int) -> list[dict]:
     return [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
 
 
-def spreads(lines: list[dict]) -> tuple[list[float], list[float], set[str]]:
-    """Per line with both ranks measured: data-wait max-min (points), step p50 max/min, and
-    the straggler findings' titles."""
-    waits, ratios, named = [], [], set()
+def spreads(
+    lines: list[dict], nproc: int = 2
+) -> tuple[list[float], list[float], list[float], set[str]]:
+    """Per line with every rank measured: data-wait max-min (points), step p50 max/min, the
+    comm gap (% of the step), and the straggler findings' titles."""
+    waits: list[float] = []
+    ratios: list[float] = []
+    gaps: list[float] = []
+    named: set[str] = set()
     for line in lines:
         ranks = [r for r in line.get("ranks") or () if (r["steps"] or 0) >= MIN_STEPS]
-        if len(ranks) < 2:
+        if len(ranks) < nproc:
             continue
+        comm = sorted(r["comm_ms_p50"] for r in ranks if r.get("comm_ms_p50") is not None)
+        steps = sorted(r["step_ms_p50"] for r in ranks if r["step_ms_p50"])
+        if len(comm) == len(ranks) and steps:
+            others = statistics.median(comm[1:])
+            gaps.append(100.0 * (others - comm[0]) / statistics.median(steps))
         wait = [r["data_wait_pct"] for r in ranks if r["data_wait_pct"] is not None]
         step = [r["step_ms_p50"] for r in ranks if r["step_ms_p50"]]
         if len(wait) == len(ranks):
@@ -57,30 +71,40 @@ def spreads(lines: list[dict]) -> tuple[list[float], list[float], set[str]]:
         if len(step) == len(ranks):
             ratios.append(max(step) / min(step))
         named |= {f["title"] for f in line["findings"] if f["id"] == "ranks.straggler"}
-    return waits, ratios, named
+    return waits, ratios, gaps, named
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=150)
+    parser.add_argument("--nproc", type=int, default=2)
     args = parser.parse_args()
-    results: dict[str, tuple[list[float], list[float], set[str]]] = {
-        name: ([], [], set()) for name in CASES
+    results: dict[str, tuple[list[float], list[float], list[float], set[str]]] = {
+        name: ([], [], [], set()) for name in CASES
     }
     for _ in range(args.rounds):
         for name, extra in CASES.items():  # side by side, round after round
-            waits, ratios, named = spreads(run_case(extra, args.steps))
+            waits, ratios, gaps, named = spreads(
+                run_case(extra, args.steps, args.nproc), args.nproc
+            )
             results[name][0].extend(waits)
             results[name][1].extend(ratios)
-            results[name][2].update(named)
-    head = ("case", "lines", "data-wait spread, points (max)", "step p50 max/min (max)", "named")
+            results[name][2].extend(gaps)
+            results[name][3].update(named)
+    head = (
+        "case", "lines", "data-wait spread, points (max)", "step p50 max/min (max)",
+        "comm gap, % of step (min-max)", "named",
+    )  # fmt: skip
     print("| " + " | ".join(head) + " |")
-    print("|---|---|---|---|---|")
-    for name, (waits, ratios, named) in results.items():
+    print("|---|---|---|---|---|---|")
+    nan = float("nan")
+    for name, (waits, ratios, gaps, named) in results.items():
         print(
-            f"| {name} | {len(waits)} | {max(waits, default=float('nan')):.1f} "
-            f"| {max(ratios, default=float('nan')):.3f} | {'; '.join(sorted(named)) or 'none'} |"
+            f"| {name} | {len(waits)} | {max(waits, default=nan):.1f} "
+            f"| {max(ratios, default=nan):.3f} "
+            f"| {min(gaps, default=nan):.1f}-{max(gaps, default=nan):.1f} "
+            f"| {'; '.join(sorted(named)) or 'none'} |"
         )
 
 

@@ -281,20 +281,28 @@ class GpuSampled(Event):
 @event("procs")
 @dataclass(frozen=True)
 class ProcsSampled(Event):
-    """One sample of the job's processes, and the machine's busy share of all cores."""
+    """One sample of the job's processes, the machine's busy share of all cores, and the
+    cores the job may use (its affinity and cgroup CPU quota; None: unknown)."""
 
     samples: tuple[ProcSample, ...]
     system_cpu_pct: float | None = None
+    usable_cores: float | None = None
 
     def payload(self) -> dict[str, Any]:  # flat: no asdict() copy
-        return {"samples": [vars(p) for p in self.samples], "system_cpu_pct": self.system_cpu_pct}
+        return {
+            "samples": [vars(p) for p in self.samples],
+            "system_cpu_pct": self.system_cpu_pct,
+            "usable_cores": self.usable_cores,
+        }
 
     @classmethod
     def from_payload(cls, data: dict[str, Any]) -> ProcsSampled:
         samples = _checked(data["samples"], list, "samples")
-        cpu = data.get("system_cpu_pct")
+        cpu, room = data.get("system_cpu_pct"), data.get("usable_cores")
         return cls(
-            tuple(_sample(ProcSample, p) for p in samples), float(cpu) if _finite(cpu) else None
+            tuple(_sample(ProcSample, p) for p in samples),
+            float(cpu) if _finite(cpu) else None,
+            float(room) if _finite(room) else None,
         )
 
 

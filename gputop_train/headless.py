@@ -7,8 +7,10 @@ import json
 import os
 import signal
 import sys
+import textwrap
 import threading
 import time
+from collections.abc import Iterable, Sequence
 from typing import Any, TextIO
 
 from . import events
@@ -17,21 +19,48 @@ from .job import Job
 from .job.log import LogTail
 from .monitor.monitor import Monitor
 from .session.model import Snapshot
+from .session.stats import RankStats
 from .views import (
     TRIAL_COLUMNS,
     View,
     phase_dicts,
     phase_figures,
     status_fields,
+    steps_text,
     trial_rows,
     view_of,
 )
 
 # After the job exits, how long to wait for its hook's last frames.
 DRAIN_S = 3.0
+# Text mode keeps every line within a terminal's width (the JSON keeps every field whole);
+# continuation lines are indented under the figures, past the clock.
+WIDTH = 100
+INDENT = " " * 10
 
 
-def status_line(view: View) -> str:
+def fit(parts: Iterable[str], width: int = WIDTH, indent: str = INDENT) -> list[str]:
+    """Segments joined by " | " into lines of at most ``width``; a segment is moved whole to
+    the next line, and one longer than a line on its own is wrapped at its words."""
+    lines: list[str] = []
+    line = ""
+    for part in parts:
+        joined = f"{line} | {part}" if line else part
+        if len(joined) <= width:
+            line = joined
+            continue
+        if line:
+            lines.append(line)
+        wrapped = textwrap.wrap(indent + part, width, subsequent_indent=indent + "  ")
+        lines.extend(wrapped[:-1])
+        line = wrapped[-1] if wrapped else indent.rstrip()
+    if line:
+        lines.append(line)
+    return lines
+
+
+def status_parts(view: View) -> list[str]:
+    """The figures of one status, a segment each, in the order they are shown."""
     snap, f = view.snap, view.figures
     gpu, procs = snap.gpu, snap.procs
     workers = (
@@ -42,21 +71,29 @@ def status_line(view: View) -> str:
     gpm = ""
     if gpu.sm_active_pct is not None or gpu.tensor_active_pct is not None:
         gpm = f" SM {f.sm_active} tensor {f.tensor_active}"
-    return (
-        f"[{fmt.duration(snap.elapsed_s):>7}] phase {snap.phase} step {snap.total_steps}"
-        f" | {f.steps_per_s} steps/s {f.samples_per_s} samples/s"
-        f" | step {f.step_p50} (p95 {f.step_p95})"
-        f" | data-wait {f.data_wait}{_wait_source(snap)}"
-        f" | GPU time {f.gpu_time}"
-        f" | GPU util {f.gpu_util}{gpm}"
-        f" | mem {f.gpu_mem}"
-        f" | {workers} | main {fmt.pct(procs.main_cpu_pct)} CPU"
-        f" | {headline(view)}{_autopilot_text(snap)}"
+    parts = [
+        f"[{fmt.duration(snap.elapsed_s):>7}] phase {snap.phase} step {snap.total_steps}",
+        f"{f.steps_per_s} steps/s {f.samples_per_s} samples/s",
+        f"step {f.step_p50} (p95 {f.step_p95})",
+        f"data-wait {f.data_wait}{_wait_source(snap)}",
+    ]
+    if snap.steps.gpu_time_pct is None and gpu.util_pct is None and gpu.mem_used_bytes is None:
+        parts.append("GPU N/A")  # no GPU measured: one segment, not three N/As
+    else:
+        parts += [f"GPU time {f.gpu_time}", f"GPU util {f.gpu_util}{gpm}", f"mem {f.gpu_mem}"]
+    parts += [workers, f"main {fmt.pct(procs.main_cpu_pct)} CPU"]
+    if snap.autopilot:
+        parts.append(f"autopilot: {snap.autopilot['state']}")
+    return parts
+
+
+def status_line(view: View) -> str:
+    """One status as text: the figures, then the headline, every line within ``WIDTH``."""
+    lines = fit(status_parts(view))
+    lines += textwrap.wrap(
+        headline(view), WIDTH, initial_indent=INDENT, subsequent_indent=INDENT + "  "
     )
-
-
-def _autopilot_text(snap: Snapshot) -> str:
-    return f" | autopilot: {snap.autopilot['state']}" if snap.autopilot else ""
+    return "\n".join(lines)
 
 
 def _wait_source(snap: Snapshot) -> str:
@@ -78,9 +115,19 @@ def rank_lines(snap: Snapshot) -> list[str]:
     return [
         f"{r.label} (PID {r.who.pid}{f', GPU {fmt.gpus(r.gpus)}' if r.gpus else ''}): "
         f"step p50 {fmt.ms(r.steps.step_ms_p50)}, data-wait {fmt.pct(r.steps.data_wait_pct)}, "
-        f"{fmt.rate(r.steps.samples_per_s, 'samples/s')}"
+        f"{fmt.rate(r.steps.samples_per_s, 'samples/s')}{comm_text(r)}"
         for r in snap.ranks
     ]
+
+
+def comm_text(r: RankStats) -> str:
+    """A rank's wait in collectives, where measured: ", waits 30.9 ms a step in collectives
+    (58%)"."""
+    if r.comm is None:
+        return ""
+    return (
+        f", waits {fmt.ms(r.comm.wait_ms_p50)} a step in collectives ({fmt.pct(r.comm.wait_pct)})"
+    )
 
 
 def summary_text(view: View) -> str:
@@ -89,7 +136,8 @@ def summary_text(view: View) -> str:
     steps, gpu = snap.steps, snap.gpu
     lines = [
         f"gputop-train: {' '.join(snap.command)}",
-        f"  duration {fmt.duration(snap.elapsed_s)}, {snap.total_steps} steps, "
+        f"  duration {fmt.duration(snap.elapsed_s)}, "
+        f"{steps_text(snap.total_steps, snap.steps_before_start)}, "
         f"{snap.total_samples if snap.total_samples is not None else fmt.NA} samples",
         f"  throughput {fmt.rate(steps.samples_per_s, 'samples/s')}, "
         f"{fmt.rate(steps.steps_per_s, 'steps/s')}; step p50 {fmt.ms(steps.step_ms_p50)}, "
@@ -111,7 +159,8 @@ def summary_text(view: View) -> str:
             lines.append(f"  the job's last output: {snap.job.stderr_tail[-1]}")
     if snap.dropped_frames:
         lines.append(f"  {snap.dropped_frames} malformed frames from the hook were dropped")
-    for notice in snap.notices[-5:]:
+    said = [snap.nvml_error] if snap.nvml_error else []
+    for notice in once(snap.notices, said)[-5:]:
         lines.append(f"  note: {notice}")
     achieved, mfu = view.achieved_tflops, view.mfu_pct
     if achieved is not None and snap.observation is not None:
@@ -125,8 +174,9 @@ def summary_text(view: View) -> str:
             f"MFU {fmt.pct(mfu)}: {against}"
         )
     for finding in view.findings[:3]:
-        lines.append(f"  finding: {finding.title} -> {finding.action}")
-        lines.extend(f"     - {evidence}" for evidence in finding.evidence)
+        lines += _wrap(f"  finding: {finding.title} -> {finding.action}", "    ")
+        for evidence in finding.evidence:
+            lines += _wrap(f"     - {evidence}", "       ")
     if len(snap.phases) > 1 or snap.knobs:
         lines.append("")
         lines.extend(phase_table(view))
@@ -134,49 +184,80 @@ def summary_text(view: View) -> str:
         lines += ["", f"{snap.autopilot['mode']}: {snap.autopilot['state']}"]
         lines += ["  " + " | ".join(row) for row in [TRIAL_COLUMNS, *trial_rows(snap.autopilot)]]
     lines.append(f"  job exit code {_exit_text(snap)}")
-    return "\n".join(lines)
+    return "\n".join(line for text in lines for line in (_wrap(text, "    ") if text else [""]))
 
 
-PHASE_COLUMNS = (
-    ("#", 3),
-    ("change", 28),
-    ("steps", 6),
-    ("warm-up", 12),
-    ("samples/s", 10),
-    ("step p50", 10),
-    ("data-wait", 9),
-    ("GPU util", 8),
-    ("tensor", 7),
-    ("peak mem", 9),
-    ("speed-up", 8),
-    ("headline", 24),
+def _wrap(text: str, indent: str) -> list[str]:
+    """A line of text within ``WIDTH``, its continuation lines indented."""
+    if len(text) <= WIDTH:
+        return [text]
+    return textwrap.wrap(text, WIDTH, subsequent_indent=indent) or [""]
+
+
+def once(notes: Sequence[str], said: Sequence[str] = ()) -> list[str]:
+    """Each note once, in order, leaving out those already said (the GPU's N/A reason is
+    both the summary's "GPU figures N/A" line and the NVML sampler's notice)."""
+    seen = {text.strip() for text in said}
+    out = []
+    for note in notes:
+        key = note.strip()
+        if key and key not in seen and not any(key in t or t in key for t in said if t):
+            seen.add(key)
+            out.append(note)
+    return out
+
+
+PHASE_HEADERS = (
+    "#",
+    "change",
+    "steps",
+    "warm-up",
+    "samples/s",
+    "step p50",
+    "data-wait",
+    "GPU util",
+    "tensor",
+    "peak mem",
+    "speed-up",
 )
+# The change is cut to this many characters in its cell (the whole change follows the row).
+CHANGE_CELL = 24
 
 
 def phase_table(view: View) -> list[str]:
-    """The phase table as text: one row per configuration, speed-up against the first."""
-    header = " ".join(
-        f"{name:>{w}}" if i > 1 else f"{name:<{w}}" for i, (name, w) in enumerate(PHASE_COLUMNS)
-    )
-    lines = ["phases (warm-up excluded, see docs/phases.md):", header]
+    """The phase table as text: one row per configuration, speed-up against the first. Only
+    the columns with a figure in some row (a CPU run has no GPU columns), each as wide as its
+    widest cell; the headline ends the row where it fits within ``WIDTH``, else it follows on
+    the next line, with a change too long for its cell."""
+    rows, extra = [], []
     for phase in view.phases:
         row = phase.row
         change = row.phase.change + (f" (FAILED: {row.phase.failed})" if row.phase.failed else "")
-        warmup = f"{row.warmup_steps} / {fmt.ms(row.warmup_s * 1000) if row.warmup_s else 'N/A'}"
-        cells = (
-            str(row.phase.index),
-            change[:28],
-            str(row.steps),
-            warmup,
-            *phase_figures(row),
-            phase.headline,
+        cell = change if len(change) <= CHANGE_CELL else change[: CHANGE_CELL - 1] + "…"
+        warmup = f"{row.warmup_steps}/{fmt.ms(row.warmup_s * 1000) if row.warmup_s else 'N/A'}"
+        rows.append((str(row.phase.index), cell, str(row.steps), warmup, *phase_figures(row)))
+        extra.append((change if cell != change else "", phase.headline))
+    shown = [i for i in range(len(PHASE_HEADERS)) if i < 4 or any(r[i] != fmt.NA for r in rows)]
+    widths = {i: max(len(PHASE_HEADERS[i]), *(len(r[i]) for r in rows)) for i in shown}
+
+    def line(cells: Sequence[str]) -> str:
+        return " ".join(
+            cells[i].ljust(widths[i]) if i == 1 else cells[i].rjust(widths[i]) for i in shown
         )
-        lines.append(
-            " ".join(
-                f"{c:>{w}}" if i > 1 else f"{c:<{w}}"
-                for i, (c, (_, w)) in enumerate(zip(cells, PHASE_COLUMNS, strict=True))
-            )
-        )
+
+    texts = [line(cells) for cells in rows]
+    inline = all(
+        not change and len(f"{text} {found}") <= WIDTH
+        for text, (change, found) in zip(texts, extra, strict=True)
+    )
+    header = line(PHASE_HEADERS) + (" headline" if inline else "")
+    lines = ["phases (warm-up excluded, see docs/phases.md):", header]
+    for text, (change, found) in zip(texts, extra, strict=True):
+        if inline:
+            lines.append(f"{text} {found}")
+            continue
+        lines.append(text)
+        lines += _wrap(f"    {change + ': ' if change else ''}▶ {found}", "      ")
     return lines
 
 
@@ -278,6 +359,11 @@ def run_headless(
         _silence(out)
         if gone.pipe and job.owned:  # the pipeline is over: so is the job, as with Ctrl+C
             session.apply(events.StopAsked("the output pipe was closed"))
+            # What the job says as it stops (its KeyboardInterrupt traceback) stays in its
+            # log: the reader that asked for the output is gone.
+            copy_output()
+            echo = False
+            _say(err, "the output pipe was closed: stopping the job" + _log_text(log))
             job.stop()
             stop_waiting.wait(30.0)
     if ended:
@@ -296,6 +382,16 @@ def run_headless(
     if not ended:
         return 0
     return ended[0] if ended[0] is not None else 0
+
+
+def _log_text(log: LogTail | None) -> str:
+    return f"; its output is in {log.path}" if log is not None else ""
+
+
+def _say(err: TextIO, text: str) -> None:
+    with contextlib.suppress(OSError, ValueError):
+        err.write(f"gputop-train: {text}\n")
+        err.flush()
 
 
 def _status(view: View, as_json: bool) -> str:

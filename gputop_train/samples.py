@@ -30,7 +30,9 @@ class GpuSample:
     temp_c: float | None = None
     sm_clock_mhz: float | None = None
     mem_clock_mhz: float | None = None
+    # NVML's clock-event (throttle) reasons in force, by name (gpu_idle left out); () none.
     throttle: tuple[str, ...] | None = None
+    sm_clock_max_mhz: float | None = None  # the SM clock's ceiling (nvmlDeviceGetMaxClockInfo)
     pcie_rx_mibps: float | None = None
     pcie_tx_mibps: float | None = None
     sm_active_pct: float | None = None

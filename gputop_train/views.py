@@ -11,8 +11,10 @@ from typing import Any
 from . import format as fmt
 from .advise.mfu import efficiency
 from .advise.rules import Finding, findings
+from .advise.stall import stall_finding
 from .session.model import Snapshot
 from .session.phases import PhaseRow
+from .session.stats import RankStats
 
 
 @dataclass(frozen=True)
@@ -66,12 +68,20 @@ def view_of(snap: Snapshot) -> View:
     achieved, mfu = efficiency(snap.observation)
     return View(
         snap=snap,
-        findings=tuple(findings(snap.observation)),
+        findings=tuple(_stalled(snap) + findings(snap.observation)),
         achieved_tflops=achieved,
         mfu_pct=mfu,
         phases=tuple(PhaseView(row, tuple(findings(row.observation))) for row in snap.phases),
         figures=_figures(snap, achieved, mfu),
     )
+
+
+def _stalled(snap: Snapshot) -> list[Finding]:
+    """A stalled job's finding, from its stall dump (monitor/stall.py), while it lasts."""
+    if not snap.job.running:
+        return []
+    found = stall_finding(snap.readings.get("stall"))
+    return [found] if found else []
 
 
 def _figures(snap: Snapshot, achieved: float | None, mfu: float | None) -> Figures:
@@ -117,6 +127,14 @@ def phase_figures(row: PhaseRow) -> tuple[str, ...]:
     )
 
 
+def steps_text(total: int, before: int) -> str:
+    """The steps a duration covers: from an attach, those since it, with the job's own count
+    (which starts at the job's start, not the monitor's)."""
+    if before <= 0 or before > total:
+        return f"{total} steps"
+    return f"{total - before} steps since the attach (the job's steps {before + 1}-{total})"
+
+
 # -- serialisers (headless JSON, the summary) -------------------------------------------------
 
 
@@ -157,7 +175,24 @@ def status_fields(view: View) -> dict[str, Any]:
         "findings": [finding_dict(f) for f in view.findings],
         "advice_wait": snap.advice_wait,
         "autopilot": snap.autopilot,
+        "knobs": knob_dicts(snap),
     }
+
+
+def knob_dicts(snap: Snapshot) -> list[dict[str, Any]]:
+    """The knobs in force: the script's, then the hook's built-in ones (docs/knobs.md)."""
+    return [
+        {
+            "name": k.name,
+            "value": k.value,
+            "builtin": k.builtin,
+            "role": k.role,
+            "unavailable": k.unavailable,
+            "numerics": k.numerics,
+            "error": k.error,
+        }
+        for k in sorted(snap.knobs, key=lambda k: k.builtin)
+    ]
 
 
 def rank_dicts(snap: Snapshot) -> list[dict[str, Any]]:
@@ -177,9 +212,20 @@ def rank_dicts(snap: Snapshot) -> list[dict[str, Any]]:
             "samples_per_s": _round(r.steps.samples_per_s, 1),
             "total_steps": r.total_steps,
             "total_samples": r.total_samples,
+            **_comm_dict(r),
         }
         for r in snap.ranks
     ]
+
+
+def _comm_dict(r: RankStats) -> dict[str, Any]:
+    """A rank's wait in collectives (docs/ranks.md); None where not measured."""
+    comm = r.comm
+    return {
+        "comm_ms_p50": _round(comm.wait_ms_p50, 2) if comm else None,
+        "comm_ms_mean": _round(comm.wait_ms_mean, 2) if comm else None,
+        "comm_pct": _round(comm.wait_pct, 1) if comm else None,
+    }
 
 
 def finding_dict(finding: Finding) -> dict[str, Any]:
@@ -206,6 +252,7 @@ def phase_dicts(view: View) -> list[dict[str, Any]]:
             "steps": p.row.steps,
             "warmup_steps": p.row.warmup_steps,
             "warmup_s": _round(p.row.warmup_s, 2),
+            "measured_s": _round(p.row.measured_s, 2),
             "samples_per_s": _round(p.row.samples_per_s, 1),
             "step_ms_p50": _round(p.row.step_ms_p50, 2),
             "data_wait_pct": _round(p.row.data_wait_pct, 1),
@@ -220,7 +267,17 @@ def phase_dicts(view: View) -> list[dict[str, Any]]:
     ]
 
 
-TRIAL_COLUMNS = ("change", "from", "baseline", "samples/s", "gain", "needed", "decision")
+TRIAL_COLUMNS = (
+    "change",
+    "from",
+    "predicted",
+    "baseline",
+    "samples/s",
+    "gain",
+    "needed",
+    "vs start",
+    "decision",
+)
 
 
 def trial_rows(autopilot: dict[str, Any] | None) -> list[tuple[str, ...]]:
@@ -231,18 +288,27 @@ def trial_rows(autopilot: dict[str, Any] | None) -> list[tuple[str, ...]]:
             (
                 str(trial.get("change")),
                 str(trial.get("source")),
-                _rate(trial.get("baseline_samples_per_s"), trial.get("baseline_phase")),
-                _rate(trial.get("samples_per_s"), trial.get("phase")),
+                _times(trial.get("predicted_gain")),
+                _rate(trial.get("baseline_samples_per_s"), trial.get("baseline_phase"))
+                + _per_step(trial),
+                _rate(trial.get("samples_per_s"), trial.get("phase")) + _per_step(trial),
                 _times(trial.get("gain")),
                 _times(trial.get("needed_gain")),
+                _times(trial.get("gain_vs_start")),
                 f"{trial.get('decision')}: {trial.get('reason')}",
             )
         )
     return rows
 
 
+def _per_step(trial: dict[str, Any]) -> str:
+    """Rates in steps/s (a job whose samples are unknown) say so."""
+    return " steps/s" if trial.get("unit") == "steps/s" else ""
+
+
 def _rate(value: Any, phase: Any) -> str:
-    rate = fmt.NA if value is None else f"{value:,.0f}"
+    # a few steps/s keep their digits
+    rate = fmt.NA if value is None else f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
     return f"{rate} (phase {phase})" if phase is not None else rate
 
 

@@ -37,10 +37,13 @@ SYNCS = "syncs"  # a sync scan of one step: count and call sites
 FLOPS = "flops"  # FLOPs of one whole step, counted once
 LOADER = "loader"  # facts about the DataLoader and its batches, once per epoch it feeds
 MODEL = "model"  # facts about the forward pass: CUDA, autocast, parameter dtype, TF32, layout
+WAITING = "waiting"  # answer to WHERE_WAITING: the collective the training thread is in now
 
 # Monitor -> hook.
 SET_KNOB = "set_knob"  # change one knob at the next step boundary
 SCAN_SYNCS = "scan_syncs"  # run a sync scan on the next step
+WHERE_WAITING = "where_waiting"  # answered at once (listener thread) by a WAITING frame
+AUTOPILOT_DONE = "autopilot_done"  # the autopilot has finished: hook.autopilot_active() is False
 
 # How often the hook sends what is new (steps, facts, notices): one frame per redraw of the
 # TUI is all a screen can show; the figures are sums of rows, so a batch loses nothing. The
@@ -58,6 +61,9 @@ MONITOR_PID_ENV = "GPUTOP_TRAIN_MONITOR_PID"  # an exiting job waits briefly for
 # so that every entry applies at exactly its step, however late the monitor connects.
 SCHEDULE_ENV = "GPUTOP_TRAIN_SCHEDULE"
 RUNTIME_DIR_ENV = "GPUTOP_TRAIN_RUNTIME_DIR"  # where the sockets live (docs/security.md)
+# "1" when the launcher runs the job under --autopilot: a script may train on until it is
+# done (hook.autopilot_active(), demos/resnet.py).
+AUTOPILOT_ENV = "GPUTOP_TRAIN_AUTOPILOT"
 
 # Columns of a step row, in order. None means "not measured" (shown as N/A, never 0).
 STEP_FIELDS: tuple[str, ...] = (
@@ -71,6 +77,7 @@ STEP_FIELDS: tuple[str, ...] = (
     "mem_alloc",  # CUDA bytes allocated by tensors (sampled at most ~10x/s)
     "mem_reserved",  # CUDA bytes held by the caching allocator (sampled likewise)
     "mem_peak",  # peak CUDA bytes allocated so far (sampled likewise)
+    "comm_ms",  # time waiting in collectives (DDP all-reduce, barrier, ...; hook/collectives.py)
 )
 # A field's position in a row: row[COLUMN["gpu_ms"]].
 COLUMN: dict[str, int] = {name: index for index, name in enumerate(STEP_FIELDS)}
@@ -514,15 +521,42 @@ class Model(Frame):
 @frame(SET_KNOB)
 @dataclass(frozen=True)
 class SetKnob(Frame):
+    ABSENT_WHEN_NONE = ("at_step",)
+
     id: Any
     name: Any
     value: Any
+    at_step: int | None = None  # several ranks: each applies it after exactly this step
+
+
+@frame(AUTOPILOT_DONE)
+@dataclass(frozen=True)
+class AutopilotDone(Frame):
+    """The autopilot has finished: ``hook.autopilot_active()`` turns False."""
 
 
 @frame(SCAN_SYNCS)
 @dataclass(frozen=True)
 class ScanSyncs(Frame):
     pass
+
+
+@frame(WHERE_WAITING)
+@dataclass(frozen=True)
+class WhereWaiting(Frame):
+    """Which collective the training thread waits in now (a stall's dump, docs/ranks.md)."""
+
+
+@frame(WAITING)
+@dataclass(frozen=True)
+class Waiting(Frame):
+    """The answer to WHERE_WAITING, sent from the hook's own thread."""
+
+    pid: int
+    at: float  # when it answered (Unix s)
+    step: int | None = None  # steps so far
+    collective: str | None = None  # what the training thread waits in; None: none
+    since: float | None = None  # since when (Unix s)
 
 
 # -- checking a decoded value against its declared type ----------------------------------------

@@ -66,7 +66,7 @@ def test_busy_workers_with_idle_cores_ask_for_workers_toward_the_idle_cores() ->
     assert finding.id == "input.more_workers"
     # 30% of 16 cores busy: 11.2 idle, the training process's share counted; 4 + 11 = 15.
     assert finding.changes == (rules.Change("workers", 15),)
-    assert "11.2 of 16 cores idle" in " ".join(finding.evidence)
+    assert "11.2 of 16 cores free to the job" in " ".join(finding.evidence)
     assert "will not help" not in finding.action
     assert all("workers" not in f.rules_out for f in rules.findings(observe(**IMAGENET_4_WORKERS)))
 
@@ -81,7 +81,7 @@ def test_busy_workers_and_no_idle_core_rule_out_more_workers_with_the_evidence()
     )
     assert "input.more_workers" not in ids(o)
     assert finding.rules_out == ("workers",) and "will not help" in finding.action
-    assert "0.5 of 16 cores idle" in " ".join(finding.evidence)  # the evidence for the claim
+    assert "0.5 of 16 cores free to the job" in " ".join(finding.evidence)  # the claim's evidence
 
 
 def test_one_busy_worker_per_core_is_saturation_whatever_the_idle_share_reads() -> None:
@@ -212,7 +212,8 @@ def test_fp32_on_a_busy_tensor_core_gpu_asks_for_mixed_precision_whatever_tf32_s
     )
     finding = headline(o)
     assert finding.id == "gpu.mixed_precision" and finding.gain == 2.0
-    assert finding.changes == (rules.Change("precision", "bf16"),)
+    tf32 = () if transformer.tf32_matmul else (rules.Change("matmul_precision", "high"),)
+    assert finding.changes == (rules.Change("precision", "bf16"), *tf32)  # TF32 matmuls next
     assert "no autocast" in " ".join(finding.evidence) and "TF32 on" in " ".join(finding.evidence)
 
 

@@ -194,8 +194,8 @@ def test_headless_explains_while_it_waits_not_only_at_exit() -> None:
         cwd=REPO,
         timeout=120,
     )
-    lines = [line for line in result.stdout.splitlines() if line.startswith("[")]
-    assert lines and all("waiting for the first training step" in line for line in lines)
+    statuses = [s for s in result.stdout.split("\ngputop-train:")[0].split("\n[") if s.strip()]
+    assert statuses and all("waiting for the first training step" in s for s in statuses)
 
 
 # 6. The recording's path is printed; 9. --no-record leaves no log behind.

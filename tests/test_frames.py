@@ -32,6 +32,9 @@ EXAMPLES: list[wire.Frame] = [
     wire.Model(step=2, cuda=True, capability=[9, 0], autocast="bfloat16", compiled=False),
     wire.SetKnob(1, "num_workers", 4),
     wire.ScanSyncs(),
+    wire.AutopilotDone(),
+    wire.WhereWaiting(),
+    wire.Waiting(pid=7, at=100.0, step=20, collective="all_reduce", since=98.0),
 ]
 
 

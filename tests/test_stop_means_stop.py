@@ -56,7 +56,7 @@ def _tui(tmp_path: Path, *command: str) -> tuple[subprocess.Popen[bytes], int]:
     return monitor, master
 
 
-def _job_pid(record: Path, timeout_s: float = 60.0, drain: int | None = None) -> int:
+def _job_pid(record: Path, timeout_s: float = 180.0, drain: int | None = None) -> int:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if drain is not None:

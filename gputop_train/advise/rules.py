@@ -13,6 +13,7 @@ headline against the measured gain of applying it on the scenario corpus.
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,6 +21,8 @@ from typing import Any
 
 from .. import format as fmt
 from ..session.stats import Observation, RankStats
+from . import stragglers, throttle
+from .stragglers import lagging_rank
 
 # The PyTorch profiler's recommendations flag a DataLoader share above 5% of the step
 # and GPU utilization under 50%; we use the same lines.
@@ -35,11 +38,18 @@ WORKER_SATURATED_PCT = 85.0
 # Workers this idle are not what the step waits for (on the H100 box even 15 workers of a
 # CPU-bound pipeline averaged 22% or more): the wait comes from elsewhere.
 WORKER_IDLE_PCT = 10.0
-# More workers need a core each to run on: most of one idle core (machine-wide, psutil) is the
-# least that can carry another worker; the margin under 1.0 covers psutil's sampling jitter
-# and the monitor's own 1-3% of a core. On the H100 an ImageNet-style loader with 4 workers
-# at 95% and about 11 of 16 cores idle ran 3.1x faster with 16 workers (issue: diagnosis).
+# More workers need a core each to run on: most of one core free to the job (idle machine-wide
+# and within its affinity and quota, less what the job uses: psutil) is the least that can
+# carry another worker; the margin under 1.0 covers psutil's sampling jitter and the
+# monitor's own 1-3% of a core. On the H100 an ImageNet-style loader with 4 workers at 95%
+# and about 11 of 16 cores idle ran 3.1x faster with 16 workers (issue: diagnosis).
 IDLE_CORES_FOR_WORKERS = 0.8
+# Workers whose loading waits on something other than their CPU (storage, network, a sleep)
+# need no core each: they overlap their waits. A Dataset sleeping 5 ms per item with no
+# workers (training process at 15-26% CPU, data-wait 67%) on the 2-core dev box, busy with
+# other processes, ran 5.3x faster with 4 workers (issue 29). Each worker is still a process
+# with its own copy of the Dataset: at most this many per core the job may use.
+WAITING_WORKERS_PER_CORE = 4
 # The training process at this CPU (one core = 100) while input-bound and the workers have
 # time to spare: it, not the workers, is what the input waits for (pinning, unpacking).
 MAIN_PROCESS_BUSY_PCT = 90.0
@@ -150,15 +160,59 @@ def _workers_busy(o: Observation) -> bool:
     )
 
 
+def _one_worker_per_core(o: Observation) -> bool:
+    room = o.room_cores
+    return bool(o.workers and room and o.workers >= room and not _workers_idle(o))
+
+
 def _cores_left(o: Observation) -> bool | None:
-    """Whether another worker would get a core: one is idle machine-wide and the workers do
-    not already number one per core; None where unknown. With 16 workers on the 16-core H200
-    box at 82% each the machine read 2 cores idle, yet 32 workers ran 12% slower (scheduling
-    slack, not room for more workers: docs/diagnosis.md)."""
-    if o.workers and o.cpu_count and o.workers >= o.cpu_count and not _workers_idle(o):
+    """Whether another worker would get a core: one is free to the job (idle machine-wide,
+    within its affinity and quota) and the workers do not already number one per core; None
+    where unknown. With 16 workers on the 16-core H200 box at 82% each the machine read 2
+    cores idle, yet 32 workers ran 12% slower (scheduling slack, not room for more workers:
+    docs/diagnosis.md)."""
+    if _one_worker_per_core(o):
         return False
-    idle = o.idle_cores
-    return None if idle is None else idle >= IDLE_CORES_FOR_WORKERS
+    free = o.free_cores
+    return None if free is None else free >= IDLE_CORES_FOR_WORKERS
+
+
+def _others_hold_cores(o: Observation) -> bool:
+    """Other processes use more of the machine than the job does: where no core is free,
+    they, not the job's input work, hold them (a neighbour's job, a notebook, a CPU hog)."""
+    others, job = o.others_cores, o.job_cores
+    return others is not None and job is not None and others > job
+
+
+def _loaders_cpu_bound(o: Observation) -> bool:
+    """The processes that load the batches spend their time on the CPU: busy workers; with
+    none, a training process at the busy line (it loads and steps on its own core)."""
+    if o.workers:
+        return _workers_busy(o)
+    return o.main_cpu_pct is not None and o.main_cpu_pct >= MAIN_PROCESS_BUSY_PCT
+
+
+def _loading_waits_elsewhere(o: Observation) -> bool:
+    """No core is free, other processes hold them, and the job's loaders are not busy: the
+    input waits on storage, a network, a sleep or the scheduler, not on its own CPU work.
+    Workers overlap such waits without a core each (the sleep-bound Dataset of issue 29)."""
+    return (
+        _cores_left(o) is False
+        and not _one_worker_per_core(o)
+        and _others_hold_cores(o)
+        and not _loaders_cpu_bound(o)
+    )
+
+
+def _waiting_workers(o: Observation) -> int:
+    """Workers enough to overlap a wait that is not CPU work: the loaders deliver a batch per
+    step now; to keep up with the step's compute alone they must deliver 1 / (1 - wait)
+    times as many, each waiting as long as before."""
+    current = max(1, o.workers or 0)
+    share = min(0.95, _wait(o) / 100.0)
+    wanted = math.ceil(current / (1.0 - share))
+    room = o.room_cores or 2.0
+    return max(current + 1, min(wanted, int(WAITING_WORKERS_PER_CORE * room)))
 
 
 def _main_process_limits(o: Observation) -> bool:
@@ -199,24 +253,40 @@ def _wait_evidence(o: Observation) -> str:
     return f"data-wait {fmt.pct(o.steps.data_wait_pct)} of the step (hook)"
 
 
+def _room_text(o: Observation) -> str:
+    room = o.room_cores
+    if room is None:
+        return fmt.NA
+    limited = o.cpu_count is not None and room < o.cpu_count
+    return f"{room:g}" + (f" (of {o.cpu_count}: affinity, cgroup quota)" if limited else "")
+
+
+def _use_text(o: Observation) -> str:
+    """Who uses the busy cores: the job's processes, and the others."""
+    job, others = o.job_cores, o.others_cores
+    if others is None or job is None:
+        return f"machine-wide CPU {fmt.pct(o.system_cpu_pct)}"
+    return f"the job uses {job:.1f} cores, other processes {others:.1f}"
+
+
 def _cores_evidence(o: Observation) -> str:
-    idle = o.idle_cores
-    if o.workers and o.cpu_count and o.workers >= o.cpu_count and not _workers_idle(o):
+    free = o.free_cores
+    if _one_worker_per_core(o):
         return (
-            f"{o.workers} workers on {o.cpu_count} cores: one per core already (machine-wide "
-            f"CPU {fmt.pct(o.system_cpu_pct)}, psutil)"
+            f"{o.workers} workers on {_room_text(o)} cores: one per core already "
+            f"({_use_text(o)}; psutil)"
         )
-    if idle is None:
-        return f"{o.cpu_count or fmt.NA} cores, machine-wide use N/A (psutil)"
-    return (
-        f"{idle:.1f} of {o.cpu_count} cores idle (machine-wide CPU "
-        f"{fmt.pct(o.system_cpu_pct)}, psutil)"
-    )
+    if free is None:
+        return f"{_room_text(o)} cores, machine-wide use N/A (psutil)"
+    return f"{free:.1f} of {_room_text(o)} cores free to the job ({_use_text(o)}; psutil)"
 
 
 def _worker_evidence(o: Observation) -> str:
     if not o.workers:
-        return "no DataLoader workers: the training process loads every batch (psutil)"
+        return (
+            "no DataLoader workers: the training process loads every batch, at "
+            f"{fmt.pct(o.main_cpu_pct)} CPU (psutil)"
+        )
     return f"{o.workers} workers at {fmt.pct(o.worker_cpu_pct)} CPU each (psutil)"
 
 
@@ -241,27 +311,36 @@ def more_workers(o: Observation) -> Finding | None:
     image pipeline faster (877 samples/s) than 1, 2 or 3 workers (609-807)."""
     if not _input_bound(o) or _workers_idle(o) or _main_process_limits(o):
         return None
-    if _cores_left(o) is False:
+    waits = _loading_waits_elsewhere(o)
+    if _cores_left(o) is False and not waits:
         return None
-    cores = o.cpu_count or 2
+    cores = int(o.room_cores or 2)
     current = o.workers or 0
-    if not current:
+    evidence = [_wait_evidence(o), _worker_evidence(o), _cores_evidence(o)]
+    if waits:  # the loaders wait, they do not compute: overlap the waits
+        suggested = _waiting_workers(o)
+        evidence.append(
+            "the loading waits on something other than the job's CPU (storage, network, a "
+            "sleep): workers overlap those waits and need no core each"
+        )
+    elif not current:
         # The training process does the loading: workers take it off the step (the
         # playbook's rung 1: 8 workers on 16 cores), one core left for the training process.
         suggested = max(1, min(cores - 1, max(2, cores // 2)))
-    else:  # one per idle core (the training process's use is counted in them already)
-        idle = o.idle_cores
-        added = max(1, round(idle)) if idle is not None else current  # unknown: double
+    else:  # one per free core (the training process's use is counted in them already)
+        free = o.free_cores
+        added = max(1, round(free)) if free is not None else current  # unknown: double
         suggested = min(cores, current + added)
     if suggested <= current:
         return None
     wait_gain = _input_gain(o)
     gain = wait_gain if not current else min(wait_gain, suggested / current)
-    busy = _workers_busy(o) or not current
+    busy = _workers_busy(o) or not current or waits
+    evidence.append(_gpu_activity(o)[1])
     return Finding(
         "input.more_workers",
         f"Input-bound: {_waiter(o)}",
-        (_wait_evidence(o), _worker_evidence(o), _cores_evidence(o), _gpu_activity(o)[1]),
+        tuple(evidence),
         f"raise DataLoader num_workers to {suggested}",
         f"up to {gain:.1f}x",
         0.8 if busy else 0.5,
@@ -276,10 +355,17 @@ def input_saturated(o: Observation) -> Finding | None:
     the 2-core CI box read 20% each): the machine, not the worker count, is the limit then.
     With no workers, the training process's own threads hold the cores: workers might still
     use them better, so no claim is made about them."""
-    if not (_input_bound(o) and _cores_left(o) is False):
-        return None
+    if not (_input_bound(o) and _cores_left(o) is False) or _loading_waits_elsewhere(o):
+        return None  # loaders that wait get more workers (more_workers, idle_workers)
     evidence = [_wait_evidence(o), _worker_evidence(o), _cores_evidence(o)]
-    no_workers = "; more workers will not help: no core is idle" if o.workers else ""
+    # Other processes hold the cores, the job's loaders busy on what they get: the shared
+    # machine is the limit, and more workers would only take CPU from the others.
+    shared = _others_hold_cores(o) and not _one_worker_per_core(o)
+    no_workers = (
+        "; more workers will not help: no core is free to the job"
+        if o.workers and not shared
+        else ""
+    )
     if o.uses_gpu and _image_batches(o):
         # Preprocessing on the GPU frees the cores of all the per-sample work; uint8 only of
         # the float conversion: with every core augmenting on the H200 box, GPU preprocessing
@@ -313,6 +399,12 @@ def input_saturated(o: Observation) -> Finding | None:
             + no_workers
         )
         changes = ()
+    if shared:
+        title = "Input-bound: other processes hold the cores the input needs"
+        action = (
+            f"give the job cores of its own: other processes use {o.others_cores or 0:.1f} "
+            f"cores (stop or move them; a cpuset or taskset for the job); or {action}"
+        )
     gain = _input_gain(o)
     return Finding(
         finding_id,
@@ -323,7 +415,7 @@ def input_saturated(o: Observation) -> Finding | None:
         0.7,
         gain,
         changes=changes,
-        rules_out=("workers",) if o.workers else (),
+        rules_out=("workers",) if o.workers and not shared else (),
     )
 
 
@@ -336,6 +428,7 @@ def main_process_bound(o: Observation) -> Finding | None:
         _main_evidence(o),
         f"{o.workers} workers at {fmt.pct(o.worker_cpu_pct)} CPU each: they wait for the "
         f"training process (psutil)",
+        _cores_evidence(o),
     ]
     if o.batch_bytes:
         evidence.append(_batch_evidence(o) + (", pinned" if o.pin_memory else ""))
@@ -378,9 +471,10 @@ def idle_workers(o: Observation) -> Finding | None:
     """The step waits for data while the workers idle: their compute is not the cause."""
     if not (_input_bound(o) and _workers_idle(o)) or _main_process_limits(o):
         return None
-    if _cores_left(o) is False:
-        return None  # a saturated machine starves them (input_saturated)
+    if _cores_left(o) is False and not _others_hold_cores(o):
+        return None  # the job's own work saturates its cores (input_saturated)
     restarts = o.persistent_workers is False and o.epochs >= 2
+    suggested = _waiting_workers(o)
     if restarts:
         action = (
             "set persistent_workers=True (and keep one DataLoader): the workers are started "
@@ -388,21 +482,26 @@ def idle_workers(o: Observation) -> Finding | None:
             "waits for their first batches"
         )
     else:
+        # Workers that wait (storage, network, a sleep) deliver more batches by number; what
+        # is not their wait shows between batches.
         action = (
-            "look at what happens between batches: a DataLoader re-created per step, storage "
-            "latency, collation or copies in the training process (py-spy dump shows where "
-            "it waits)"
+            f"raise DataLoader num_workers to {suggested}: each worker waits on something "
+            "other than its CPU (storage, network), and more of them overlap the waits; else "
+            "look at what happens between batches: a DataLoader re-created per step, "
+            "collation or copies in the training process (py-spy dump shows where it waits)"
         )
     gain = _input_gain(o)
     return Finding(
         "input.idle_workers",
         "Input-bound, yet the workers are mostly idle",
-        (_wait_evidence(o), _worker_evidence(o), _gpu_activity(o)[1]),
+        (_wait_evidence(o), _worker_evidence(o), _cores_evidence(o), _gpu_activity(o)[1]),
         action,
         f"up to {gain:.1f}x",
         0.6 if restarts else 0.4,
         gain,
-        changes=(Change("persistent_workers", True),) if restarts else (),
+        changes=(Change("persistent_workers", True),)
+        if restarts
+        else (Change("workers", suggested),),
     )
 
 
@@ -526,7 +625,9 @@ def mixed_precision(o: Observation) -> Finding | None:
         f"up to {gain:g}x",
         0.8,
         gain,
-        changes=(Change("precision", "bf16" if bf16 else "fp16"),),
+        # TF32 matmuls next: the fix that leaves the parameters and activations in fp32.
+        changes=(Change("precision", "bf16" if bf16 else "fp16"),)
+        + ((Change("matmul_precision", "high"),) if bf16 and not facts.tf32_matmul else ()),
     )
 
 
@@ -655,8 +756,9 @@ def straggler(o: Observation) -> Finding | None:
             slower = 1.0 - others_step / step
             if step >= STRAGGLER_STEP_RATIO * others_step and (worst is None or slower > worst[1]):
                 worst = (rank, slower, "step")
+    lag = lagging_rank(o)
     if worst is None:
-        return None
+        return _comm_straggler(lag, o) if lag is not None else None
     rank, lost, kind = worst
     name = rank.label
     wait_line = (
@@ -673,7 +775,12 @@ def straggler(o: Observation) -> Finding | None:
             f"find what slows {name}'s input: its shard of the data (larger or slower files), "
             f"its DataLoader workers and CPUs (NUMA, other jobs on its cores), its host"
         )
-        evidence = (wait_line, step_line + ": the gradient all-reduce evens the ranks out")
+        evidence: tuple[str, ...] = (
+            wait_line,
+            step_line + ": the gradient all-reduce evens the ranks out",
+        )
+        if lag is not None and lag.rank is rank and lag.chronic:
+            evidence += (stragglers.wait_line(lag),)
     else:
         title = f"Straggler: {name} steps slower than the other ranks"
         action = f"find what slows {name}: its GPU (clocks, throttling), its host, its input"
@@ -690,8 +797,89 @@ def straggler(o: Observation) -> Finding | None:
     )
 
 
+def _comm_straggler(lag: stragglers.Lag, o: Observation) -> Finding:
+    """The rank the others wait for in the collectives (a compute straggler, or a stall)."""
+    name = lag.rank.label
+    cause = stragglers.cause_of(lag, o)
+    if not lag.chronic:
+        title = (
+            f"Straggler: {name} stalled once (step {lag.stall_step}), and the other ranks "
+            f"waited {fmt.ms(lag.stall_ms)} for it"
+        )
+        action = (
+            f"a one-off, not a chronic lag: look at what {name} did then (a checkpoint, "
+            "garbage collection, its storage or network); the ranks do not differ otherwise"
+        )
+        stall_ms = lag.stall_ms or 0.0
+        evidence: tuple[str, ...] = (
+            f"at step {lag.stall_step} the other ranks waited {fmt.ms(lag.stall_ms)} more in "
+            f"collectives than {name} (hook), {stall_ms / lag.step_ms:.0f}x the "
+            f"{fmt.ms(lag.step_ms)} step",
+            stragglers.wait_line(lag) + ": over the window they wait alike",
+        )
+    else:
+        cause_text = {
+            "input": "waits for data",
+            "GPU clocks": "runs on a slower (throttled) GPU",
+            "compute": "computes slower",
+        }.get(cause.name if cause else "", "arrives last at every collective")
+        title = f"Straggler: {name} {cause_text}, and the other ranks wait for {name}"
+        action = {
+            "input": f"find what slows {name}'s input: its shard, its workers and CPUs",
+            "GPU clocks": f"cool or re-power {name}'s GPU (nvidia-smi -q -d PERFORMANCE), or "
+            "move the rank",
+            "compute": f"find what slows {name}'s own work: its GPU (clocks, other processes "
+            "on it), its host's CPUs (other jobs, NUMA), uneven work per rank",
+        }.get(
+            cause.name if cause else "",
+            f"the cause is not measured: look at {name}'s GPU, host and input",
+        )
+        evidence = (
+            stragglers.wait_line(lag),
+            f"chronic: over the window's median step, {name} costs the others "
+            f"{fmt.ms(lag.gap_ms)} of each {fmt.ms(lag.step_ms)} step",
+            cause.evidence if cause else "no measured cause covers most of the gap",
+        )
+    gain = 1.0 / max(1.0 - min(lag.gap_ms, lag.step_ms) / lag.step_ms, 0.2) if lag.chronic else 1.0
+    return Finding(
+        "ranks.straggler",
+        title,
+        evidence,
+        action + ("; the whole job runs at its pace" if lag.chronic else ""),
+        f"up to {gain:.1f}x" if lag.chronic else None,
+        0.7,
+        max(gain, 1.01),
+    )
+
+
+def gpu_throttled(o: Observation) -> Finding | None:
+    """The job's GPUs (any of them) run under their clock ceiling for heat or power (NVML's
+    clock-event reasons; advise/throttle.py says which count)."""
+    if not o.uses_gpu:
+        return None
+    held = [(c, reasons) for c in o.gpu_clocks if (reasons := throttle.throttled(c))]
+    if not held:
+        return None
+    ratios = [c.clock_ratio for c, _ in held if c.clock_ratio]
+    gain = 1.0 / min(ratios) if ratios else 1.05
+    several = len(held) > 1
+    which = ", ".join(str(c.index) for c, _ in held)
+    named = ", ".join(sorted({r for _, rs in held for r in rs}))
+    return Finding(
+        "gpu.throttled",
+        f"GPU{'s' if several else ''} {which} run{'' if several else 's'} throttled ({named})",
+        tuple(throttle.evidence_line(c, rs) for c, rs in held),
+        "check cooling and power: nvidia-smi -q -d PERFORMANCE,TEMPERATURE,POWER on the host "
+        "shows the reasons and limits; in a multi-GPU job one throttled GPU slows every rank",
+        f"up to {gain:.2f}x" if ratios else None,
+        0.6,
+        gain,
+    )
+
+
 RULES: tuple[Callable[[Observation], Finding | None], ...] = (
     straggler,
+    gpu_throttled,
     more_workers,
     input_saturated,
     main_process_bound,

@@ -124,6 +124,24 @@ def _add_monitor_options(parser: argparse.ArgumentParser) -> None:
         "node's monitor of one job the same name, and two jobs different ones",
     )
     parser.add_argument(
+        "--prometheus-linger",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="after the job ends, keep serving its final metrics (job_running 0, its exit "
+        "code, which ranks are gone) for S seconds so that a scrape sees them (0; give at "
+        "least the scrape interval)",
+    )
+    parser.add_argument(
+        "--stall-after",
+        type=_positive,
+        default=120.0,
+        metavar="S",
+        help="once no rank has finished a step for S seconds, write each rank's Python stacks "
+        "and the collective it waits in beside the recording, and name the ranks that did not "
+        "arrive (120; the TUI's D key dumps at any time; docs/ranks.md)",
+    )
+    parser.add_argument(
         "--no-nice",
         action="store_true",
         help="keep the monitor at the job's CPU and I/O priority (by default it yields: "

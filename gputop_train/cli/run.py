@@ -19,13 +19,14 @@ from typing import Any
 
 from .. import __version__, events, wire
 from ..collect.stacks import StackSampler, StacksUnavailable
-from ..export.prometheus import Exporter, ExporterError, Tls, job_name, serve
+from ..export.prometheus import Exporter, ExporterError, Tls, job_name, parse_address, serve
 from ..job import Job
 from ..job.attached import AttachError, find_job, no_hook_advice, output_of, python_process
 from ..job.launched import TERMINATE_GRACE_S, LaunchError, build_command, start_job
 from ..job.log import LogTail
 from ..monitor.monitor import Monitor
 from ..monitor.priority import yield_to_job
+from ..monitor.stall import stall_folder
 from ..record.files import RecordError
 from ..record.session_files import SessionFiles
 from ..session.model import Session
@@ -41,7 +42,8 @@ def launch(args: argparse.Namespace) -> int:
         return 2
     session = Session(command=tuple(command))
     try:
-        exporter = _serve_metrics(args, session)  # a port in use fails before the job starts
+        # A malformed address fails before the job starts; a port in use does not stop it.
+        exporter = _serve_metrics(args, session)
     except ExporterError as error:
         _say(str(error))
         return 2
@@ -53,7 +55,7 @@ def launch(args: argparse.Namespace) -> int:
         _close(exporter)
         return 2
     try:
-        job = start_job(command, log_fd, schedule=args.schedule)
+        job = start_job(command, log_fd, schedule=args.schedule, autopilot=args.autopilot)
     except LaunchError as error:
         _say(str(error))
         _report(files.finish(session, job_running=False))
@@ -62,6 +64,7 @@ def launch(args: argparse.Namespace) -> int:
     finally:
         os.close(log_fd)  # the relay holds it now
     monitor = _start_monitor(args, session, job.pid)
+    monitor.watch_stalls(stall_folder(files.stem, job.pid), args.stall_after)
     log = LogTail(files.log)
     return _watch(args, session, files, job, monitor, log, log, exporter)
 
@@ -107,6 +110,7 @@ def attach(args: argparse.Namespace) -> int:
     if stacks is not None:
         session.expect_stacks(stacks.window_s)
     monitor = _start_monitor(args, session, job.pid, stacks)
+    monitor.watch_stalls(stall_folder(files.stem, job.pid), args.stall_after)
     output = output_of(job.pid)
     log = LogTail(output) if isinstance(output, Path) else None
     session.apply(
@@ -134,13 +138,24 @@ def _watch(
             return _run_headless(args, session, files, job, monitor, headless_log)
         return _run_tui(args, session, files, job, monitor, log)
     finally:
+        _linger(exporter, job, getattr(args, "prometheus_linger", 0.0))
         _close(exporter)
+
+
+def _linger(exporter: Exporter | None, job: Job, seconds: float) -> None:
+    """``--prometheus-linger``: an ended job's last metrics stay up for a scrape to see."""
+    if exporter is None or seconds <= 0 or job.running():
+        return
+    _say(f"the job ended: its final metrics stay at {exporter.url} for {seconds:g} s")
+    with contextlib.suppress(KeyboardInterrupt):
+        threading.Event().wait(seconds)
 
 
 def _serve_metrics(args: argparse.Namespace, session: Session) -> Exporter | None:
     """``--prometheus``: the endpoint, serving a view of the moment at each scrape."""
     if not args.prometheus:
         return None
+    parse_address(args.prometheus)  # ExporterError: a typo is the user's to fix first
     window_s = args.window
     if args.prometheus_client_ca and not args.prometheus_tls:
         raise ExporterError("--prometheus-client-ca needs --prometheus-tls CERT KEY")
@@ -148,12 +163,19 @@ def _serve_metrics(args: argparse.Namespace, session: Session) -> Exporter | Non
     if args.prometheus_tls:
         certfile, keyfile = args.prometheus_tls
         tls = Tls(certfile, keyfile, args.prometheus_client_ca)
-    exporter = serve(
-        args.prometheus,
-        lambda: view_of(session.snapshot(window_s=window_s)),
-        args.prometheus_job or job_name(session.command),
-        tls,
-    )
+    try:
+        exporter = serve(
+            args.prometheus,
+            lambda: view_of(session.snapshot(window_s=window_s)),
+            args.prometheus_job or job_name(session.command),
+            tls,
+        )
+    except ExporterError as error:
+        # The training job comes first: it starts without the endpoint, and says so.
+        message = f"{error}; the job runs without the metrics endpoint"
+        _say(message)
+        session.apply(events.NoticeAdded(message))
+        return None
     _say(f"Prometheus metrics at {exporter.url}")
     session.apply(events.NoticeAdded(f"Prometheus metrics at {exporter.url}"))
     if exporter.warning:
@@ -263,6 +285,7 @@ def _run_tui(
         scan_syncs=monitor.scan_syncs,
         toggle_autopilot=monitor.toggle_autopilot,
         job_owned=job.owned,
+        dump_stall=monitor.dump_stall,
     )
     # An SSH drop (SIGHUP) ends the monitor, never the job (its own session); a SIGTERM
     # (``timeout``, a scheduler) is passed on to a job we started, as torchrun does.

@@ -29,6 +29,7 @@ class FakeGpu:
     energy_mj: int = 0
     temp: int = 30
     sm_clock: int = 1980
+    sm_clock_max: int = 1980
     mem_clock: int = 2619
     throttle_bits: int = 0
     pcie_rx_kbps: int = 0
@@ -111,6 +112,9 @@ class FakeNvml:
     def nvmlDeviceGetClockInfo(self, h: int, clock: int) -> int:
         gpu = self._gpu(h, "clocks")
         return gpu.sm_clock if clock == 1 else gpu.mem_clock
+
+    def nvmlDeviceGetMaxClockInfo(self, h: int, clock: int) -> int:
+        return self._gpu(h, "max_clocks").sm_clock_max
 
     def nvmlDeviceGetCurrentClocksEventReasons(self, h: int) -> int:
         return self._gpu(h, "throttle").throttle_bits

@@ -159,6 +159,8 @@ class NvmlSampler:
         fields: dict[str, Any] = {
             "power_limit_w": None if limit_mw is None else limit_mw / 1000.0,
             "energy_j": None if energy_mj is None else energy_mj / 1000.0,
+            # The ceiling the SM clock is read against (a throttled GPU runs under it).
+            "sm_clock_max_mhz": self._call(nvml.nvmlDeviceGetMaxClockInfo, handle, 1),
         }
         self._refresh_process_utilization(device)
         if not device.gpm_supported:  # GPM gives PCIe rates for free; else the slow call

@@ -12,11 +12,13 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from .. import events
 from ..samples import ProcSample
 from .base import COSTLY, Sink
+from .cpu_room import usable_cores
 
 # PyTorch names its DataLoader worker processes so (torch/utils/data/_utils/worker.py).
 WORKER_NAME = "pt_data_worker"
@@ -30,6 +32,9 @@ WORKER_NAME = "pt_data_worker"
 # thread shows up within this long; DataLoader workers come from the thread that iterates the
 # loader, remembered after the first scan.
 FULL_SCAN_PERIOD_S = 5.0
+# Seconds between reads of the cores the job may use (affinity, cgroup quota): a handful of
+# small files, changed only by an administrator or a scheduler (taskset, a resized quota).
+ROOM_PERIOD_S = 10.0
 
 
 class ProcfsChildren:
@@ -117,6 +122,10 @@ class ProcessSampler:
         # Busy share of all the machine's cores since the previous sample (psutil, 0-100):
         # the advisor counts the cores nobody uses (more DataLoader workers only pay there).
         self.system_cpu_pct: float | None = None
+        # The cores the job's root process may use (affinity, cgroup quota; cpu_room.py):
+        # the advisor's room for workers, which other processes share with the job.
+        self.usable_cores: float | None = None
+        self._room_due = float("-inf")
         with contextlib.suppress(Exception):
             self._psutil.cpu_percent(None)  # the first call only starts the delta
 
@@ -134,15 +143,27 @@ class ProcessSampler:
         samples = []
         for process in processes:
             tracked = self._tracked.get(process.pid)
+            fresh = tracked is None
             if tracked is None:
                 tracked = self._tracked[process.pid] = _Tracked(process)
                 self._prime(tracked)
             sample = self._sample_one(tracked, hooked)
+            if fresh and sample is not None:
+                # psutil's CPU % is a delta since the previous call: right after the priming
+                # one it reads 0% for a busy process. N/A until a whole period has passed.
+                sample = replace(sample, cpu_pct=None)
             if sample is not None:
                 samples.append(sample)
         self._last_pids = frozenset(s.pid for s in samples)
         self.system_cpu_pct = self._system_cpu()
+        self._read_room()
         return tuple(samples)
+
+    def _read_room(self) -> None:
+        now = self._clock()
+        if now >= self._room_due:
+            self._room_due = now + ROOM_PERIOD_S
+            self.usable_cores = usable_cores(self.root_pid)
 
     def _system_cpu(self) -> float | None:
         try:
@@ -252,7 +273,11 @@ class ProcessSampling:
 
     def sample(self, sink: Sink, stop: threading.Event) -> None:
         processes = self.sampler.sample()
-        sink.apply(events.ProcsSampled(processes, self.sampler.system_cpu_pct))
+        sink.apply(
+            events.ProcsSampled(
+                processes, self.sampler.system_cpu_pct, usable_cores=self.sampler.usable_cores
+            )
+        )
 
     def close(self) -> None:
         pass

@@ -158,6 +158,15 @@ class StackSampler:
         """py-spy's failure, said with what to do about it."""
         pid = self.pid
         if "Permission denied" in error or "Operation not permitted" in error:
+            if os.geteuid() == 0 and may_trace_others():
+                # Root with the capability: ptrace works here, this process is out of reach.
+                return (
+                    f"py-spy may not read the memory of PID {pid}, though this monitor may "
+                    "trace processes (root, CAP_SYS_PTRACE): that process itself is "
+                    "protected (PID 1 is a container's or machine's init; a process of "
+                    "another PID namespace is out of reach too); attach to the training "
+                    "process's own PID (ps -ef lists it)"
+                )
             if os.geteuid() == 0:  # root already: what is missing is the capability
                 return (
                     f"py-spy may not read the memory of PID {pid}, even as root: this "
@@ -175,6 +184,23 @@ class StackSampler:
             return f"PID {pid} ended"
         first = next((line for line in error.splitlines() if line.strip()), "no output")
         return f"py-spy failed on PID {pid}: {first.strip()}"
+
+
+# CAP_SYS_PTRACE's bit in a capability set (linux/capability.h).
+CAP_SYS_PTRACE = 19
+
+
+def may_trace_others(status: str = "/proc/self/status") -> bool:
+    """Whether this process holds CAP_SYS_PTRACE (a container started without it does not,
+    even as root); False where /proc cannot tell."""
+    try:
+        with open(status) as lines:
+            for line in lines:
+                if line.startswith("CapEff:"):
+                    return bool(int(line.split()[1], 16) >> CAP_SYS_PTRACE & 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    return False
 
 
 def _is_running(pid: int) -> bool:

@@ -20,6 +20,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import make_wsgi_app
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from ..session.clocks import SLOWDOWN_REASONS
 from ..views import View
 from .http_server import BoundedServer, start_server, tls_context
 
@@ -43,7 +44,7 @@ def parse_address(text: str) -> tuple[str, int]:
     try:
         port = int(port_text)
     except ValueError:
-        raise ExporterError(f"--prometheus {text!r}: expected [HOST:]PORT, as 9400") from None
+        raise ExporterError(f"--prometheus {text!r}: expected [HOST:]PORT, as 9455") from None
     if not 0 <= port <= 65535:
         raise ExporterError(f"--prometheus {text!r}: a port is 0 to 65535")
     return host or DEFAULT_HOST, port
@@ -136,6 +137,14 @@ class JobCollector(Collector):
             "wait": _gauge("data_wait_ratio", "share of step time waiting on data", RANK_LABELS),
             "gpu": _gauge("gpu_time_ratio", "share of step time the GPU worked", RANK_LABELS),
             "rate": _gauge("samples_per_second", "samples/s over the window", RANK_LABELS),
+            "comm": _gauge(
+                "comm_wait_seconds",
+                "median step's wait in collectives (all-reduce, barrier...) over the window",
+                RANK_LABELS,
+            ),
+            "comm_share": _gauge(
+                "comm_wait_ratio", "share of step time waiting in collectives", RANK_LABELS
+            ),
         }
         steps = _counter("steps", "optimizer steps taken", RANK_LABELS)
         samples = _counter("samples", "samples consumed", RANK_LABELS)
@@ -152,6 +161,9 @@ class JobCollector(Collector):
             _add(families["wait"], labels, _ratio(figures.data_wait_pct))
             _add(families["gpu"], labels, _ratio(figures.gpu_time_pct))
             _add(families["rate"], labels, figures.samples_per_s)
+            if rank.comm is not None:
+                _add(families["comm"], labels, _seconds(rank.comm.wait_ms_p50))
+                _add(families["comm_share"], labels, _ratio(rank.comm.wait_pct))
             steps.add_metric(labels, rank.total_steps)
             _add(samples, labels, rank.total_samples)
         yield from (*families.values(), steps, samples)
@@ -167,6 +179,13 @@ class JobCollector(Collector):
         memory = _gauge("gpu_memory_used_bytes", "GPU memory used (NVML)", GPU_LABELS)
         total = _gauge("gpu_memory_total_bytes", "GPU memory (NVML)", GPU_LABELS)
         power = _gauge("gpu_power_watts", "GPU power draw (NVML)", GPU_LABELS)
+        clock = _gauge("gpu_sm_clock_hertz", "SM clock (NVML)", GPU_LABELS)
+        ceiling = _gauge("gpu_sm_clock_max_hertz", "the SM clock's ceiling (NVML)", GPU_LABELS)
+        reasons = _gauge(
+            "gpu_clock_event_reason",
+            "1 while NVML reports this clock-event (throttle) reason, else 0",
+            (*GPU_LABELS, "reason"),
+        )
         for gpu in view.snap.latest_gpus:
             labels = [*self._job, str(gpu.index), gpu.name or ""]
             for field_name, family in specs.items():
@@ -174,7 +193,12 @@ class JobCollector(Collector):
             _add(memory, labels, gpu.mem_used_bytes)
             _add(total, labels, gpu.mem_total_bytes)
             _add(power, labels, gpu.power_w)
-        yield from (*specs.values(), memory, total, power)
+            _add(clock, labels, _hertz(gpu.sm_clock_mhz))
+            _add(ceiling, labels, _hertz(gpu.sm_clock_max_mhz))
+            if gpu.throttle is not None:  # N/A: no series, never a 0
+                for reason in SLOWDOWN_REASONS:
+                    reasons.add_metric([*labels, reason], float(reason in gpu.throttle))
+        yield from (*specs.values(), memory, total, power, clock, ceiling, reasons)
 
     def _job_metrics(self, view: View) -> Iterator[Metric]:
         snap, labels = view.snap, list(self._job)
@@ -196,7 +220,16 @@ class JobCollector(Collector):
         )
         for index, found in enumerate(view.findings):
             finding.add_metric([*labels, found.id, "1" if index == 0 else "0"], 1.0)
-        yield from (running, phase, rate, mfu, syncs, finding)
+        exit_code = _gauge("job_exit_code", "the job's exit status, once it ended", JOB_LABELS)
+        if not snap.job.running:
+            _add(exit_code, labels, snap.job.exit_code)
+        connected = _gauge(
+            "rank_connected", "1 while the rank's hook is connected; 0 once it is gone", RANK_LABELS
+        )
+        for process in snap.hooked:
+            who = [_label(process.rank), _label(process.local_rank), str(process.pid)]
+            connected.add_metric([*labels, *who], 1.0 if process.connected else 0.0)
+        yield from (running, phase, rate, mfu, syncs, finding, exit_code, connected)
 
 
 def _gauge(name: str, documentation: str, labels: Sequence[str]) -> GaugeMetricFamily:
@@ -205,6 +238,10 @@ def _gauge(name: str, documentation: str, labels: Sequence[str]) -> GaugeMetricF
 
 def _counter(name: str, documentation: str, labels: Sequence[str]) -> CounterMetricFamily:
     return CounterMetricFamily(PREFIX + name, documentation, labels=list(labels))
+
+
+def _hertz(mhz: float | None) -> float | None:
+    return None if mhz is None else mhz * 1e6
 
 
 def _add(

@@ -14,6 +14,7 @@ import os
 import time
 from typing import Any
 
+from . import collectives, loader_handover
 from .agent import Agent
 
 _state: dict[str, Any] = {"agent": None, "installed": False, "undo": []}
@@ -29,15 +30,40 @@ def install(torch_module: Any) -> Agent:
         return _state["agent"]
     _patch_dataloader()
     _patch_autocast()
+    _patch_backward_and_clipping(torch_module)
     _register_optimizer_hook()
     _state["installed"] = True
     if _state["agent"] is None:
         _state["agent"] = Agent(torch_module)
         # A forked child (a DataLoader worker, a fork-started rank) gets a fresh, dormant
         # agent: it opens its own socket only if it trains.
-        os.register_at_fork(after_in_child=lambda: _state.update(agent=Agent(torch_module)))
+        os.register_at_fork(after_in_child=lambda: _state.update(agent=_child_agent(torch_module)))
         atexit.register(_shutdown)
+    _time_collectives(torch_module)
     return _state["agent"]
+
+
+def _time_collectives(torch_module: Any) -> None:
+    """Collectives report to whichever agent is current (a forked child has its own)."""
+    clock = collectives.CollectiveClock(torch_module, _collective_notice)
+    _state["clock"] = clock
+    _state["agent"].collectives = clock
+    try:
+        collectives.install(clock, _state["undo"])
+    except Exception as error:
+        clock._fail(error)
+
+
+def _child_agent(torch_module: Any) -> Agent:
+    agent = Agent(torch_module)
+    agent.collectives = _state.get("clock")
+    return agent
+
+
+def _collective_notice(text: str) -> None:
+    agent = _state["agent"]
+    if agent is not None:
+        agent.notice(text)
 
 
 def uninstall() -> None:
@@ -67,7 +93,8 @@ def _patch_dataloader() -> None:
     def __next__(self: Any) -> Any:
         started = time.perf_counter()
         try:
-            batch = original_next(self)
+            handover = loader_handover.active(self)  # a live settings change took it over
+            batch = handover.take_next() if handover is not None else original_next(self)
         except StopIteration:
             _guarded("on_iterator_exhausted", time.perf_counter() - started, self)
             raise
@@ -108,6 +135,35 @@ def _patch_autocast() -> None:
 
     def undo() -> None:
         autocast_cls.__enter__ = original_enter
+
+    _state["undo"].append(undo)
+
+
+def _patch_backward_and_clipping(torch_module: Any) -> None:
+    """Note the loss (the scalar backward() is called on) and the gradient norm the script
+    clips to, for the numerics guard (loss_guard.py): a reference each, no copy, no sync."""
+    tensor_cls = torch_module.Tensor
+    original_backward = tensor_cls.backward
+    utils = importlib.import_module("torch.nn.utils")
+    original_clip = utils.clip_grad_norm_
+
+    def backward(self: Any, *args: Any, **kwargs: Any) -> Any:
+        _guarded("on_backward", self)
+        return original_backward(self, *args, **kwargs)
+
+    def clip_grad_norm_(*args: Any, **kwargs: Any) -> Any:
+        norm = original_clip(*args, **kwargs)
+        _guarded("on_grad_norm", norm)
+        return norm
+
+    backward.__wrapped__ = original_backward  # type: ignore[attr-defined]
+    clip_grad_norm_.__wrapped__ = original_clip  # type: ignore[attr-defined]
+    tensor_cls.backward = backward
+    utils.clip_grad_norm_ = clip_grad_norm_  # type: ignore[attr-defined]
+
+    def undo() -> None:
+        tensor_cls.backward = original_backward
+        utils.clip_grad_norm_ = original_clip  # type: ignore[attr-defined]
 
     _state["undo"].append(undo)
 

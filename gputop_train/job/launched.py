@@ -39,10 +39,15 @@ def build_command(target: Sequence[str], raw_command: bool) -> list[str]:
 
 
 def hook_environment(
-    base: Mapping[str, str], schedule: Sequence[tuple[int, dict[str, str]]] = ()
+    base: Mapping[str, str],
+    schedule: Sequence[tuple[int, dict[str, str]]] = (),
+    autopilot: bool = False,
 ) -> dict[str, str]:
-    """The job's environment: the boot dir first on PYTHONPATH, where to find us, a schedule."""
+    """The job's environment: the boot dir first on PYTHONPATH, where to find us, a schedule,
+    and whether the autopilot drives it."""
     env = dict(base)
+    if autopilot:
+        env[wire.AUTOPILOT_ENV] = "1"
     if schedule:
         entries = [{"step": step, "set": settings} for step, settings in schedule]
         env[wire.SCHEDULE_ENV] = json.dumps(entries)
@@ -60,12 +65,13 @@ def start_job(
     command: Sequence[str],
     log_fd: int,
     schedule: Sequence[tuple[int, dict[str, str]]] = (),
+    autopilot: bool = False,
 ) -> LaunchedJob:
     """Start the job in a new session (a hang-up of our terminal does not reach it), its
     output through a relay into the log (``log_fd``): the job never writes to anything of the
     monitor's, so neither a lost terminal nor a full disk can fail its writes (job/relay.py)."""
     try:
-        env = hook_environment(os.environ, schedule)
+        env = hook_environment(os.environ, schedule, autopilot)
     except wire.UnsafeRuntimeDir as error:
         raise LaunchError(f"cannot use the hook's socket directory: {error}") from error
     reader, writer = os.pipe()

@@ -59,6 +59,7 @@ class HookClient:
         self._retry_at: dict[int, float] = {}  # refused: not before this monotonic time
         self._next_discovery = 0.0
         self._outgoing: deque[tuple[int | None, bytes]] = deque()
+        self.waiting: dict[int, wire.Waiting] = {}  # each process's latest answer, by PID
         # ``send`` and ``wake`` write a byte here so that ``poll`` need not wake up on a timer
         # to look for work: the thread woke 18.5 times a second, 10 of them for nothing, and a
         # bare Python select loop waking 10 times a second cost 0.12% of a core on the dev box
@@ -211,6 +212,10 @@ class HookClient:
             return
         self._session.apply(events.FactSeen(connection.pid, frame.fields()))
 
+    def _on_waiting(self, connection: _Connection, frame: wire.Waiting) -> None:
+        """A stall's question, answered (monitor/stall.py reads it)."""
+        self.waiting[connection.pid] = frame
+
     def _on_knobs(self, connection: _Connection, frame: wire.Knobs) -> None:
         self._session.apply(events.KnobsDeclared(connection.pid, tuple(frame.knobs)))
 
@@ -279,5 +284,6 @@ _HANDLERS: dict[type[wire.Frame], Callable[[HookClient, _Connection, Any], None]
     wire.Bye: HookClient._on_bye,
     wire.Knobs: HookClient._on_knobs,
     wire.KnobApplied: HookClient._on_knob_applied,
+    wire.Waiting: HookClient._on_waiting,
     **{cls: HookClient._on_fact for cls in FACT_FRAMES},
 }

@@ -12,6 +12,7 @@ import contextlib
 import os
 import threading
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from .. import events, wire
@@ -23,9 +24,17 @@ from ..collect.stacks import StackSampler, StackSampling
 from ..session.model import DEFAULT_WINDOW_S, Session
 from ..views import finding_dict, view_of
 from .hook_client import HookClient
+from .stall import StallWatch
 
 FINDINGS_PERIOD_S = 5.0
 PILOT_PERIOD_S = 1.0
+STALL_PERIOD_S = 1.0  # how often the stall watch looks at the ranks' last steps
+# Several ranks take a change after one common step this far ahead of the furthest step any
+# reported: the hooks send rows every 0.5 s (listener.SEND_PERIOD_S), so a rank may be up to
+# that far past what the monitor knows; four times that covers a late send and the frame's
+# way back. At least a few steps, for slow steps.
+RANKS_AHEAD_S = 2.0
+RANKS_AHEAD_MIN_STEPS = 3
 # The machine counts as saturated at this busy share of all its cores (psutil); a costly
 # sampler then runs this many times less often.
 SATURATED_CPU_PCT = 95.0
@@ -76,19 +85,24 @@ class Monitor:
         self._request_id = 0
         self._last_headline: str | None = None
         self.pilot: Pilot | None = None
+        self.stalls: StallWatch | None = None
 
     def request_knob(self, name: str, value: Any) -> str | None:
         """Validate a change against the advertised knob and send it; returns why not, or None."""
         state = self.session.knob(name)
         if state is None:
             return f"no knob named {name!r}"
+        if state.unavailable:
+            return f"{name}: {state.unavailable}"
         try:
             value = wire.parse_knob(state.spec, value)
         except ValueError as error:
             return str(error)
         self._request_id += 1
         self.session.apply(events.KnobRequested(name, value))
-        self.client.send(wire.SetKnob(self._request_id, name, value).encode())
+        # Several ranks: each applies it after this same step (None: at the next boundary).
+        at_step = self.session.common_step(RANKS_AHEAD_S, RANKS_AHEAD_MIN_STEPS)
+        self.client.send(wire.SetKnob(self._request_id, name, value, at_step).encode())
         return None
 
     def start_pilot(
@@ -99,7 +113,15 @@ class Monitor:
         """The autopilot (or, with ``tries``, the --try survey), ticking on its own thread."""
         pilot = Pilot(self.session, self.request_knob, self.window_s, tries, budget_s)
         self.pilot = pilot
-        self._spawn("autopilot", lambda: self._every(PILOT_PERIOD_S, pilot.tick))
+        told = [False]
+
+        def tick() -> None:
+            pilot.tick()
+            if pilot.status().done and not told[0]:  # a job waiting on it may finish now
+                told[0] = True
+                self.client.send(wire.AutopilotDone().encode())
+
+        self._spawn("autopilot", lambda: self._every(PILOT_PERIOD_S, tick))
         return pilot
 
     def toggle_autopilot(self) -> str:
@@ -132,6 +154,20 @@ class Monitor:
             return "the job runs on the CPU: it has no host-device syncs to scan"
         self.client.send(wire.ScanSyncs().encode())
         return "sync scan requested: the next step is scanned (file:line of each sync)"
+
+    def watch_stalls(self, folder: Callable[[int], Path], after_s: float | None) -> None:
+        """Dump every rank's stacks and collective once no rank has stepped for ``after_s``
+        (None: only on request, ``dump_stall``)."""
+        stalls = self.stalls = StallWatch(self.session, self.client, folder, after_s)
+        self._spawn("stalls", lambda: self._every(STALL_PERIOD_S, stalls.tick))
+
+    def dump_stall(self) -> str:
+        """The TUI's key: dump now, stalled or not; what was written."""
+        if self.stalls is None or not self.session.hooked_pids():
+            return "a stall dump needs hooked processes (the hook): none yet"
+        stalls = self.stalls
+        threading.Thread(target=stalls.dump, name="gputop-train-stall-dump", daemon=True).start()
+        return "stall dump requested: each rank's stacks and collective go to the session folder"
 
     def start(self) -> None:
         self.session.cpu_count = os.cpu_count()

@@ -10,7 +10,15 @@ from typing import Any
 
 from .. import format as fmt
 from ..session.model import Session, Snapshot
-from ..views import TRIAL_COLUMNS, finding_dict, phase_dicts, status_fields, trial_rows, view_of
+from ..views import (
+    TRIAL_COLUMNS,
+    finding_dict,
+    phase_dicts,
+    status_fields,
+    steps_text,
+    trial_rows,
+    view_of,
+)
 from .files import describe_os_error, write_private
 
 CHART_BUCKETS = 240
@@ -38,6 +46,7 @@ def summarize(session: Session, meta: dict[str, Any]) -> dict[str, Any]:
         "driver": session.driver,
         "started_at": snap.started_at,
         "duration_s": round(snap.elapsed_s, 1),
+        "steps_before_start": snap.steps_before_start,  # made before an attach
         "figures": status_fields(view),
         "gpu_mem_peak_bytes": max(mem) if mem else None,
         "gpu_power_mean_w": round(sum(power) / len(power), 1) if power else None,
@@ -60,7 +69,8 @@ def markdown(summary: dict[str, Any], chart_name: str | None = None) -> str:
         f"- host {summary['host']}, GPUs: "
         f"{', '.join(g or 'N/A' for g in summary['gpus']) or 'N/A'}"
         f" (driver {summary['driver'] or 'N/A'})",
-        f"- duration {fmt.duration(summary['duration_s'])}, {f['total_steps']} steps, "
+        f"- duration {fmt.duration(summary['duration_s'])}, "
+        f"{steps_text(f['total_steps'], summary.get('steps_before_start') or 0)}, "
         f"{f['total_samples'] if f['total_samples'] is not None else 'N/A'} samples, "
         f"exit code {summary['exit_code'] if summary['exit_code'] is not None else 'N/A'}",
         f"- throughput {fmt.rate(f['samples_per_s'], 'samples/s')}; step p50 "
@@ -70,10 +80,10 @@ def markdown(summary: dict[str, Any], chart_name: str | None = None) -> str:
         f"{fmt.pct(f['gpu_time_pct'])}",
         f"- GPU utilization {fmt.pct(f['gpu_util_pct'])} (NVML mean), SM activity "
         f"{fmt.pct(f['sm_active_pct'])}, tensor activity {fmt.pct(f['tensor_active_pct'])} (GPM)",
-        f"- GPU memory peak {fmt.gib(summary['gpu_mem_peak_bytes'])} GiB; power "
-        f"{_or_na(summary['gpu_power_mean_w'])} W mean; energy "
-        f"{_or_na(summary['gpu_energy_j'])} J (NVML)",
-        f"- {_or_na(summary['achieved_tflops'])} TFLOP/s achieved, "
+        f"- GPU memory peak {_gib(summary['gpu_mem_peak_bytes'])}; power "
+        f"{_with_unit(summary['gpu_power_mean_w'], 'W')} mean; energy "
+        f"{_with_unit(summary['gpu_energy_j'], 'J')} (NVML)",
+        f"- {_with_unit(summary['achieved_tflops'], 'TFLOP/s')} achieved, "
         f"MFU {fmt.pct(summary['mfu_pct'])}",
     ]
     if chart_name:
@@ -92,13 +102,19 @@ def markdown(summary: dict[str, Any], chart_name: str | None = None) -> str:
     ranks = summary["figures"].get("ranks") or []
     if len(ranks) > 1:
         lines += ["", "## Ranks (whole run)", ""]
-        lines += ["| rank | PID | host | GPU | steps | step p50 | data-wait | samples/s |"]
-        lines += ["|---|---:|---|---|---:|---:|---:|---:|"]
+        # The collective wait's column where any rank measured it (a hook that times them).
+        comm = any(r.get("comm_ms_p50") is not None for r in ranks)
+        lines += [
+            "| rank | PID | host | GPU | steps | step p50 | data-wait | samples/s |"
+            + (" comm wait p50 |" if comm else "")
+        ]
+        lines += ["|---|---:|---|---|---:|---:|---:|---:|" + ("---:|" if comm else "")]
         lines += [
             f"| {_or_na(r['rank'])} | {r['pid']} | {_or_na(r['host'])} "
             f"| {fmt.gpus(r.get('gpus') or ()) or fmt.NA} | {r['total_steps']} "
             f"| {fmt.ms(r['step_ms_p50'])} | {fmt.pct(r['data_wait_pct'])} "
             f"| {fmt.rate(r['samples_per_s'], '').strip()} |"
+            + (f" {fmt.ms(r.get('comm_ms_p50'))} |" if comm else "")
             for r in ranks
         ]
     autopilot = summary["figures"].get("autopilot")
@@ -111,7 +127,10 @@ def markdown(summary: dict[str, Any], chart_name: str | None = None) -> str:
         "## Findings (whole run; with several phases, read the headline per phase above)",
         "",
     ]
-    for finding in summary["findings"] or [{"title": "none", "action": "", "evidence": []}]:
+    if not summary["findings"]:
+        why = summary["figures"].get("advice_wait") or "no rule fired over the whole run"
+        lines.append(f"- none: {why}")
+    for finding in summary["findings"]:
         lines.append(f"- **{finding['title']}** — {finding['action']}")
         lines += [f"  - {e}" for e in finding["evidence"]]
     if summary["sync_sites"]:
@@ -120,6 +139,11 @@ def markdown(summary: dict[str, Any], chart_name: str | None = None) -> str:
             f"- `{s['file']}:{s['line']}` `{s['op']}` x{s['count']}" for s in summary["sync_sites"]
         ]
     return "\n".join(lines) + "\n"
+
+
+def _gib(value: int | None) -> str:
+    """A size in GiB, or N/A alone (never "N/A GiB")."""
+    return f"{fmt.gib(value)} GiB" if value else fmt.NA
 
 
 def _phase_row(p: dict[str, Any]) -> str:
@@ -135,7 +159,7 @@ def _phase_row(p: dict[str, Any]) -> str:
         fmt.pct(p["data_wait_pct"]),
         fmt.pct(p["gpu_util_pct"]),
         fmt.pct(p["tensor_active_pct"]),
-        f"{fmt.gib(p['peak_mem_bytes'])} GiB" if p["peak_mem_bytes"] else fmt.NA,
+        _gib(p["peak_mem_bytes"]),
         f"{p['speedup']:.2f}x" if p["speedup"] else fmt.NA,
         p["headline"],
     )
@@ -213,6 +237,11 @@ def write_all(
         except OSError as error:
             problems.append(f"summary not written: {describe_os_error(error, path)}")
     return written, problems
+
+
+def _with_unit(value: object, unit: str) -> str:
+    """A figure and its unit (0 included), or N/A alone: never "N/A W"."""
+    return fmt.NA if value is None else f"{value} {unit}"
 
 
 def _or_na(value: object) -> str:

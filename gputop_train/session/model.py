@@ -8,6 +8,7 @@ computed once, so no front end computes statistics of its own.
 from __future__ import annotations
 
 import functools
+import math
 import threading
 import time
 from collections import deque
@@ -98,6 +99,9 @@ class Snapshot:
     # What is happening while there are no figures to show ("waiting for the first
     # optimizer.step() (12 s)..."): the screen explains itself as it happens.
     activity_note: str | None = None
+    # The primary process's steps made before this monitor started (an attach, a replay of
+    # one): total_steps counts from the job's start, the elapsed time from the monitor's.
+    steps_before_start: int = 0
     run_steps: stats.StepStats | None = None  # the whole run's figures, once the job ended
     # Each hooked process's own figures over the window, by rank (torchrun), then PID.
     ranks: tuple[stats.RankStats, ...] = ()
@@ -133,6 +137,7 @@ class Session:
         self._total_samples: int | None = None
         self._dropped_frames = 0
         self._last_step: dict[int, int] = {}
+        self._steps_before: dict[int, int] = {}  # per PID: its last step before started_at
         self._samples_by_pid: dict[int, int] = {}  # every process's samples so far
         self._gpus_by_pid: dict[int, set[int]] = {}  # the GPUs NVML saw each PID on, so far
         self._step_pids: set[int] = set()  # every process that has sent a step
@@ -271,6 +276,8 @@ class Session:
                 if step.step <= self._last_step.get(pid, 0):
                     continue  # a re-attach resends the ring's backlog
                 self._last_step[pid] = step.step
+                if step.t <= self.started_at:  # the backlog a hook sends an attach
+                    self._steps_before[pid] = step.step
                 self._steps.append(step)
                 self._step_pids.add(pid)
                 if step.samples is not None:
@@ -294,7 +301,14 @@ class Session:
         )
         mains = [p.cpu_pct for p in processes if p.role == "main" and p.cpu_pct is not None]
         system = item.system_cpu_pct
-        tick = stats.ProcTick(self.clock(), workers, sum(mains) if mains else None, system)
+        tick = stats.ProcTick(
+            self.clock(),
+            workers,
+            sum(mains) if mains else None,
+            system,
+            job=stats.job_cpu(processes),
+            usable_cores=item.usable_cores,
+        )
         with self._lock:
             if not processes and self._processes:
                 processes = tuple(
@@ -368,6 +382,24 @@ class Session:
         with self._lock:
             return set(self._hooked)
 
+    def hooked_processes(self) -> list[HookedProcess]:
+        with self._lock:
+            return list(self._hooked.values())
+
+    def last_steps(self) -> dict[int, Step]:
+        """Each hooked process's latest step (a stall's evidence: who stopped where)."""
+        with self._lock:
+            latest: dict[int, Step] = {}
+            for step in reversed(self._steps):
+                latest.setdefault(step.pid, step)
+                if len(latest) == len(self._step_pids):
+                    break
+            return latest
+
+    def job_running(self) -> bool:
+        with self._lock:
+            return self._job.running
+
     def process_pids(self) -> set[int]:
         """The PIDs of the last process sample: where the hook client looks for sockets."""
         with self._lock:
@@ -399,6 +431,22 @@ class Session:
         """The primary process's ``kind`` frames (loader, syncs, flops, model), oldest first."""
         with self._lock:
             return [frame for _, frame in self._facts.get(kind, ())]
+
+    def common_step(self, ahead_s: float, min_ahead: int) -> int | None:
+        """A step every rank of a multi-process job has still to reach: the furthest step
+        any has reported, plus ``ahead_s`` at the primary's recent pace (``min_ahead`` at
+        least); None with a single process, where a change applies at its next boundary."""
+        with self._lock:
+            if len(self._last_step) < 2:
+                return None
+            furthest = max(self._last_step.values())
+            primary = self._primary_pid_locked()
+            recent = [s for s in list(self._steps)[-200:] if s.pid == primary]
+        ahead = min_ahead
+        if len(recent) >= 2 and recent[-1].t > recent[0].t:
+            pace = (recent[-1].step - recent[0].step) / (recent[-1].t - recent[0].t)
+            ahead = max(min_ahead, math.ceil(pace * ahead_s))
+        return furthest + ahead
 
     def knob(self, name: str) -> KnobState | None:
         with self._lock:
@@ -445,6 +493,7 @@ class Session:
                 # The job's steps: the primary process's own counter (every rank of a DDP
                 # job takes the same steps), which also counts steps before a late connect.
                 total_steps=self._last_step.get(primary, 0) if primary is not None else 0,
+                steps_before_start=self._steps_before.get(primary, 0) if primary else 0,
                 total_samples=self._total_samples,
                 window_s=window_s,
                 steps=self._window_steps(figures, observation),

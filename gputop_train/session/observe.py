@@ -12,6 +12,7 @@ from typing import Any
 
 from ..samples import DATA_WAIT, GpuSample, StackShares
 from . import stats
+from .clocks import gpu_clocks
 from .phases import WARMUP_STEPS, Phase
 from .steps import Step
 
@@ -119,6 +120,7 @@ def observe(
     where already computed."""
     procs = ticks_covering(series.proc_ticks, start, end)
     workers, worker_cpu, main_cpu, system_cpu = stats.mean_worker_cpu(procs)
+    room = stats.cpu_room(procs)
     loader = fact_at(series, "loader", end) or {}
     epochs = sum(1 for seen, _ in series.facts.get("loader", ()) if start <= seen <= end)
     syncs = fact_at(series, "syncs", end)
@@ -135,6 +137,7 @@ def observe(
         ranks=series.rank_stats(steps) if series.hooked > 1 else (),
         steps=step_stats,
         gpu=stats.gpu_stats(gpu_ticks),
+        gpu_clocks=gpu_clocks(gpu_ticks),
         gpu_name=next((n for n in series.gpu_names if n), None),
         pcie_rx_mibps=stats.mean_pcie_rx(gpu_ticks),
         workers=workers,
@@ -154,6 +157,8 @@ def observe(
         system_cpu_pct=system_cpu,
         epochs=epochs,
         window_s=end - start,
+        job_cpu_pct=room.job_cpu_pct,
+        usable_cores=room.usable_cores,
     )
 
 

@@ -9,6 +9,8 @@ from operator import attrgetter
 from typing import Any
 
 from ..samples import GpuSample, ProcSample
+from .clocks import GpuClocks
+from .comm import CommStats, comm_by_pid
 from .steps import Step
 
 
@@ -103,6 +105,7 @@ class RankStats:
     total_steps: int
     total_samples: int | None
     gpus: tuple[int, ...] = ()  # the GPUs (NVML index) it has held memory on, so far
+    comm: CommStats | None = None  # its wait in collectives; None where not measured
 
     @property
     def label(self) -> str:
@@ -126,6 +129,7 @@ def rank_stats(
         if step.pid in by_pid:
             by_pid[step.pid].append(step)
     ordered = sorted(processes, key=lambda p: (p.rank is None, p.rank or 0, p.pid))
+    comm = comm_by_pid(steps, [p.pid for p in processes])
     return tuple(
         RankStats(
             who=who,
@@ -133,6 +137,7 @@ def rank_stats(
             total_steps=last_step.get(who.pid, 0),
             total_samples=samples.get(who.pid),
             gpus=tuple(sorted((gpus or {}).get(who.pid, ()))),
+            comm=comm.get(who.pid),
         )
         for who in ordered
     )
@@ -277,6 +282,11 @@ class Observation:
     window_s: float | None = None  # the seconds of steps the window covers
     # Each rank's own figures when the job has several hooked processes (torchrun); else ().
     ranks: tuple[RankStats, ...] = ()
+    # Every process of the job together (% of one core, psutil), and the cores the job may
+    # use (affinity, cgroup quota); None where not measured.
+    job_cpu_pct: float | None = None
+    usable_cores: float | None = None
+    gpu_clocks: tuple[GpuClocks, ...] = ()  # each GPU's clocks and throttle reasons (NVML)
 
     @property
     def precision(self) -> str | None:
@@ -288,6 +298,42 @@ class Observation:
         if self.cpu_count is None or self.system_cpu_pct is None:
             return None
         return self.cpu_count * max(0.0, 100.0 - self.system_cpu_pct) / 100.0
+
+    @property
+    def room_cores(self) -> float | None:
+        """The cores the job may use: the machine's, bounded by its affinity and quota."""
+        known = [c for c in (self.cpu_count, self.usable_cores) if c is not None]
+        return float(min(known)) if known else None
+
+    @property
+    def job_cores(self) -> float | None:
+        """The cores the job's processes use; where the whole tree was not measured, its
+        training process and workers."""
+        if self.job_cpu_pct is not None:
+            return self.job_cpu_pct / 100.0
+        parts = [self.main_cpu_pct or 0.0, (self.workers or 0) * (self.worker_cpu_pct or 0.0)]
+        if self.main_cpu_pct is None and self.worker_cpu_pct is None:
+            return None
+        return sum(parts) / 100.0
+
+    @property
+    def others_cores(self) -> float | None:
+        """The cores other processes use: the machine's busy cores less the job's own."""
+        job = self.job_cores
+        if self.cpu_count is None or self.system_cpu_pct is None or job is None:
+            return None
+        return max(0.0, self.cpu_count * self.system_cpu_pct / 100.0 - job)
+
+    @property
+    def free_cores(self) -> float | None:
+        """Cores the job could still use: idle machine-wide, and within its affinity and
+        quota less what it already uses."""
+        idle, room, job = self.idle_cores, self.room_cores, self.job_cores
+        if idle is None:
+            return None
+        if room is None or job is None:
+            return idle
+        return max(0.0, min(idle, room - job))
 
     @property
     def uses_gpu(self) -> bool:
@@ -305,6 +351,29 @@ class ProcTick:
     workers: tuple[float, ...]
     main: float | None
     system: float | None  # % of all cores busy
+    job: float | None = None  # every process of the job together, % of one core
+    usable_cores: float | None = None  # the cores the job may use (affinity, cgroup quota)
+
+
+def job_cpu(processes: Sequence[ProcSample]) -> float | None:
+    """The CPU of every process of the job's tree (main, workers, ranks, launcher, children),
+    % of one core; None before any process was measured."""
+    known = [p.cpu_pct for p in processes if p.cpu_pct is not None]
+    return sum(known) if known else None
+
+
+@dataclass(frozen=True)
+class CpuRoom:
+    """The job's own CPU and the room it has, over a window (means of process samples)."""
+
+    job_cpu_pct: float | None  # the job's processes together, % of one core
+    usable_cores: float | None  # affinity and cgroup quota; None: unknown
+
+
+def cpu_room(proc_ticks: Sequence[ProcTick]) -> CpuRoom:
+    return CpuRoom(
+        _mean(tick.job for tick in proc_ticks), _mean(tick.usable_cores for tick in proc_ticks)
+    )
 
 
 def mean_worker_cpu(

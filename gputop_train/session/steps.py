@@ -21,12 +21,15 @@ class Step:
     mem_alloc: int | None
     mem_reserved: int | None
     mem_peak: int | None
+    comm_ms: float | None = None  # waiting in collectives; None: not measured
 
     @classmethod
     def from_row(cls, pid: int, row: list[Any]) -> Step | None:
         """A validated step from a wire row; None for a row that does not make sense."""
-        if len(row) != len(wire.STEP_FIELDS):
+        if not len(wire.STEP_FIELDS) - 1 <= len(row) <= len(wire.STEP_FIELDS):
             return None
+        if len(row) < len(wire.STEP_FIELDS):  # a hook from before comm_ms: not measured
+            row = [*row, None]
         values = dict(zip(wire.STEP_FIELDS, row, strict=True))
         try:
             step = cls(pid=pid, **values)

@@ -73,6 +73,7 @@ class GputopApp(App[str]):
         Binding("4", "tab('knobs')", "knobs", show=False, id="app.tab.knobs", priority=True),
         Binding("y", "scan_syncs", "syncs", id="app.scan_syncs"),
         Binding("a", "toggle_autopilot", "autopilot", id="app.autopilot"),
+        Binding("D", "dump_stall", "stall dump", show=False, id="app.dump_stall"),
         Binding("space", "replay('toggle')", "play", id="replay.toggle", priority=True),
         Binding("left", "replay('back')", "-10s", id="replay.back", priority=True),
         Binding("right", "replay('forward')", "+10s", id="replay.forward", priority=True),
@@ -82,7 +83,7 @@ class GputopApp(App[str]):
         Binding("end", "replay('end')", "end", show=False, id="replay.end", priority=True),
         Binding("S", "save_svg", "screenshot", show=False, id="app.screenshot"),
     ]
-    LIVE_ONLY = ("scan_syncs", "toggle_autopilot")
+    LIVE_ONLY = ("scan_syncs", "toggle_autopilot", "dump_stall")
 
     def __init__(
         self,
@@ -98,6 +99,7 @@ class GputopApp(App[str]):
         replay: ReplayController | None = None,
         toggle_autopilot: Callable[[], str] | None = None,
         job_owned: bool = True,
+        dump_stall: Callable[[], str] | None = None,
     ) -> None:
         super().__init__()
         install_partial_updates()
@@ -112,6 +114,7 @@ class GputopApp(App[str]):
         self._scan_syncs = scan_syncs
         self._replay = replay
         self._toggle_autopilot = toggle_autopilot
+        self._dump_stall = dump_stall
         self._job_owned = job_owned
         self._chart_window_index = 0
         self._ticks = 0
@@ -303,6 +306,13 @@ class GputopApp(App[str]):
             self.notify("no running job to scan", severity="warning")
             return
         self.notify(self._scan_syncs())
+
+    def action_dump_stall(self) -> None:
+        """Write each rank's Python stacks and the collective it waits in (docs/ranks.md)."""
+        if self._dump_stall is None:
+            self.notify("no running job to dump", severity="warning")
+            return
+        self.notify(self._dump_stall())
 
     def action_toggle_autopilot(self) -> None:
         """Start the autopilot, or stop it keeping the settings in force."""

@@ -17,6 +17,7 @@ HELP = """\
   [b]tab[/b]     move focus              [b]↑ ↓[/b] scroll tables and the log
   [b]y[/b]       scan the next step for host-device syncs (file:line of each)
   [b]a[/b]       start / stop the autopilot (Knobs tab; docs/autopilot.md)
+  [b]D[/b]       dump each rank's stacks and collective (a stalled job; docs/ranks.md)
   [b]S[/b]       save an SVG screenshot next to the job's log
   replay: [b]space[/b] play/pause, [b]← →[/b] 10 s, [b]+ -[/b] speed, [b]home end[/b]
 

@@ -55,10 +55,19 @@ def header(
     text.append(f" {fmt.duration(snap.elapsed_s)} │ phase {snap.phase}")
     if paused:
         text.append(" │ PAUSED", style="bold reverse")
-    text.append(f" │ PID {job_pid if job_pid is not None else fmt.NA}")
+    pid = job_pid if job_pid is not None else recorded_pid(snap)
+    text.append(f" │ PID {pid if pid is not None else fmt.NA}")
     text.append(f" │ {gpus} │ {' '.join(_short_command(snap.command))}")
     text.no_wrap, text.overflow = True, "ellipsis"
     return text
+
+
+def recorded_pid(snap: Snapshot) -> int | None:
+    """The job's PID as its samples show it (a replay has no job of its own): the root of
+    the sampled process tree (the sampler lists it first), else the first hooked process."""
+    if snap.processes:
+        return snap.processes[0].pid
+    return snap.hooked[0].pid if snap.hooked else None
 
 
 def _gpu_names(names: tuple[str | None, ...]) -> str:
@@ -123,14 +132,28 @@ def _rank_rows(text: Text, view: View) -> None:
         )
         picked = set(map(id, worst[:RANK_ROWS_SHOWN]))
         shown = tuple(r for r in ranks if id(r) in picked)
-    text.append(f" {'rank':<8}{'step p50':>9}{'data-wait':>10}{'samples/s':>10}\n", style="dim")
+    # The collective wait's column where a rank measured it; the row stays within 40 columns.
+    comm = any(r.comm is not None for r in ranks)
+    if comm:
+        header = f" {'rank':<6}{'step p50':>9}{'data':>6}{'comm p50':>9}{'samp/s':>9}\n"
+    else:
+        header = f" {'rank':<8}{'step p50':>9}{'data-wait':>10}{'samples/s':>10}\n"
+    text.append(header, style="dim")
     for rank in shown:
         who = str(rank.who.rank) if rank.who.rank is not None else f"PID {rank.who.pid}"
-        text.append(
-            f" {who:<8}{fmt.ms(rank.steps.step_ms_p50):>9}{fmt.pct(rank.steps.data_wait_pct):>10}"
-            f"{fmt.rate(rank.steps.samples_per_s, '').strip():>10}\n",
-            style="bold red" if named(rank) else "",
-        )
+        rate = fmt.rate(rank.steps.samples_per_s, "").strip()
+        if comm:
+            wait = fmt.ms(rank.comm.wait_ms_p50) if rank.comm else fmt.NA
+            row = (
+                f" {who:<6}{fmt.ms(rank.steps.step_ms_p50):>9}"
+                f"{fmt.pct(rank.steps.data_wait_pct):>6}{wait:>9}{rate:>9}\n"
+            )
+        else:
+            row = (
+                f" {who:<8}{fmt.ms(rank.steps.step_ms_p50):>9}"
+                f"{fmt.pct(rank.steps.data_wait_pct):>10}{rate:>10}\n"
+            )
+        text.append(row, style="bold red" if named(rank) else "")
     if len(ranks) > len(shown):
         text.append(f" +{len(ranks) - len(shown)} more ranks, the slowest shown (JSON: ranks)\n")
 
@@ -351,7 +374,9 @@ def knob_prompt(knob: KnobState, snap: Snapshot) -> Text:
     value = ("on" if knob.value else "off") if knob.kind == "bool" else knob.value
     text = Text(f"{knob.name:<14}", style="bold")
     text.append(f"{value!s:<11}")
-    if knob.pending is not None:
+    if knob.unavailable and knob.pending is None:
+        text.append(f"n/a: {knob.unavailable}", style="dim")
+    elif knob.pending is not None:
         text.append(f"→ {knob.pending} (pending: applies at the next step)", style="yellow")
     elif knob.error:
         text.append(f"✗ {knob.error}", style="red")
@@ -360,6 +385,8 @@ def knob_prompt(knob: KnobState, snap: Snapshot) -> Text:
         text.append(busy, style="cyan")
     else:
         text.append(knob.help, style="dim")
+        if knob.numerics:
+            text.append(f" ({knob.numerics})", style="dim italic")
     return text
 
 

@@ -1,0 +1,124 @@
+"""An input-bound job on a shared machine: its Dataset reads each sample from slow storage,
+and a neighbour's CPU-bound work keeps every core busy beside it.
+
+Each item costs a read latency (``--read-ms``, 2 ms: a network file system or an object
+store, as a sleep) and a lookup in a cache of preprocessed images; 2 DataLoader workers feed
+a small convnet. ``--hog N`` (default: one per core) starts N spinning processes outside the
+job's process tree, as another user's job would be: the machine reads 100% busy, yet the
+job's workers use a few % of a core each. The loading waits on storage, not on the CPU, so
+more workers overlap the reads: the fix is more workers, not cheaper samples. ``--workers 0
+--hog 0`` on a busy box is the sleep-bound Dataset of issue 29.
+
+Fix, as a flag and as a live knob: --workers N (num_workers).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+import torchvision
+from _scenario import CUDA, DEVICE, Stop, knob, parser, run, tiny_cnn
+from torch.utils.data import DataLoader, Dataset
+
+# A spinning process that ends once the process that started it (argv[1]) is gone.
+HOG = """
+import os, sys, time
+owner = int(sys.argv[1])
+spin = 0
+while True:
+    try:
+        os.kill(owner, 0)
+    except OSError:
+        break
+    end = time.monotonic() + 0.5
+    while time.monotonic() < end:
+        spin += 1
+"""
+
+
+def start_hogs(count: int) -> None:
+    """Start ``count`` spinning processes that are not this job's children (a launcher starts
+    them and exits, so they are re-parented): the monitor sees them as other processes."""
+    if not count:
+        return
+    launch = (
+        "import subprocess, sys\n"
+        f"for _ in range({count}):\n"
+        f"    subprocess.Popen([sys.executable, '-c', {HOG!r}, '{os.getpid()}'],"
+        " start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+    )
+    subprocess.run([sys.executable, "-c", launch], check=True)
+
+
+class SlowStorageImages(Dataset):
+    """Preprocessed images behind a read latency: each item waits ``read_ms`` (storage) and
+    costs a lookup; the CPU does almost nothing."""
+
+    def __init__(self, side: int, read_ms: float, distinct: int = 64) -> None:
+        self.images = torch.randint(0, 256, (distinct, 3, side, side), dtype=torch.uint8)
+        self.labels = torch.randint(0, 1000, (distinct,))
+        self.read_s = read_ms / 1000.0
+
+    def __len__(self) -> int:
+        return 1_000_000
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+        time.sleep(self.read_s)
+        i = index % len(self.images)
+        return self.images[i], self.labels[i]
+
+
+def train(args: argparse.Namespace) -> None:
+    config = {"workers": args.workers}
+    stale = {"loader": True}
+    side = 64 if args.small else 224
+    model = tiny_cnn(1000) if args.small else torchvision.models.resnet18(num_classes=1000)
+    model = model.to(DEVICE, memory_format=torch.channels_last)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+
+    def set_workers(value: int) -> None:
+        config["workers"], stale["loader"] = value, True
+
+    knob("num_workers", args.workers, set_workers, minimum=0, maximum=256, role="workers")
+    start_hogs(args.hog)
+    dataset = SlowStorageImages(side, args.read_ms)
+    stop, loader = Stop(args), None
+    while not stop.done:
+        if stale["loader"]:
+            stale["loader"] = False
+            loader = DataLoader(
+                dataset,
+                batch_size=args.batch_size,
+                num_workers=config["workers"],
+                pin_memory=CUDA,
+                persistent_workers=config["workers"] > 0,
+                drop_last=True,
+            )
+        for images, labels in loader:
+            images = images.to(DEVICE, non_blocking=True).float().div_(255.0)
+            labels = labels.to(DEVICE, non_blocking=True)
+            images = images.contiguous(memory_format=torch.channels_last)
+            with torch.autocast(DEVICE, dtype=torch.bfloat16, enabled=CUDA):
+                loss = F.cross_entropy(model(images), labels)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            if stop.step() or stale["loader"]:
+                break
+
+
+if __name__ == "__main__":
+    options = parser(__doc__)
+    options.add_argument("--workers", type=int, default=2)
+    options.add_argument("--read-ms", type=float, default=2.0, help="storage latency per item")
+    options.add_argument("--hog", type=int, default=os.cpu_count() or 1, help="spinning processes")
+    options.add_argument("--batch-size", type=int, default=None)
+    arguments = options.parse_args()
+    arguments.batch_size = arguments.batch_size or (16 if arguments.small else 128)
+    run(train, arguments)

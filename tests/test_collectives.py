@@ -1,0 +1,388 @@
+"""Each rank's wait in collectives, the compute stragglers it names, throttled GPUs, stalls.
+
+The torchrun tests run gloo CPU ranks of tests/scenarios/collectives.py under the monitor, as
+a user would; each rank writes its own clock's truth, which the hook's figures are held to.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gputop_train import events, wire
+from gputop_train.advise import rules
+from gputop_train.advise.stall import stall_finding
+from gputop_train.collect.fake import FakeGpu, FakeNvml
+from gputop_train.collect.nvml import NvmlSampler
+from gputop_train.samples import GpuSample
+from gputop_train.session.clocks import gpu_clocks
+from gputop_train.session.comm import CommStats
+from gputop_train.session.stats import RankIdentity, RankStats, StepStats
+from gputop_train.session.steps import Step
+
+from .test_advise import observe
+from .test_cli_headless import gputop
+
+REPO = Path(__file__).resolve().parents[1]
+SCENARIO = REPO / "tests" / "scenarios" / "collectives.py"
+
+
+# -- the rule, on synthetic ranks ---------------------------------------------------------
+
+
+def rank(
+    index: int,
+    comm_ms: float,
+    step_ms: float = 55.0,
+    wait_pct: float = 2.0,
+    steps: int = 50,
+    spike: tuple[int, float] | None = None,
+    gpu: int | None = None,
+) -> RankStats:
+    """A rank whose every step waits ``comm_ms`` in collectives (``spike``: one step waits
+    that long instead)."""
+    per_step = [(n, comm_ms) for n in range(1, steps + 1)]
+    if spike is not None:
+        per_step[spike[0] - 1] = spike
+    waits = [w for _, w in per_step]
+    comm = CommStats(
+        steps,
+        statistics.median(waits),
+        statistics.fmean(waits),
+        100 * statistics.fmean(waits) / step_ms,
+        tuple(per_step),
+    )
+    figures = StepStats(steps, 1000 / step_ms, 8000 / step_ms, step_ms, step_ms, wait_pct, None)
+    who = RankIdentity(100 + index, index, index, "node")
+    return RankStats(who, figures, steps, steps * 8, (gpu,) if gpu is not None else (), comm)
+
+
+def straggler_of(*ranks: RankStats, **changes: Any) -> rules.Finding | None:
+    return rules.straggler(observe(ranks=ranks, **changes))
+
+
+def test_the_rank_that_waits_least_while_the_others_wait_for_it_is_named_with_figures() -> None:
+    found = straggler_of(rank(0, 41.0), rank(1, 40.0), rank(2, 42.0), rank(3, 2.0))
+    assert found is not None and found.id == "ranks.straggler"
+    assert found.title == "Straggler: rank 3 computes slower, and the other ranks wait for rank 3"
+    assert found.evidence[0] == (
+        "rank 3 waits 2.0 ms per step in collectives (all-reduce, barrier...), "
+        "the other ranks 41.0 ms (median; hook)"
+    )
+    assert found.evidence[1].startswith("chronic: ")
+    assert "rank 3's own work" in found.evidence[2]  # the gap is in its own step
+
+
+@pytest.mark.parametrize(
+    "ranks",
+    [
+        (rank(0, 3.0), rank(1, 1.0)),  # 2 ms of 55: the unslowed spread, under 10% of a step
+        (rank(0, 30.0), rank(1, 2.0, steps=4)),  # too few steps to judge
+        (rank(0, 30.0),),  # one rank
+    ],
+)
+def test_no_straggler_without_one_standing_out(ranks: tuple[RankStats, ...]) -> None:
+    assert straggler_of(*ranks) is None
+
+
+def test_a_rank_slow_in_its_input_is_named_for_its_input_with_its_wait() -> None:
+    found = straggler_of(rank(0, 31.0, wait_pct=1.0), rank(1, 1.0, wait_pct=56.0))
+    assert found is not None and found.title.startswith("Straggler: rank 1 waits for data")
+    assert any(
+        line.startswith("rank 1 waits 1.0 ms per step in collectives") for line in found.evidence
+    )
+
+
+def test_a_rank_on_a_throttled_gpu_is_named_for_its_gpu_clocks() -> None:
+    ticks = [
+        (
+            GpuSample(0, t, sm_clock_mhz=1980.0, throttle=(), sm_clock_max_mhz=1980.0),
+            GpuSample(1, t, sm_clock_mhz=1200.0, throttle=("hw_thermal",), sm_clock_max_mhz=1980.0),
+        )
+        for t in range(10)
+    ]
+    found = straggler_of(
+        rank(0, 25.0, step_ms=60.0, gpu=0),
+        rank(1, 2.0, step_ms=60.0, gpu=1),
+        gpu_clocks=gpu_clocks(ticks),
+    )
+    assert found is not None
+    assert found.title.startswith("Straggler: rank 1 runs on a slower (throttled) GPU")
+    assert "1200 MHz, the other ranks' 1980 MHz" in found.evidence[2]
+    assert "hw_thermal 100%" in found.evidence[2]
+
+
+def test_a_one_off_stall_is_told_from_chronic_lag() -> None:
+    # Every step alike but one: at step 20 the others waited 2 s for rank 1.
+    found = straggler_of(
+        rank(0, 3.0, spike=(20, 2000.0)), rank(1, 2.0), rank(2, 3.0, spike=(20, 2001.0))
+    )
+    assert found is not None
+    assert found.title.startswith("Straggler: rank 1 stalled once (step 20)")
+    assert "a one-off, not a chronic lag" in found.action
+
+
+# -- throttling ---------------------------------------------------------------------------
+
+
+def test_nvml_clock_event_reasons_and_the_clock_ceiling_are_sampled() -> None:
+    fake = FakeNvml([FakeGpu(throttle_bits=0x40 | 0x4, sm_clock=1400, sm_clock_max=1980)])
+    reader = NvmlSampler(fake, clock=lambda: 100.0, wall_clock=lambda: 100.0)
+    reader.open()
+    sample = reader.sample()[0]
+    assert sample.throttle == ("sw_power_cap", "hw_thermal")
+    assert (sample.sm_clock_mhz, sample.sm_clock_max_mhz) == (1400, 1980)
+
+
+def _throttled_ticks(bits: tuple[str, ...], clock: float) -> list[tuple[GpuSample, ...]]:
+    return [
+        (GpuSample(0, t, sm_clock_mhz=clock, throttle=bits, sm_clock_max_mhz=1980.0),)
+        for t in range(6)
+    ]
+
+
+def test_a_gpu_held_by_heat_is_a_finding_and_a_power_cap_at_full_clock_is_not() -> None:
+    hot = rules.gpu_throttled(
+        observe(gpu_clocks=gpu_clocks(_throttled_ticks(("hw_thermal",), 1500.0)))
+    )
+    assert hot is not None and hot.title == "GPU 0 runs throttled (hw_thermal)"
+    assert hot.evidence[0] == (
+        "GPU 0: hw_thermal in 100% of samples; SM clock 1500 MHz of its 1980 MHz ceiling (NVML)"
+    )
+    capped = gpu_clocks(_throttled_ticks(("sw_power_cap",), 1900.0))  # 96% of its ceiling
+    assert rules.gpu_throttled(observe(gpu_clocks=capped)) is None
+    held = gpu_clocks(_throttled_ticks(("sw_power_cap",), 1400.0))  # 71%: held by its cap
+    assert rules.gpu_throttled(observe(gpu_clocks=held)) is not None
+
+
+def test_prometheus_serves_the_clock_and_each_reason() -> None:
+    from gputop_train.session.model import Session
+
+    from .test_prometheus import exposition, samples
+
+    session = Session()
+    session.apply(
+        events.GpuSampled(
+            (
+                GpuSample(
+                    0,
+                    1.0,
+                    name="H100",
+                    sm_clock_mhz=1500.0,
+                    sm_clock_max_mhz=1980.0,
+                    throttle=("hw_thermal",),
+                ),
+            )
+        )
+    )
+    text = exposition(session)
+    assert list(samples(text, "gputop_train_gpu_sm_clock_hertz").values()) == [1.5e9]
+    reasons = {
+        dict(k)["reason"]: v
+        for k, v in samples(text, "gputop_train_gpu_clock_event_reason").items()
+    }
+    assert reasons["hw_thermal"] == 1.0 and reasons["sw_power_cap"] == 0.0
+
+
+# -- stalls, rows -------------------------------------------------------------------------
+
+
+def test_the_stall_finding_names_the_rank_that_did_not_arrive() -> None:
+    reading = {
+        "at": 100.0,
+        "stalled_s": 12.0,
+        "folder": "/s/run-stall-1",
+        "ranks": [
+            {
+                "rank": 0,
+                "pid": 1,
+                "step": 30,
+                "answered": True,
+                "collective": "all_reduce (DDP gradient buckets)",
+            },
+            {"rank": 1, "pid": 2, "step": 30, "answered": True, "collective": None},
+        ],
+    }
+    found = stall_finding(reading)
+    assert found is not None and found.id == "ranks.stalled"
+    assert "rank 1 did not arrive at the collective" in found.title
+    assert found.evidence[0].startswith("rank 0 waits in all_reduce (DDP gradient buckets)")
+    assert stall_finding({"resolved": True}) is None
+
+
+def test_a_row_from_a_hook_without_comm_ms_reads_it_as_not_measured() -> None:
+    old = [3, 10.0, 50.0, 1.0, 8, 1, None, None, None, None]
+    assert len(old) == len(wire.STEP_FIELDS) - 1
+    step = Step.from_row(11, old)
+    assert step is not None and step.comm_ms is None
+    assert Step.from_row(11, [*old, 12.5]).comm_ms == 12.5  # type: ignore[union-attr]
+
+
+# -- torchrun jobs --------------------------------------------------------------------------
+
+
+def torchrun(
+    tmp_path: Path, ranks: int, scenario: str, *params: str, monitor: tuple[str, ...] = ()
+) -> tuple[list[dict[str, Any]], dict[int, list[float]]]:
+    """The headless JSON lines of a monitored torchrun job, and each rank's truth."""
+    truth_dir = tmp_path / "truth"
+    truth_dir.mkdir()
+    result = gputop(
+        "--headless", "--format", "json", "--interval", "1", *monitor, "--",
+        sys.executable, "-m", "torch.distributed.run", "--standalone",
+        "--nproc-per-node", str(ranks), str(SCENARIO), scenario, f"truth_dir={truth_dir}",
+        *params,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    truth = {
+        int(path.stem.split("-")[1]): json.loads(path.read_text())["comm"]
+        for path in truth_dir.glob("rank-*.json")
+    }
+    assert sorted(truth) == list(range(ranks))
+    return lines, truth
+
+
+def stragglers(line: dict[str, Any]) -> list[str]:
+    return [f["title"] for f in line["findings"] if f["id"] == "ranks.straggler"]
+
+
+def first_named(lines: list[dict[str, Any]], ranks: int) -> tuple[float, float | None]:
+    """When every rank's wait was first measured, and when a straggler was first named."""
+    measured = next(
+        line["elapsed_s"]
+        for line in lines
+        if len(line["ranks"]) == ranks and all(r["comm_ms_p50"] is not None for r in line["ranks"])
+    )
+    named = next((line["elapsed_s"] for line in lines if stragglers(line)), None)
+    return measured, named
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize(("ranks", "slow"), [(2, 1), (4, 2)])
+def test_a_rank_slowed_in_its_compute_is_named_within_30_s(
+    tmp_path: Path, ranks: int, slow: int
+) -> None:
+    lines, truth = torchrun(
+        tmp_path, ranks, "ddp", "steps=120", f"slow_rank={slow}", "slow_step_ms=30",
+        monitor=("--no-record",),
+    )  # fmt: skip
+    measured, named = first_named(lines, ranks)
+    assert named is not None and named - measured <= 30.0
+    titles = {title for line in lines for title in stragglers(line)}
+    assert titles and all(t.startswith(f"Straggler: rank {slow} ") for t in titles)
+    summary = lines[-1]
+    assert summary["type"] == "summary"
+    # Each rank's wait, over the run, against its own clock around backward (for a model of
+    # two small layers, DDP's backward is its all-reduce wait: an upper bound on it).
+    for figures in summary["ranks"]:
+        own = statistics.median(truth[figures["rank"]])
+        if figures["rank"] == slow:
+            assert figures["comm_ms_p50"] <= own * 1.15
+        else:
+            assert figures["comm_ms_p50"] == pytest.approx(own, rel=0.15)
+
+
+@pytest.mark.torch
+def test_no_straggler_is_named_when_no_rank_is_slowed(tmp_path: Path) -> None:
+    lines, _ = torchrun(tmp_path, 2, "ddp", "steps=100", monitor=("--no-record",))
+    assert all(r["comm_ms_p50"] is not None for r in lines[-1]["ranks"])
+    assert [t for line in lines for t in stragglers(line)] == []
+
+
+@pytest.mark.torch
+def test_a_rank_slowed_in_its_input_is_still_named(tmp_path: Path) -> None:
+    lines, _ = torchrun(
+        tmp_path, 2, "ddp", "steps=100", "slow_rank=1", "slow_data_ms=30",
+        monitor=("--no-record",),
+    )  # fmt: skip
+    named = stragglers(lines[-1])
+    assert named and named[0].startswith("Straggler: rank 1 waits for data")
+
+
+@pytest.mark.torch
+def test_each_rank_waits_what_its_own_clock_measures_around_its_all_reduce(
+    tmp_path: Path,
+) -> None:
+    lines, truth = torchrun(
+        tmp_path, 2, "manual", "steps=80", "slow_rank=1", "slow_step_ms=30",
+        monitor=("--no-record",),
+    )  # fmt: skip
+    for figures in lines[-1]["ranks"]:
+        own = statistics.median(truth[figures["rank"]])
+        # 15%, and 0.3 ms for the slowed rank's near-zero wait (the wrapper's clock reads).
+        assert figures["comm_ms_p50"] == pytest.approx(own, rel=0.15, abs=0.3)
+    assert stragglers(lines[-1])[0].startswith("Straggler: rank 1 ")
+
+
+@pytest.mark.torch
+def test_an_fsdp_job_is_hooked_counted_and_its_straggler_named(tmp_path: Path) -> None:
+    lines, _ = torchrun(
+        tmp_path, 2, "fsdp", "steps=60", "slow_rank=1", "slow_step_ms=30",
+        monitor=("--no-record",),
+    )  # fmt: skip
+    summary = lines[-1]
+    assert [(r["rank"], r["total_steps"], r["total_samples"]) for r in summary["ranks"]] == [
+        (0, 60, 480),
+        (1, 60, 480),
+    ]
+    assert all(r["comm_ms_p50"] for r in summary["ranks"])
+    assert stragglers(summary)[0].startswith("Straggler: rank 1 ")
+
+
+@pytest.mark.torch
+def test_a_stalled_rank_is_named_and_every_rank_dumped(tmp_path: Path) -> None:
+    record = tmp_path / "run.jsonl"
+    lines, _ = torchrun(
+        tmp_path, 2, "ddp", "steps=40", "slow_rank=1", "stall_step=20", "stall_s=15",
+        monitor=("--record", str(record), "--stall-after", "3"),
+    )  # fmt: skip
+    stalled = [f["title"] for line in lines for f in line["findings"] if f["id"] == "ranks.stalled"]
+    assert stalled and "rank 1 did not arrive at the collective" in stalled[0]
+    folder = tmp_path / "run-stall-1"
+    waiting = (folder / "rank-0.txt").read_text()
+    assert "waits in all_reduce (DDP gradient buckets)" in waiting.splitlines()[0]
+    asleep = (folder / "rank-1.txt").read_text()
+    assert "is in no collective" in asleep.splitlines()[0]
+    assert "collectives.py" in asleep  # py-spy's stack: the scenario's line it sleeps on
+    # Once the steps resume, the stall is over: the summary has no stall finding.
+    assert not [f for f in lines[-1]["findings"] if f["id"] == "ranks.stalled"]
+
+
+def test_the_compute_straggler_alert_agrees_with_the_finding_under_promtool() -> None:
+    import shutil
+    import subprocess
+
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.skip("no promtool: apt-get install prometheus")
+    result = subprocess.run(
+        [promtool, "test", "rules", "rules_test.yml"],
+        cwd=REPO / "docs" / "prometheus",
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SUCCESS" in result.stdout
+
+
+def test_an_ended_job_serves_its_exit_code_and_which_ranks_are_gone() -> None:
+    from .test_prometheus import exposition, samples
+    from .test_ranks import _two_rank_session
+
+    session = _two_rank_session()
+    text = exposition(session)
+    assert samples(text, "gputop_train_job_exit_code") == {}  # running: no exit code yet
+    session.apply(events.ProcessGone(12))  # rank 1 died
+    connected = samples(exposition(session), "gputop_train_rank_connected")
+    assert {dict(k)["rank"]: v for k, v in connected.items()} == {"0": 1.0, "1": 0.0}
+    session.apply(events.JobEnded(1))
+    text = exposition(session)
+    assert list(samples(text, "gputop_train_job_exit_code").values()) == [1.0]
+    assert list(samples(text, "gputop_train_job_running").values()) == [0.0]
