@@ -16,35 +16,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from prometheus_client import CollectorRegistry, generate_latest
 
 from gputop_train.export import prometheus
-from gputop_train.export.prometheus import ExporterError, JobCollector, job_name, parse_address
+from gputop_train.export.prometheus import ExporterError, job_name, parse_address
 from gputop_train.views import view_of
 from tests.support.cli import gputop
+from tests.support.metrics import exposition, samples
 from tests.support.sessions import scripted_session, two_rank_session
 
 REPO = Path(__file__).resolve().parents[1]
 SCENARIOS = REPO / "tests" / "scenarios" / "loops.py"
 DOCS = REPO / "docs"
 PROMETHEUS_MISSING = "no prometheus binary: apt-get install prometheus (.ci/run does)"
-
-
-def exposition(session: Any) -> str:
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(JobCollector(lambda: view_of(session.snapshot(window_s=30.0)), "train"))
-    return generate_latest(registry).decode()
-
-
-def samples(text: str, name: str) -> dict[tuple[tuple[str, str], ...], float]:
-    """Each sample of ``name``: its labels (sorted pairs) -> value."""
-    found = {}
-    for line in text.splitlines():
-        match = re.fullmatch(rf"{name}\{{(.*)\}} (\S+)", line)
-        if match:
-            labels = tuple(sorted(re.findall(r'(\w+)="([^"]*)"', match.group(1))))
-            found[labels] = float(match.group(2))
-    return found
 
 
 def exported_names() -> set[str]:
