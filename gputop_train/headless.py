@@ -164,15 +164,8 @@ def summary_text(view: View) -> str:
         lines.append(f"  note: {notice}")
     achieved, mfu = view.achieved_tflops, view.mfu_pct
     if achieved is not None and snap.observation is not None:
-        against = (
-            f"against the dense peak of {snap.observation.gpu_name}"
-            if mfu is not None
-            else "no known peak for this device"
-        )
-        lines.append(
-            f"  {achieved:.3g} TFLOP/s achieved (FLOPs counted by the hook), "
-            f"MFU {fmt.pct(mfu)}: {against}"
-        )
+        lines.append(f"  {achieved:.3g} TFLOP/s achieved, MFU {fmt.pct(mfu)}")
+        lines.extend(f"     - {note}" for note in view.efficiency.notes())
     for finding in view.findings[:3]:
         lines += _wrap(f"  finding: {finding.title} -> {finding.action}", "    ")
         for evidence in finding.evidence:

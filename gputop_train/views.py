@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import format as fmt
-from .advise.mfu import efficiency
+from .advise.mfu import Efficiency, efficiency
 from .advise.rules import Finding, findings
 from .advise.stall import stall_finding
 from .session.model import Snapshot
@@ -58,6 +58,7 @@ class View:
     mfu_pct: float | None
     phases: tuple[PhaseView, ...]
     figures: Figures
+    efficiency: Efficiency
 
     @property
     def headline(self) -> Finding | None:
@@ -65,7 +66,8 @@ class View:
 
 
 def view_of(snap: Snapshot) -> View:
-    achieved, mfu = efficiency(snap.observation)
+    measure = efficiency(snap.observation)
+    achieved, mfu = measure.achieved_tflops, measure.mfu_pct
     return View(
         snap=snap,
         findings=tuple(_stalled(snap) + findings(snap.observation)),
@@ -73,6 +75,7 @@ def view_of(snap: Snapshot) -> View:
         mfu_pct=mfu,
         phases=tuple(PhaseView(row, tuple(findings(row.observation))) for row in snap.phases),
         figures=_figures(snap, achieved, mfu),
+        efficiency=measure,
     )
 
 
@@ -171,11 +174,28 @@ def status_fields(view: View) -> dict[str, Any]:
         "syncs_per_step": snap.observation.syncs_per_step if snap.observation else None,
         "achieved_tflops": _significant(view.achieved_tflops),
         "mfu_pct": _significant(view.mfu_pct),
+        "mfu": efficiency_fields(view.efficiency),
         "ranks": rank_dicts(snap),
         "findings": [finding_dict(f) for f in view.findings],
         "advice_wait": snap.advice_wait,
         "autopilot": snap.autopilot,
         "knobs": knob_dicts(snap),
+    }
+
+
+def efficiency_fields(e: Efficiency) -> dict[str, Any]:
+    """How the MFU was reached (docs/headless.md): the FLOP counts, the peaks, the reason."""
+    return {
+        "source": e.source,
+        "flops_per_step_measured": _significant(e.measured_flops),
+        "flops_per_step_analytic": _significant(e.analytic_flops),
+        "disagreement_pct": _round(e.disagreement_pct, 1),
+        "disagrees": e.disagrees,
+        "scaled_by": _round(e.scaled_by, 3),
+        "precision": e.precision,
+        "peak_datasheet_tflops": e.datasheet_tflops,
+        "peak_measured_tflops": _significant(e.measured_peak_tflops),
+        "na_reason": e.reason,
     }
 
 

@@ -37,6 +37,7 @@ SYNCS = "syncs"  # a sync scan of one step: count and call sites
 FLOPS = "flops"  # FLOPs of one whole step, counted once
 LOADER = "loader"  # facts about the DataLoader and its batches, once per epoch it feeds
 MODEL = "model"  # facts about the forward pass: CUDA, autocast, parameter dtype, TF32, layout
+WORKLOAD = "workload"  # the step's census, analytic FLOPs, kernel profile, matmul peak
 WAITING = "waiting"  # answer to WHERE_WAITING: the collective the training thread is in now
 
 # Monitor -> hook.
@@ -513,6 +514,22 @@ class Model(Frame):
     tf32_cudnn: bool | None = None
     channels_last: bool | None = None
     compiled: bool | None = None
+    matmul_precision: str | None = None  # torch.get_float32_matmul_precision()
+    optimizer: str | None = None  # the optimizer's class name
+    optimizer_foreach: bool | None = None
+    optimizer_fused: bool | None = None
+
+
+@frame(WORKLOAD)
+@dataclass(frozen=True)
+class Workload(Frame):
+    """What one step computes (census), one step's kernels (profile) and the matmul peak;
+    republished whole as each part arrives (docs/advisor.md, MFU)."""
+
+    step: int | None = None
+    census: dict[str, Any] | None = None
+    profile: dict[str, Any] | None = None
+    peak: dict[str, Any] | None = None
 
 
 # Monitor -> hook.

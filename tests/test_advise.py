@@ -7,8 +7,9 @@ from dataclasses import replace
 import pytest
 
 from gputop_train.advise import rules
-from gputop_train.advise.mfu import achieved_tflops, efficiency, mfu_pct, peak_tflops
+from gputop_train.advise.mfu import efficiency, peak_tflops
 from gputop_train.session.stats import ModelFacts, Observation
+from gputop_train.session.workload import Workload
 from tests.support.observations import BF16_H100, FP32_H100, GiB, observe
 
 
@@ -212,9 +213,15 @@ def test_fp32_on_a_busy_tensor_core_gpu_asks_for_mixed_precision_whatever_tf32_s
     )
     finding = headline(o)
     assert finding.id == "gpu.mixed_precision" and finding.gain == 2.0
-    tf32 = () if transformer.tf32_matmul else (rules.Change("matmul_precision", "high"),)
-    assert finding.changes == (rules.Change("precision", "bf16"), *tf32)  # TF32 matmuls next
-    assert "no autocast" in " ".join(finding.evidence) and "TF32 on" in " ".join(finding.evidence)
+    # cuDNN's TF32 flag is on, but matmuls run in full fp32 (precision "highest"): the
+    # evidence says so, and TF32 matmuls are offered after bf16 (issue 26).
+    assert finding.changes == (
+        rules.Change("precision", "bf16"),
+        rules.Change("matmul_precision", "high"),
+    )
+    evidence = " ".join(finding.evidence)
+    assert "no autocast" in evidence and "matmuls full fp32" in evidence
+    assert "TF32 on" not in evidence and "set_float32_matmul_precision" in finding.action
 
 
 def test_an_nchw_convnet_on_tf32_asks_for_channels_last_before_mixed_precision() -> None:
@@ -294,14 +301,20 @@ def test_nothing_is_said_without_an_observation() -> None:
 
 def test_mfu_uses_the_dense_peak_of_the_gpu_and_precision() -> None:
     assert peak_tflops("NVIDIA H100 80GB HBM3", "bf16") == 989.5
-    assert peak_tflops("NVIDIA H100 80GB HBM3", "fp32") == 494.5  # TF32 convolutions
-    assert peak_tflops("NVIDIA H100 PCIe", "fp32") == 378.0
+    assert peak_tflops("NVIDIA H100 80GB HBM3", "tf32") == 494.5
+    assert peak_tflops("NVIDIA H100 80GB HBM3", "fp32") == 67.0  # CUDA cores
+    assert peak_tflops("NVIDIA H100 PCIe", "tf32") == 378.0
     assert peak_tflops("Some Future GPU", "bf16") is None
-    achieved = achieved_tflops(5.5e9, 16_000.0)
-    assert achieved == pytest.approx(88.0)
-    assert mfu_pct(achieved, 989.5) == pytest.approx(8.9, abs=0.05)
-    assert efficiency(replace(observe(), gpu_name="unknown"))[1] is None  # unknown GPU: N/A
-    assert efficiency(observe(model=FP32_H100))[1] == pytest.approx(100 * 27.5 / 494.5)
+    # 5.5 GFLOP per step at 10 steps/s: 55 GFLOP/s, whatever the samples.
+    o = observe(flops_per_step=5.5e10, flops_per_sample=5.5e10 / 500)  # 500 samples a step
+    assert efficiency(o).achieved_tflops == pytest.approx(0.55)
+    assert efficiency(o).mfu_pct == pytest.approx(100 * 0.55 / 989.5)
+    unknown = efficiency(replace(o, gpu_name="unknown"))  # unknown GPU: N/A with the reason
+    assert unknown.mfu_pct is None and "no datasheet peak for unknown" in (unknown.reason or "")
+    # An fp32 convnet's convolutions run on TF32 through cuDNN's default flag.
+    convnet = replace(o, model=FP32_H100, workload=Workload(convolutions=53))
+    assert efficiency(convnet).precision == "tf32"
+    assert efficiency(convnet).mfu_pct == pytest.approx(100 * 0.55 / 494.5)
 
 
 def test_no_workers_on_a_machine_with_no_idle_core_makes_no_claim_about_workers() -> None:

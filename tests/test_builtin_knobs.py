@@ -350,3 +350,20 @@ def test_a_forward_wrapper_set_by_someone_else_is_kept_and_put_back(agent: Agent
     model.forward = theirs  # as accelerate sets its own wrapper on the instance
     train(agent, loader, model, optimizer, {2: ("autocast", "bf16"), 6: ("autocast", "off")})
     assert model.__dict__["forward"] is theirs
+
+
+def test_matmul_precision_is_read_where_torch_refuses_its_legacy_getter(
+    agent: Agent, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # torch 2.11 raises once a script mixed the legacy and per-backend APIs (HF tf32=True).
+    from gputop_train.hook.probes import float32_matmul_precision
+
+    def refuse() -> str:
+        raise RuntimeError("mix of the legacy and new APIs")
+
+    monkeypatch.setattr(torch, "get_float32_matmul_precision", refuse)
+    monkeypatch.setattr(torch.backends.cuda.matmul, "fp32_precision", "tf32", raising=False)
+    assert float32_matmul_precision(torch) == "high"
+    model, optimizer, loader = setup()
+    train(agent, loader, model, optimizer)
+    assert agent.enabled and knob(agent, "float32_matmul_precision").value == "high"

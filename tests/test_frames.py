@@ -30,6 +30,7 @@ EXAMPLES: list[wire.Frame] = [
     wire.Syncs(count=2, sites=[{"file": "a.py", "line": 3, "op": "item", "count": 2}], step=4),
     wire.Flops(flops=10**12, samples=32, step=3),
     wire.Model(step=2, cuda=True, capability=[9, 0], autocast="bfloat16", compiled=False),
+    wire.Workload(step=3, census={"ops": 657, "analytic_flops": 7 * 10**12}, peak=None),
     wire.SetKnob(1, "num_workers", 4),
     wire.ScanSyncs(),
     wire.AutopilotDone(),

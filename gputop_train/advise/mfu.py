@@ -1,49 +1,181 @@
-"""Model FLOPs utilization: achieved FLOP/s against the GPU's dense peak for the precision."""
+"""Model FLOPs utilization: achieved FLOP/s against the GPU's dense peak at the precision the
+step's matmuls actually run in, or N/A with the reason (never a figure that cannot be right).
+
+Achieved TFLOP/s = FLOPs of one optimizer step x optimizer steps per second (the hook's step
+ends, whatever the micro-batches or the samples). The FLOPs are counted two ways by the hook
+(hook/workload.py): measured, by FlopCounterMode over one whole step, and analytic, by the
+transformer formula of nanoGPT and torchtitan (6N + 12 L H Q T per token). The analytic count
+is shown where it exists (it is the MFU convention: model FLOPs, no recomputation, what the
+trainers' own meters print); the measured one otherwise. They are compared, and a gap over
+DISAGREEMENT_PCT is said with its likely causes.
+"""
 
 from __future__ import annotations
 
-# Dense (no sparsity) peak TFLOP/s from NVIDIA's data sheets, per precision. PyTorch runs
-# fp32 convolutions through cuDNN on TF32 tensor cores by default (allow_tf32), so "fp32"
-# is held to the TF32 peak where the GPU has one (Ampere and newer); V100 has none.
+from dataclasses import dataclass
+
+from ..session.stats import Observation
+
+# Dense (no sparsity) peak TFLOP/s from NVIDIA's data sheets, per precision of the matmuls:
+# "tf32" is fp32 on the tensor cores (PyTorch's float32_matmul_precision "high"/"medium",
+# cuDNN's allow_tf32 for convolutions), "fp32" the plain CUDA cores ("highest", the default
+# for matmuls). V100 has no TF32 or bf16.
 PEAK_TFLOPS: dict[str, dict[str, float]] = {
-    "H100 PCIe": {"bf16": 756.0, "fp16": 756.0, "fp32": 378.0},
-    "H100": {"bf16": 989.5, "fp16": 989.5, "fp32": 494.5},  # SXM5 (80GB HBM3)
-    "H200": {"bf16": 989.5, "fp16": 989.5, "fp32": 494.5},
-    "A100": {"bf16": 312.0, "fp16": 312.0, "fp32": 156.0},
-    "L40S": {"bf16": 362.0, "fp16": 362.0, "fp32": 183.0},
-    "L4": {"bf16": 121.0, "fp16": 121.0, "fp32": 60.0},
+    "H100 PCIe": {"bf16": 756.0, "fp16": 756.0, "tf32": 378.0, "fp32": 51.0},
+    "H100": {"bf16": 989.5, "fp16": 989.5, "tf32": 494.5, "fp32": 67.0},  # SXM5 (80GB HBM3)
+    "H200": {"bf16": 989.5, "fp16": 989.5, "tf32": 494.5, "fp32": 67.0},
+    "A100": {"bf16": 312.0, "fp16": 312.0, "tf32": 156.0, "fp32": 19.5},
+    "L40S": {"bf16": 362.0, "fp16": 362.0, "tf32": 183.0, "fp32": 91.6},
+    "L4": {"bf16": 121.0, "fp16": 121.0, "tf32": 60.0, "fp32": 30.3},
     "V100": {"fp16": 125.0, "fp32": 15.7},
 }
+# The two counts differ by more than this: said, with the causes (nanoGPT's formula and a
+# FLOP counter agree within a few % on a plain GPT; recomputation adds a third, a compiled
+# model's fused kernels escape the counter).
+DISAGREEMENT_PCT = 15.0
+ANALYTIC = "analytic: 6N + 12·L·H·Q·T per token (nanoGPT, torchtitan)"
+MEASURED = "measured: FlopCounterMode over one step"
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    """What the MFU line shows; each figure None (N/A) with ``reason`` saying why."""
+
+    achieved_tflops: float | None = None
+    mfu_pct: float | None = None
+    source: str | None = None  # which FLOP count achieved_tflops uses
+    measured_flops: float | None = None  # per optimizer step
+    analytic_flops: float | None = None
+    disagreement_pct: float | None = None  # analytic against measured, where both exist
+    precision: str | None = None  # of the matmuls: bf16, fp16, tf32, fp32, fp8
+    datasheet_tflops: float | None = None
+    measured_peak_tflops: float | None = None  # the hook's matmul at the same precision
+    reason: str | None = None  # why MFU (or everything) is N/A
+    scaled_by: float | None = None  # the window's samples per step over the counted step's
+
+    @property
+    def disagrees(self) -> bool:
+        return self.disagreement_pct is not None and abs(self.disagreement_pct) > DISAGREEMENT_PCT
+
+    def notes(self) -> list[str]:
+        """The lines that qualify the figure: the count used, a disagreement, the peaks."""
+        lines = []
+        if self.source:
+            lines.append(f"FLOPs {self.source}")
+        if self.scaled_by is not None:
+            lines.append(
+                f"the counted step's FLOPs scaled x{self.scaled_by:.3g} to the window's samples "
+                "per step (the batch changed since the count)"
+            )
+        if self.disagrees:
+            lines.append(
+                f"the two FLOP counts disagree by {self.disagreement_pct:+.0f}% (analytic "
+                f"{self.analytic_flops:.3g}, measured {self.measured_flops:.3g} per step): "
+                "activation checkpointing recomputes, a compiled model's fused kernels escape "
+                "the counter, non-transformer layers escape the formula"
+            )
+        if self.precision:
+            datasheet = f"{self.datasheet_tflops:g}" if self.datasheet_tflops else "N/A"
+            peak = f"peak {self.precision}: datasheet {datasheet} TFLOP/s"
+            if self.measured_peak_tflops is not None:
+                peak += f", measured matmul {self.measured_peak_tflops:.0f} TFLOP/s"
+            lines.append(peak)
+        if self.reason:
+            lines.append(f"MFU N/A: {self.reason}")
+        return lines
 
 
 def peak_tflops(gpu_name: str | None, precision: str | None) -> float | None:
-    """The dense peak for this GPU and precision (bf16 when the precision is unknown)."""
-    if not gpu_name:
+    """The dense peak for this GPU and matmul precision; None where unknown."""
+    if not gpu_name or not precision:
         return None
     for model, peaks in PEAK_TFLOPS.items():  # most specific names come first
         if model in gpu_name:
-            return peaks.get(precision or "bf16")
+            return peaks.get(precision)
     return None
 
 
-def achieved_tflops(flops_per_sample: float | None, samples_per_s: float | None) -> float | None:
-    if flops_per_sample is None or samples_per_s is None:
-        return None
-    return flops_per_sample * samples_per_s / 1e12
+def step_precision(o: Observation) -> str | None:
+    """The precision the step's matmuls (or, in a convnet, convolutions) run in."""
+    workload, facts = o.workload, o.model
+    if workload.fp8_matmuls:
+        return "fp8"
+    precision = facts.precision
+    if precision != "fp32":
+        return precision or workload.matmul_precision
+    if workload.convolutions and not workload.transformer:
+        return "tf32" if facts.tf32_cudnn else "fp32"  # cuDNN's flag governs convolutions
+    if facts.tf32_matmul is None:
+        return workload.matmul_precision
+    return "tf32" if facts.tf32_matmul else "fp32"
 
 
-def mfu_pct(achieved: float | None, peak: float | None) -> float | None:
-    if achieved is None or not peak:
-        return None
-    return 100.0 * achieved / peak
-
-
-def efficiency(observation: object) -> tuple[float | None, float | None]:
-    """(achieved TFLOP/s, MFU %) of an observation; None where not measurable."""
-    flops = getattr(observation, "flops_per_sample", None)
-    steps = getattr(observation, "steps", None)
-    achieved = achieved_tflops(flops, steps.samples_per_s if steps else None)
-    peak = peak_tflops(
-        getattr(observation, "gpu_name", None), getattr(observation, "precision", None)
+def efficiency(o: Observation | None) -> Efficiency:
+    """Achieved TFLOP/s and MFU of an observation, or N/A with the reason."""
+    if o is None:
+        return Efficiency(reason="no measured steps yet")
+    scale = _batch_scale(o)
+    measured = o.flops_per_step * scale if o.flops_per_step else None
+    analytic = o.workload.analytic_flops * scale if o.workload.analytic_flops else None
+    flops = analytic if analytic else measured
+    source = ANALYTIC if analytic else (MEASURED if measured else None)
+    disagreement = 100.0 * (analytic - measured) / measured if analytic and measured else None
+    steps_per_s = o.steps.steps_per_s
+    precision = step_precision(o)
+    datasheet = peak_tflops(o.gpu_name, precision) if o.uses_gpu else None
+    measured_peak = o.workload.peak_tflops if o.workload.peak_precision == precision else None
+    base = Efficiency(
+        scaled_by=scale if scale != 1.0 else None,
+        source=source,
+        measured_flops=float(measured) if measured else None,
+        analytic_flops=float(analytic) if analytic else None,
+        disagreement_pct=disagreement,
+        precision=precision if o.uses_gpu else None,
+        datasheet_tflops=datasheet,
+        measured_peak_tflops=measured_peak,
     )
-    return achieved, mfu_pct(achieved, peak)
+    if not flops:
+        note = o.workload.count_note or "the hook counts step 3"
+        return _with(base, reason=f"FLOPs not counted yet ({note})")
+    if not steps_per_s:
+        return _with(base, reason="no step rate in the window")
+    achieved = flops * steps_per_s / 1e12
+    base = _with(base, achieved_tflops=achieved)
+    if not o.uses_gpu:
+        return _with(base, reason="the job runs on the CPU")
+    if precision == "fp8":
+        return _with(base, reason="fp8 matmuls: the peak depends on the mix of fp8 and bf16")
+    if precision is None:
+        return _with(base, reason="the matmul precision is unknown (compiled autocast)")
+    if datasheet is None:
+        return _with(
+            base, reason=f"no datasheet peak for {o.gpu_name or 'this GPU'} in {precision}"
+        )
+    mfu = 100.0 * achieved / datasheet
+    if mfu > 100.0:
+        return _with(
+            base,
+            reason=f"{mfu:.0f}% of the {precision} peak cannot be: the FLOP count or the "
+            "precision is wrong for this step",
+        )
+    return _with(base, mfu_pct=mfu)
+
+
+def _batch_scale(o: Observation) -> float:
+    """The window's samples per step over the counted step's, where both are known and differ
+    by more than 1%; else 1. FLOPs are counted on one step: a batch changed since (a script
+    that sizes its batch by trying, as the corpus's memory-limit loop does in its first steps,
+    or a change nobody declared) scales them, accumulation or not."""
+    steps = o.steps
+    if not (o.flops_per_step and o.flops_per_sample and steps.samples_per_s and steps.steps_per_s):
+        return 1.0
+    counted = o.flops_per_step / o.flops_per_sample
+    window = steps.samples_per_s / steps.steps_per_s
+    scale = window / counted if counted > 0 else 1.0
+    return scale if abs(scale - 1.0) > 0.01 else 1.0
+
+
+def _with(base: Efficiency, **changes: object) -> Efficiency:
+    from dataclasses import replace
+
+    return replace(base, **changes)  # type: ignore[arg-type]

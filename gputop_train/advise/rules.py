@@ -600,10 +600,9 @@ def mixed_precision(o: Observation) -> Finding | None:
         return None
     bf16 = facts.capability >= BF16_CAPABILITY
     dtype = "bfloat16" if bf16 else "float16"
-    tf32 = "on" if facts.tf32_cudnn or facts.tf32_matmul else "off"
     evidence = [
         busy_text,
-        f"no autocast in the forward pass, parameters float32; TF32 {tf32} (hook)",
+        "no autocast in the forward pass, parameters float32; " + _tf32_evidence(o),
         f"compute capability {facts.capability[0]}.{facts.capability[1]}: "
         f"{'bf16 and fp16' if bf16 else 'fp16'} tensor cores (hook)",
         f"tensor activity {fmt.pct(o.gpu.tensor_active_pct)} (GPM)",
@@ -615,20 +614,39 @@ def mixed_precision(o: Observation) -> Finding | None:
     gain = MIXED_PRECISION_NCHW_GAIN if nchw else 2.0
     if nchw:
         evidence.append("convolution weights in NCHW: most of the gain waits for channels_last")
+    changes: tuple[Change, ...] = (Change("precision", "bf16" if bf16 else "fp16"),)
+    action = (
+        f"mixed precision: torch.autocast(device_type='cuda', dtype=torch.{dtype}) around the "
+        "forward and the loss" + ("" if bf16 else " (fp16 needs a GradScaler)")
+    )
+    if facts.tf32_matmul is False and not o.workload.convolutions and bf16:
+        # Matmuls in full fp32 run on the CUDA cores: TF32 is one line, short of bf16.
+        changes += (Change("matmul_precision", "high"),)
+        action += "; at least torch.set_float32_matmul_precision('high') (TF32 matmuls)"
     return Finding(
         "gpu.mixed_precision",
         "The step's arithmetic runs in fp32 on a GPU with "
         f"{'bf16' if bf16 else 'fp16'} tensor cores",
         tuple(evidence),
-        f"mixed precision: torch.autocast(device_type='cuda', dtype=torch.{dtype}) around the "
-        "forward and the loss" + ("" if bf16 else " (fp16 needs a GradScaler)"),
+        action,
         f"up to {gain:g}x",
         0.8,
         gain,
-        # TF32 matmuls next: the fix that leaves the parameters and activations in fp32.
-        changes=(Change("precision", "bf16" if bf16 else "fp16"),)
-        + ((Change("matmul_precision", "high"),) if bf16 and not facts.tf32_matmul else ()),
+        changes=changes,
     )
+
+
+def _tf32_evidence(o: Observation) -> str:
+    """Matmul and convolution TF32, each from its own switch: cuDNN's allow_tf32 (on by
+    default) says nothing about the matmuls, which run in full fp32 unless
+    float32_matmul_precision is "high" or "medium"."""
+    facts = o.model
+    setting = facts.matmul_precision or ("high" if facts.tf32_matmul else "highest")
+    matmuls = "TF32" if facts.tf32_matmul else "full fp32, no tensor cores"
+    text = f"matmuls {matmuls} (float32_matmul_precision {setting!r})"
+    if o.workload.convolutions or facts.channels_last is not None:
+        text += f"; convolutions TF32 {'on' if facts.tf32_cudnn else 'off'} (cuDNN allow_tf32)"
+    return text + " (hook)"
 
 
 def _tensor_core_convolutions(o: Observation) -> str | None:
@@ -694,9 +712,11 @@ def memory_near_limit(o: Observation) -> Finding | None:
         (f"GPU memory {fmt.mem_pair(used, total)} (NVML)",),
         "activation checkpointing, mixed precision, or a smaller batch before it OOMs",
         None,
-        # A risk, not a speed-up: ranked above "GPU-bound (healthy)", which it qualifies.
+        # A risk, not a speed-up: it ties "GPU-bound (healthy)" and comes first (RULES order,
+        # a stable sort), below any finding that expects a gain (an eager GPT at 94% of the
+        # H100's memory still has its fusion to gain: docs/diagnosis.md).
         0.9,
-        1.2,
+        1.0,
     )
 
 
@@ -797,6 +817,163 @@ def straggler(o: Observation) -> Finding | None:
     )
 
 
+# -- transformer workloads (docs/advisor.md) ---------------------------------------------
+
+# An eager model whose kernels spend this share of their time outside GEMMs and attention
+# (element-wise, norms, softmax, copies, the optimizer) has fusion to gain. Eager GPT-2 small
+# in bf16 with SDPA on the H100 profiled 53-58% (micro-batch 8 to 63, 2026-11-24); the fp32
+# loop, whose matmuls dominate, 11%.
+EAGER_NON_MATH_PCT = 30.0
+# The part of that time torch.compile's fusion takes back: half, so that 56% outside matrix
+# math reads "up to 1.4x", about what nanoGPT's compile gave in issue 26 (1.27x on the H100);
+# the corpus's nanogpt_eager checks it (docs/diagnosis.md).
+FUSION_RECOVERS = 0.5
+# The part of it SDPA takes back from hand-written attention (the softmax, mask and dropout
+# over the T x T scores, and the scores' reads and writes): hand-written attention profiled
+# 78-79% outside matrix math on the H100, and SDPA paid 2.27x in issue 26.
+SDPA_RECOVERS = 0.8
+SDPA_MIN_GAIN = 1.3
+# An optimizer built with foreach=False: the share of the step's operators it launches, times
+# this, is what fused=True takes back. The GPT ladder on the H100 (bf16, SDPA, micro-batch 8)
+# went 1.43x faster with fused AdamW where the loop was 69% of the step's operators.
+FOR_LOOP_RECOVERS = 0.45
+
+
+def _transformer_math_busy(o: Observation) -> tuple[bool, str]:
+    """A GPU job whose arithmetic is the work, not waiting on input."""
+    if not o.uses_gpu or _wait(o) >= INPUT_DOMINANT_PCT:
+        return False, ""
+    return _gpu_busy_for_math(o)
+
+
+def _kernel_evidence(o: Observation) -> str:
+    w = o.workload
+    top = f": {', '.join(w.top_non_math)}" if w.top_non_math else ""
+    return (
+        f"{w.kernels} kernels in one step, {fmt.pct(w.non_math_pct)} of their "
+        f"{w.kernel_ms or 0:.1f} ms outside GEMMs and attention (torch.profiler, hook){top}"
+    )
+
+
+def _tensor_evidence(o: Observation) -> str:
+    precision = o.workload.matmul_precision or o.precision or "N/A"
+    return f"tensor activity {fmt.pct(o.gpu.tensor_active_pct)} (GPM) with {precision} matmuls"
+
+
+def compile_transformer(o: Observation) -> Finding | None:
+    """An eager transformer whose kernel time is largely outside matrix math: fusion pays."""
+    w = o.workload
+    if o.model.compiled is not False or not w.transformer or w.non_math_pct is None:
+        return None
+    busy, busy_text = _transformer_math_busy(o)
+    if not busy or w.non_math_pct < EAGER_NON_MATH_PCT:
+        return None
+    gain = 1.0 / (1.0 - FUSION_RECOVERS * w.non_math_pct / 100.0)
+    return Finding(
+        "gpu.compile",
+        f"Eager transformer: {fmt.pct(w.non_math_pct)} of the GPU's kernel time is outside "
+        "matrix math",
+        (
+            busy_text,
+            _kernel_evidence(o),
+            f"{w.ops} operators per step, not compiled (hook census)",
+            _tensor_evidence(o),
+        ),
+        "torch.compile(model): fuses the element-wise kernels (norms, activations, residuals)",
+        f"up to {gain:.1f}x",
+        0.8,
+        gain,
+        changes=(Change("compile", True),),
+    )
+
+
+def attention_sdpa(o: Observation) -> Finding | None:
+    """Attention written by hand (softmax over q @ k^T): the T x T scores go through memory
+    several times; scaled_dot_product_attention computes them on chip (flash attention)."""
+    w = o.workload
+    if not w.manual_attention or w.fused_attention:
+        return None
+    busy, busy_text = _transformer_math_busy(o)
+    if not busy:
+        return None
+    share = (w.non_math_pct or 0.0) / 100.0
+    gain = max(SDPA_MIN_GAIN, 1.0 / (1.0 - SDPA_RECOVERS * share))
+    evidence = [
+        busy_text,
+        f"{w.manual_attention} softmax calls over (B, H, T, T) scores per step, no "
+        "scaled_dot_product_attention call (hook census)",
+    ]
+    if w.non_math_pct is not None:
+        evidence.append(_kernel_evidence(o))
+    return Finding(
+        "model.sdpa",
+        "Hand-written attention: softmax(q @ k^T) @ v materializes the T x T scores",
+        tuple(evidence),
+        "torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True) in place "
+        "of the matmul, mask, softmax and dropout",
+        f"up to {gain:.1f}x",
+        0.85,
+        gain,
+        changes=(Change("attention", "sdpa"),),
+    )
+
+
+def optimizer_for_loop(o: Observation) -> Finding | None:
+    """An optimizer told foreach=False launches its element-wise ops once per parameter."""
+    facts, w = o.model, o.workload
+    if not o.uses_gpu or facts.optimizer_foreach is not False or facts.optimizer_fused:
+        return None
+    evidence = [f"{facts.optimizer or 'the optimizer'}(foreach=False): a loop over parameters"]
+    gain = 1.1  # not counted: the least a loop of launches costs
+    if w.optimizer_ops is not None and w.ops:
+        evidence.append(
+            f"{w.optimizer_ops} of the step's {w.ops} operators run in optimizer.step() "
+            "(hook census)"
+        )
+        gain = max(gain, 1.0 / (1.0 - FOR_LOOP_RECOVERS * w.optimizer_ops / w.ops))
+    return Finding(
+        "optimizer.for_loop",
+        "The optimizer updates one parameter at a time",
+        tuple(evidence),
+        f"{facts.optimizer or 'the optimizer'}(..., fused=True) (or foreach=True): a few "
+        "kernels for all parameters",
+        f"up to {gain:.1f}x",
+        0.7,
+        gain,
+        changes=(Change("optimizer", "fused"),),
+    )
+
+
+def per_step_sync(o: Observation) -> Finding | None:
+    """One or two syncs per step in the user's code (a logged loss.item(), a NaN check): the
+    CPU waits for the GPU each step, then the GPU waits while the CPU prepares the next one.
+    Worth it only while the GPU is short of busy."""
+    count = o.syncs_per_step
+    if count is None or not 1 <= count < SYNCS_PER_STEP or not o.uses_gpu:
+        return None
+    activity, activity_text = _gpu_activity(o)
+    if activity is None or _gpu_busy(o) or _input_bound(o):
+        return None
+    busy_line = GPU_BUSY_SM_PCT if o.gpu.sm_active_pct is not None else GPU_BUSY_UTIL_PCT
+    gain = min(1.5, busy_line / max(activity, 5.0))
+    sites = [
+        f"{site['file'].rsplit('/', 1)[-1]}:{site['line']} {site['op']} (x{site['count']})"
+        for site in o.sync_sites[:3]
+    ]
+    return Finding(
+        "syncs.per_step",
+        f"{count} host-device sync{'s' if count > 1 else ''} every step, and the GPU idles "
+        "meanwhile",
+        (f"sync scan of one step: {count} synchronizing ops (hook)", *sites, activity_text),
+        "keep the per-step figures on the GPU (accumulate the loss in a tensor, check for "
+        "NaN/inf with torch.isfinite on the GPU) and read them every N steps",
+        f"up to {gain:.1f}x",
+        0.5,
+        gain,
+        changes=(Change("syncs", False),),
+    )
+
+
 def _comm_straggler(lag: stragglers.Lag, o: Observation) -> Finding:
     """The rank the others wait for in the collectives (a compute straggler, or a stall)."""
     name = lag.rank.label
@@ -892,6 +1069,10 @@ RULES: tuple[Callable[[Observation], Finding | None], ...] = (
     launch_bound,
     memory_near_limit,
     gpu_bound,
+    compile_transformer,
+    attention_sdpa,
+    optimizer_for_loop,
+    per_step_sync,
 )
 
 # Findings that say the step is as it should be: no change of theirs is a speed-up to expect.

@@ -22,17 +22,24 @@ from .batch_size import describe_batch, infer_batch_size
 from .builtin_knobs import BuiltinKnobs
 from .collectives import CollectiveClock, read_pairs
 from .cuda_timer import CudaStepTimer
+from .kernel_profile import KernelProfile
 from .knobs import KnobBoard
 from .loss_guard import LossGuard
+from .matmul_peak import MatmulPeak, matmul_precision
 from .probes import (
+    COUNT_AFTER_CHANGE_STEPS,
     FLOP_COUNT_STEP,
     MODEL_FACTS_STEP,
     PROBE_AFTER_CHANGE_STEPS,
+    PROFILE_AFTER_CHANGE_STEPS,
+    PROFILE_STEP,
     SYNC_SCAN_EVERY_STEPS,
     FlopCounter,
     SyncScanner,
+    force_eager,
     model_facts,
 )
+from .workload import Census
 
 # Enough history for a monitor that attaches minutes late, at a few KB per 100 steps.
 RING_STEPS = 8192
@@ -103,6 +110,18 @@ class Agent:
         self._facts_lock = threading.Lock()
         self._syncs = SyncScanner(torch_module)
         self._flops = FlopCounter()
+        # The workload probes (docs/advisor.md, MFU): a census of the step's operators beside
+        # the FLOP count, the matmul peak once, one step's kernels; one frame, republished whole.
+        self._count_due_step = FLOP_COUNT_STEP
+        self._census: Census | None = None
+        self._census_hook: Any = None
+        self._peak: MatmulPeak | None = None
+        self._profile = KernelProfile()
+        self._profile_due_step = PROFILE_STEP
+        self._workload: dict[str, Any] = {}
+        self._workload_off = False
+        self._restore_stance: Any = None  # undoes force_eager after the counted step
+        self._peaks_measured: set[str] = set()  # precisions whose matmul peak was measured
         if os.environ.get(wire.SCHEDULE_ENV):
             self.board.set_schedule(os.environ[wire.SCHEDULE_ENV])
         self.guard = LossGuard(torch_module)
@@ -219,6 +238,9 @@ class Agent:
         if self.board.apply_pending(self._step):
             self._probe_due_step = self._step + PROBE_AFTER_CHANGE_STEPS
             self._syncs.due_at = self._probe_due_step
+            # The step's FLOPs and operators change with the knob (batch, attention, compile).
+            self._count_due_step = self._step + COUNT_AFTER_CHANGE_STEPS
+            self._profile_due_step = self._step + PROFILE_AFTER_CHANGE_STEPS
             self.guard.watch(self._step, self.board.applied_at(self._step))
         verdict = self.guard.verdict()
         if verdict is not None:
@@ -309,20 +331,124 @@ class Agent:
         upcoming = self._step + 1
         if self._cuda_in_use() and self._syncs.due(upcoming):
             self._syncs.start()
-        if upcoming == FLOP_COUNT_STEP and not self._flops.done:
+        if upcoming == self._count_due_step and self._start_eager_step():
             self._flops.start()
+            self._guard_workload(self._start_census)
+        elif upcoming == self._profile_due_step and self._cuda_in_use():
+            self._guard_workload(self._profile.start)
+
+    def _start_eager_step(self) -> bool:
+        """A compiled model runs the counted step eagerly (probes.force_eager); False where
+        that cannot be done: no count then, said in the workload frame."""
+        try:
+            self._restore_stance = force_eager(self._torch)
+        except Exception as reason:  # no count rather than a compiled model run eagerly
+            self._update_workload(census={"skipped": str(reason)})
+            return False
+        return True
+
+    def _guard_workload(self, probe: Any, *args: Any) -> None:
+        """The workload probes fail alone: said once, they stop; the rest of the hook and the
+        training go on."""
+        if self._workload_off:
+            return
+        try:
+            probe(*args)
+        except Exception as error:
+            self._workload_off = True
+            census, self._census = self._census, None
+            with contextlib.suppress(Exception):
+                if census is not None and census.active:
+                    census.stop()
+            with contextlib.suppress(Exception):
+                if self._census_hook is not None:
+                    self._census_hook.remove()
+            with contextlib.suppress(Exception):
+                if self._profile.active:
+                    self._profile.stop()
+            self._notices.append(
+                "the workload probes (FLOP census, kernel profile, matmul peak) stopped after "
+                f"an internal error: {error!r}; MFU falls back to the FLOP counter"
+            )
+
+    def _start_census(self) -> None:
+        census = Census()
+        optimizer_module = sys.modules["torch.optim.optimizer"]
+        self._census_hook = optimizer_module.register_optimizer_step_pre_hook(
+            lambda optimizer, args, kwargs: census.optimizer_started()
+        )
+        census.start()
+        self._census = census
 
     def _end_probes(self, samples: int | None, optimizer: Any) -> None:
         if self._syncs.active:
             self._publish(wire.Syncs(step=self._step, **self._syncs.stop()))
-        if self._flops.active:
-            self._publish(wire.Flops(step=self._step, flops=self._flops.stop(), samples=samples))
         autocast, self._autocast_dtype = self._autocast_dtype, None
         if self._step <= BUILTIN_KNOBS_STEP and autocast:
             self._script_autocast = autocast
+        if self._census is not None:  # entered inside the FLOP counter: left first
+            self._guard_workload(self._end_census, self._census, optimizer, autocast)
+        if self._flops.active:
+            self._publish(wire.Flops(step=self._step, flops=self._flops.stop(), samples=samples))
+            self._restore_compiled()
+            self._guard_workload(self._measure_peak)
+        if self._profile.active:
+            self._guard_workload(lambda: self._update_workload(profile=self._profile.stop()))
+        if self._peak is not None and self._peak.pending:
+            self._guard_workload(self._poll_peak, self._peak)
+        self._model_frame(optimizer, autocast)
+
+    def _poll_peak(self, peak: MatmulPeak) -> None:
+        measured = peak.poll()
+        if measured is not None:
+            self._update_workload(peak=measured)
+
+    def _model_frame(self, optimizer: Any, autocast: str | None) -> None:
+        """The precision facts, on the probe's step and as often as the sync scan."""
         if self._step == self._probe_due_step or self._step % SYNC_SCAN_EVERY_STEPS == 0:
             facts = model_facts(self._torch, optimizer, autocast)
             self._publish(wire.Model(step=self._step, **facts))
+
+    def _end_census(self, census: Census, optimizer: Any, autocast: str | None) -> None:
+        """The census's facts, and the matmul peak's measurement started once (CUDA)."""
+        self._census = None
+        census.stop()
+        if self._census_hook is not None:
+            self._census_hook.remove()
+            self._census_hook = None
+        params = [p for group in optimizer.param_groups for p in group.get("params", ())]
+        facts = census.facts(params)
+        param = next((p for p in params if p.dtype.is_floating_point), None)
+        param_dtype = str(param.dtype).removeprefix("torch.") if param is not None else None
+        precision = matmul_precision(self._torch, autocast, param_dtype)
+        if census.fp8_matmuls:
+            precision = "fp8"
+        facts.update(matmul_precision=precision, census_error=census.error)
+        self._update_workload(census=facts)
+
+    def _restore_compiled(self) -> None:
+        """After the counted step, compiled code runs again."""
+        restore, self._restore_stance = self._restore_stance, None
+        if restore is not None:
+            restore()
+
+    def _measure_peak(self) -> None:
+        """The matmul peak of the precision now in force, once per precision; enqueued after
+        the FLOP counter stopped (its matmuls are not the step's)."""
+        precision = (self._workload.get("census") or {}).get("matmul_precision")
+        if not precision or precision in self._peaks_measured or not self._cuda_in_use():
+            return
+        if self._peak is not None and self._peak.pending:
+            return
+        self._peaks_measured.add(precision)
+        self._peak = MatmulPeak(self._torch)
+        unmeasured = self._peak.enqueue(precision)
+        if unmeasured is not None:
+            self._update_workload(peak=unmeasured)
+
+    def _update_workload(self, **parts: Any) -> None:
+        self._workload.update(parts)
+        self._publish(wire.Workload(step=self._step, **self._workload))
 
     def _publish(self, fact: wire.Frame) -> None:
         """Send a fact now, and keep the latest of its kind for monitors that come later."""

@@ -21,6 +21,7 @@ from typing import Any
 
 from . import loader_handover
 from .knobs import Knob
+from .probes import float32_matmul_precision, set_float32_matmul_precision
 
 # How each change alters the job's numerics, shown with the knob and its outcomes.
 TF32_NUMERICS = "alters numerics: fp32 matmuls run as TF32 (10-bit mantissa)"
@@ -185,12 +186,16 @@ class BuiltinKnobs:
 
     def _matmul_precision(self) -> Knob:
         torch = self._torch
-        current = torch.get_float32_matmul_precision()
+        current = float32_matmul_precision(torch)
         choices = ("highest", "high") + (("medium",) if current == "medium" else ())
+
+        def apply(value: str) -> None:
+            set_float32_matmul_precision(torch, value)
+
         return Knob(
             "float32_matmul_precision",
             current,
-            torch.set_float32_matmul_precision,
+            apply,
             help="torch.set_float32_matmul_precision: high = TF32 matmuls",
             choices=choices,
             role="matmul_precision",

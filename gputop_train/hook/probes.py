@@ -24,8 +24,17 @@ SYNC_SCAN_EVERY_STEPS = 500
 PROBE_AFTER_CHANGE_STEPS = 3
 # The forward pass's facts: on an early step, then as often as the sync scan.
 MODEL_FACTS_STEP = 2
-# Count FLOPs once, on this step: after start-up, before most runs would compile.
+# Count FLOPs (and the workload census) on this step: after start-up, before most runs
+# would compile; again after each knob change (a batch or attention change moves them).
 FLOP_COUNT_STEP = 3
+# Profile one step's kernels on this step (not the count's: the census's dispatch mode would
+# run a compiled model's step differently; not the sync scan's).
+PROFILE_STEP = 4
+# After a knob change: count on the second step (the first may compile), profile on the
+# fourth (the third is the sync scan's). Both stay inside the phase's warm-up (its first
+# 5 steps, docs/phases.md), so a trial's measured steps never carry a probe.
+COUNT_AFTER_CHANGE_STEPS = 2
+PROFILE_AFTER_CHANGE_STEPS = 4
 _SYNC_WARNING = "synchroniz"  # "called a synchronizing CUDA operation"
 _OUR_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -111,7 +120,6 @@ class FlopCounter:
 
     def __init__(self) -> None:
         self._mode: Any = None
-        self.done = False
 
     def start(self) -> None:
         from torch.utils.flop_counter import FlopCounterMode
@@ -121,7 +129,6 @@ class FlopCounter:
 
     def stop(self) -> int | None:
         mode, self._mode = self._mode, None
-        self.done = True
         if mode is None:
             return None
         mode.__exit__(None, None, None)
@@ -147,12 +154,76 @@ def model_facts(torch_module: Any, optimizer: Any, autocast_dtype: str | None) -
         "capability": list(torch_module.cuda.get_device_capability()) if cuda else None,
         "autocast": autocast_dtype or (None if compiled else "off"),
         "param_dtype": str(param.dtype).removeprefix("torch.") if param is not None else None,
-        "tf32_matmul": torch_module.get_float32_matmul_precision() != "highest",
+        "tf32_matmul": float32_matmul_precision(torch_module) != "highest",
+        "matmul_precision": float32_matmul_precision(torch_module),
         "tf32_cudnn": bool(torch_module.backends.cudnn.allow_tf32),
         "channels_last": _channels_last(torch_module, optimizer),
         "compiled": compiled,
+        **_optimizer_facts(optimizer),
     }
     return facts
+
+
+def _optimizer_facts(optimizer: Any) -> dict[str, Any]:
+    """The optimizer's class and implementation: ``foreach=False`` (one kernel per parameter
+    and op), foreach (the default on CUDA: a few kernels per op over all parameters) or fused."""
+    defaults = getattr(optimizer, "defaults", None) or {}
+    return {
+        "optimizer": type(optimizer).__name__,
+        "optimizer_foreach": defaults.get("foreach") if "foreach" in defaults else None,
+        "optimizer_fused": defaults.get("fused") if "fused" in defaults else None,
+    }
+
+
+def force_eager(torch_module: Any) -> Any:
+    """Run compiled code eagerly for the counted step; the callable that restores the stance.
+
+    Under a dispatch mode (FlopCounterMode, the census) dynamo skips the compiled frame, and
+    on torch 2.11 it then kept running the model eagerly: the GPT ladder's compile rung on the
+    H100 ran the eager kernels after a count taken two steps after compiling (760 kernels,
+    47.5 ms, as before the change). ``torch.compiler.set_stance("force_eager")`` runs the step
+    eagerly without touching dynamo's caches. None where nothing is compiled; raises
+    RuntimeError where torch has no stance to set (then no count is taken).
+    """
+    if not _dynamo_compiled():
+        return None
+    eval_frame = sys.modules.get("torch._dynamo.eval_frame")
+    compiler: Any = getattr(torch_module, "compiler", None)
+    previous = getattr(eval_frame, "_stance", None)
+    if previous is None or not hasattr(compiler, "set_stance"):
+        raise RuntimeError("compiled model and no torch.compiler.set_stance: FLOPs not counted")
+    compiler.set_stance("force_eager")
+
+    def restore() -> None:
+        try:
+            compiler.set_stance(
+                previous.stance,
+                skip_guard_eval_unsafe=previous.skip_guard_eval_unsafe,
+                force_backend=previous.backend,
+            )
+        except TypeError:  # a torch whose set_stance takes the stance alone
+            compiler.set_stance(previous.stance)
+
+    return restore
+
+
+def float32_matmul_precision(torch_module: Any) -> str:
+    """``torch.get_float32_matmul_precision()``, which raises in torch 2.11 once a script has
+    mixed it with the new per-backend API (the Hugging Face Trainer's ``tf32=True`` does:
+    that disabled the whole hook on the H100, 2026-11-24); then the new API's CUDA setting."""
+    try:
+        return str(torch_module.get_float32_matmul_precision())
+    except RuntimeError:
+        setting = torch_module.backends.cuda.matmul.fp32_precision
+        return "high" if setting == "tf32" else "highest"
+
+
+def set_float32_matmul_precision(torch_module: Any, value: str) -> None:
+    """The legacy setter, or the per-backend one where the legacy API refuses."""
+    try:
+        torch_module.set_float32_matmul_precision(value)
+    except RuntimeError:
+        torch_module.backends.cuda.matmul.fp32_precision = "ieee" if value == "highest" else "tf32"
 
 
 def _dynamo_compiled() -> bool:

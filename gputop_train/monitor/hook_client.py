@@ -15,7 +15,13 @@ from .. import events, wire
 from ..session.model import Session
 
 # Frames that carry a fact about the job; the session keeps the latest of each.
-FACT_FRAMES: tuple[type[wire.Frame], ...] = (wire.Loader, wire.Syncs, wire.Flops, wire.Model)
+FACT_FRAMES: tuple[type[wire.Frame], ...] = (
+    wire.Loader,
+    wire.Syncs,
+    wire.Flops,
+    wire.Model,
+    wire.Workload,
+)
 FACTS = tuple(cls.TYPE for cls in FACT_FRAMES)
 # How often to look for sockets of new processes (ranks start late, workers never listen).
 # Each look wakes this thread and lists the runtime directory: once a second finds a new rank

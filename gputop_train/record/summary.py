@@ -61,6 +61,18 @@ def summarize(session: Session, meta: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _mfu_basis(mfu: dict[str, Any] | None) -> str:
+    """The FLOP count the figure uses, and why MFU is N/A where it is."""
+    if not mfu:
+        return ""
+    parts = [f"FLOPs {mfu['source']}"] if mfu.get("source") else []
+    if mfu.get("disagrees"):
+        parts.append(f"the measured count differs by {mfu['disagreement_pct']:+.0f}%")
+    if mfu.get("na_reason"):
+        parts.append(f"MFU N/A: {mfu['na_reason']}")
+    return f" ({'; '.join(parts)})" if parts else ""
+
+
 def markdown(summary: dict[str, Any], chart_name: str | None = None) -> str:
     f = summary["figures"]
     lines = [
@@ -84,7 +96,7 @@ def markdown(summary: dict[str, Any], chart_name: str | None = None) -> str:
         f"{_with_unit(summary['gpu_power_mean_w'], 'W')} mean; energy "
         f"{_with_unit(summary['gpu_energy_j'], 'J')} (NVML)",
         f"- {_with_unit(summary['achieved_tflops'], 'TFLOP/s')} achieved, "
-        f"MFU {fmt.pct(summary['mfu_pct'])}",
+        f"MFU {fmt.pct(summary['mfu_pct'])}{_mfu_basis(f.get('mfu'))}",
     ]
     if chart_name:
         lines += ["", f"![samples/s and GPU utilization over time]({chart_name})"]

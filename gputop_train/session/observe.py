@@ -15,6 +15,7 @@ from . import stats
 from .clocks import gpu_clocks
 from .phases import WARMUP_STEPS, Phase
 from .steps import Step
+from .workload import Workload
 
 # The advisor judges a window only with this many measured (post-warm-up) steps covering this
 # many seconds: short runs on the H100 drew "GPU under-used" and "launch-bound" headlines from
@@ -153,6 +154,8 @@ def observe(
         sync_sites=tuple(syncs.get("sites") or ()) if syncs else (),
         flops_per_sample=per_sample,
         model=stats.ModelFacts.from_frame(fact_at(series, "model", end)),
+        flops_per_step=float(flops["flops"]) if isinstance(flops.get("flops"), int) else None,
+        workload=Workload.from_frame(fact_at(series, "workload", end)),
         data_wait_source=wait_source,
         system_cpu_pct=system_cpu,
         epochs=epochs,

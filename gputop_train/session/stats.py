@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any
 
@@ -12,6 +12,7 @@ from ..samples import GpuSample, ProcSample
 from .clocks import GpuClocks
 from .comm import CommStats, comm_by_pid
 from .steps import Step
+from .workload import Workload
 
 
 @dataclass(frozen=True)
@@ -220,6 +221,10 @@ class ModelFacts:
     tf32_cudnn: bool | None = None
     channels_last: bool | None = None
     compiled: bool | None = None
+    matmul_precision: str | None = None  # torch.get_float32_matmul_precision()
+    optimizer: str | None = None  # the optimizer's class name
+    optimizer_foreach: bool | None = None  # False: a for-loop over the parameters
+    optimizer_fused: bool | None = None
 
     @classmethod
     def from_frame(cls, frame: dict | None) -> ModelFacts:
@@ -237,6 +242,10 @@ class ModelFacts:
             tf32_cudnn=_bool_or_none(frame.get("tf32_cudnn")),
             channels_last=_bool_or_none(frame.get("channels_last")),
             compiled=_bool_or_none(frame.get("compiled")),
+            matmul_precision=_str_or_none(frame.get("matmul_precision")),
+            optimizer=_str_or_none(frame.get("optimizer")),
+            optimizer_foreach=_bool_or_none(frame.get("optimizer_foreach")),
+            optimizer_fused=_bool_or_none(frame.get("optimizer_fused")),
         )
 
     @property
@@ -250,6 +259,10 @@ class ModelFacts:
 
 def _bool_or_none(value: object) -> bool | None:
     return value if isinstance(value, bool) else None
+
+
+def _str_or_none(value: object) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 @dataclass(frozen=True)
@@ -274,6 +287,8 @@ class Observation:
     sync_sites: tuple[dict, ...]
     flops_per_sample: float | None
     model: ModelFacts = ModelFacts()
+    flops_per_step: float | None = None  # FlopCounterMode over one whole optimizer step
+    workload: Workload = field(default_factory=Workload)
     # Where steps.data_wait_pct comes from: the hook's step timer, or, for a job without the
     # hook, the share of py-spy samples in which the training thread waited on the DataLoader.
     data_wait_source: str = "hook"
@@ -419,8 +434,14 @@ _FACT_FIELDS: dict[str, dict[str, tuple[type, ...]]] = {
         "tf32_cudnn": (bool,),
         "channels_last": (bool,),
         "compiled": (bool,),
+        "matmul_precision": (str,),
+        "optimizer": (str,),
+        "optimizer_foreach": (bool,),
+        "optimizer_fused": (bool,),
         "step": (int,),
     },
+    # Nested parts, each checked field by field by session/workload.py.
+    "workload": {"census": (dict,), "profile": (dict,), "peak": (dict,), "step": (int,)},
 }
 
 

@@ -1,0 +1,257 @@
+"""MFU: the step's FLOPs counted two ways (the census's nanoGPT/torchtitan formula against
+FlopCounterMode), the peak at the matmul precision in force, and N/A with its reason."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import replace
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from gputop_train.advise import mfu
+from gputop_train.advise.mfu import efficiency
+from gputop_train.hook.kernel_profile import kernel_facts
+from gputop_train.session.workload import Workload
+from tests.test_advise import BF16_H100, FP32_H100
+from tests.test_advise import observe as observe_any
+
+torch = pytest.importorskip("torch")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "demos"))
+from gpt import GPT, GPTConfig  # noqa: E402
+
+from gputop_train.hook.workload import Census  # noqa: E402
+
+
+def census_of_step(model: torch.nn.Module, micro_batches: int, batch: int = 2) -> dict:
+    """One optimizer step of ``micro_batches`` forward/backward passes under the census,
+    beside FlopCounterMode; the census's facts and the counter's total."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    optimizer = torch.optim.AdamW(model.parameters(), foreach=False)
+    census = Census()
+    counter = FlopCounterMode(display=False)
+    with counter:
+        census.start()
+        block = model.config.block
+        for _ in range(micro_batches):
+            x = torch.randint(model.config.vocab, (batch, block))
+            model(x, x.roll(-1, dims=1)).backward()
+        census.optimizer_started()
+        optimizer.step()
+        census.stop()
+    facts = census.facts([p for g in optimizer.param_groups for p in g["params"]])
+    facts["measured"] = counter.get_total_flops()
+    return facts
+
+
+def test_the_analytic_count_is_nanogpts_formula_read_from_the_calls() -> None:
+    model = GPT(GPTConfig.tiny())
+    model.set_attention("manual")  # softmax(q @ k^T) @ v: the head size read from q @ k^T
+    facts = census_of_step(model, micro_batches=3)
+    tokens = 3 * 2 * model.config.block  # accumulation: every micro-batch's tokens
+    assert facts["tokens"] == tokens and facts["sequence"] == model.config.block
+    assert facts["analytic_flops"] == model.flops_per_token() * tokens
+    # N drops the position table (lookups only) and keeps the token table tied to the output.
+    assert facts["non_embedding_params"] == facts["params"] - model.wpe.weight.numel()
+    assert facts["manual_attention"] == 3 * model.config.layers and facts["fused_attention"] == 0
+    # The FLOP counter sees the same matmuls (and the attention's): within 15%.
+    assert facts["analytic_flops"] == pytest.approx(facts["measured"], rel=0.15)
+    assert facts["optimizer_ops"] > 0 and facts["ops"] > facts["optimizer_ops"]
+
+
+def test_sdpa_calls_are_counted_as_fused_attention_with_the_same_formula() -> None:
+    model = GPT(GPTConfig.tiny())
+    model.set_attention("sdpa")
+    facts = census_of_step(model, micro_batches=1)
+    assert facts["fused_attention"] == model.config.layers and facts["manual_attention"] == 0
+    assert facts["analytic_flops"] == model.flops_per_token() * 2 * model.config.block
+
+
+def test_an_untied_output_layer_keeps_its_parameters_and_drops_the_token_table() -> None:
+    model = GPT(GPTConfig.tiny())
+    model.head.weight = torch.nn.Parameter(model.wte.weight.detach().clone())  # untied
+    facts = census_of_step(model, micro_batches=1)
+    tables = model.wte.weight.numel() + model.wpe.weight.numel()
+    assert facts["non_embedding_params"] == facts["params"] - tables
+
+
+def test_a_model_without_token_inputs_has_no_analytic_count_and_says_why() -> None:
+    net = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+    census = Census()
+    census.start()
+    net(torch.randn(4, 8)).sum().backward()
+    census.stop()
+    facts = census.facts(list(net.parameters()))
+    assert facts["analytic_flops"] is None and "no token embedding" in facts["analytic_note"]
+
+
+# -- what is shown ------------------------------------------------------------------------
+
+
+def observe(**changes: object) -> object:
+    """An observation whose counted step's samples are unknown (no batch scaling)."""
+    return observe_any(**{"flops_per_sample": None, **changes})
+
+
+def test_a_batch_changed_since_the_count_scales_the_counted_flops() -> None:
+    # Counted on a step of 10 samples; the window runs 500 samples a step at 10 steps/s.
+    o = observe_any(flops_per_step=1.0e12, flops_per_sample=1.0e11)
+    e = efficiency(o)
+    assert e.scaled_by == pytest.approx(50.0)
+    assert e.achieved_tflops == pytest.approx(1.0e12 * 50 * 10 / 1e12)
+    assert any("scaled x50" in note for note in e.notes())
+    same = efficiency(observe_any(flops_per_step=1.0e12, flops_per_sample=2.0e9))  # 500 a step
+    assert same.scaled_by is None and same.achieved_tflops == pytest.approx(10.0)
+
+
+def test_the_analytic_count_is_shown_and_a_gap_over_15_percent_is_said() -> None:
+    both = observe(flops_per_step=1.0e12, workload=Workload(analytic_flops=int(1.05e12)))
+    e = efficiency(both)
+    assert e.source == mfu.ANALYTIC and e.achieved_tflops == pytest.approx(10.5)
+    assert not e.disagrees
+    recompute = replace(both, flops_per_step=1.4e12)  # checkpointing recomputes the forward
+    e = efficiency(recompute)
+    assert e.disagrees and any("disagree by -25%" in n for n in e.notes())
+    measured_only = efficiency(observe(flops_per_step=1.0e12))
+    assert measured_only.source == mfu.MEASURED
+
+
+def test_the_peak_follows_the_matmul_precision_not_cudnns_flag() -> None:
+    transformer = Workload(tokens=8192, analytic_flops=10**12)
+    fp32 = observe(model=FP32_H100, workload=transformer)  # tf32_cudnn on, matmuls "highest"
+    assert efficiency(fp32).precision == "fp32" and efficiency(fp32).datasheet_tflops == 67.0
+    tf32 = observe(model=replace(FP32_H100, tf32_matmul=True), workload=transformer)
+    assert efficiency(tf32).precision == "tf32"
+    bf16 = observe(model=BF16_H100, workload=transformer)
+    assert efficiency(bf16).precision == "bf16"
+
+
+def test_the_measured_matmul_peak_is_shown_beside_the_datasheet_at_its_precision() -> None:
+    w = Workload(analytic_flops=10**12, peak_tflops=712.0, peak_precision="bf16")
+    e = efficiency(observe(workload=w))
+    assert e.measured_peak_tflops == 712.0
+    assert any("datasheet 989.5" in n and "measured matmul 712" in n for n in e.notes())
+    other = efficiency(observe(workload=replace(w, peak_precision="fp32")))
+    assert other.measured_peak_tflops is None  # another precision's peak is not this one's
+
+
+@pytest.mark.parametrize(
+    ("changes", "reason"),
+    [
+        ({"workload": Workload(analytic_flops=10**12, fp8_matmuls=96)}, "fp8"),
+        ({"gpu_name": "NVIDIA B300"}, "no datasheet peak for NVIDIA B300 in bf16"),
+        ({"flops_per_step": 2e14}, "cannot be"),  # 2000 TFLOP/s on an H100
+        ({"model": replace(BF16_H100, cuda=False)}, "the job runs on the CPU"),
+        ({"flops_per_step": None}, "not counted yet"),
+    ],
+)
+def test_mfu_is_na_with_its_reason_never_a_wrong_number(changes: dict, reason: str) -> None:
+    o = observe(**{"flops_per_step": 1e12, **changes})
+    e = efficiency(o)
+    assert e.mfu_pct is None and reason in (e.reason or "")
+
+
+def test_kernels_are_split_into_matrix_math_and_the_rest() -> None:
+    def event(name: str, ns: int, device: str = "DeviceType.CUDA") -> SimpleNamespace:
+        return SimpleNamespace(
+            name=lambda: name, duration_ns=lambda: ns, device_type=lambda: device
+        )
+
+    events = [
+        event("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128", 600),
+        event("pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits>", 100),
+        event("void at::native::vectorized_layer_norm_kernel<float>", 200),
+        event("void at::native::elementwise_kernel<128, 2>", 100),
+        event("Memcpy HtoD (Pageable -> Device)", 5000),
+        event("aten::mm", 900, "DeviceType.CPU"),
+    ]
+    facts = kernel_facts(events)
+    assert facts["kernels"] == 4 and facts["non_math_pct"] == 30.0
+    assert facts["top_non_math"][0].startswith("void at::native::vectorized_layer_norm")
+
+
+# -- in the hook --------------------------------------------------------------------------
+
+
+def train_hooked(agent: object, steps: int) -> None:
+    """A tiny GPT stepped ``steps`` times, each step reported to ``agent`` as the optimizer
+    hook would (no socket: the agent is marked active)."""
+    model = GPT(GPTConfig.tiny())
+    optimizer = torch.optim.AdamW(model.parameters())
+    agent.active = True  # type: ignore[attr-defined]
+    for _ in range(steps):
+        x = torch.randint(model.config.vocab, (2, model.config.block))
+        model(x, x.roll(-1, dims=1)).backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        agent.on_optimizer_step(optimizer)  # type: ignore[attr-defined]
+
+
+def published(agent: object, kind: str) -> list[dict]:
+    """The facts of ``kind`` the agent has waiting for the listener, as their fields."""
+    pending = agent._pending_facts  # type: ignore[attr-defined]
+    return [frame.fields() for frame in pending if kind == frame.TYPE]
+
+
+def test_the_hook_publishes_the_census_once_on_its_step() -> None:
+    from gputop_train.hook.agent import Agent
+
+    agent = Agent(torch)
+    train_hooked(agent, 5)
+    (workload,) = published(agent, "workload")  # no CUDA: no profile, no matmul peak
+    assert workload["step"] == 3 and workload["census"]["analytic_flops"] > 0
+    assert workload["census"]["matmul_precision"] == "fp32"
+    assert workload["profile"] is None and workload["peak"] is None
+    (flops,) = published(agent, "flops")
+    assert flops["flops"] == pytest.approx(workload["census"]["analytic_flops"], rel=0.15)
+
+
+def test_a_failing_workload_probe_stops_alone_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gputop_train.hook import agent as agent_module
+
+    class Broken(Census):
+        def start(self) -> None:
+            raise RuntimeError("no dispatch modes here")
+
+    monkeypatch.setattr(agent_module, "Census", Broken)
+    agent = agent_module.Agent(torch)
+    train_hooked(agent, 5)
+    assert agent.enabled and agent._step == 5  # the hook and the training went on
+    assert published(agent, "workload") == [] and published(agent, "flops")
+    assert any("workload probes" in notice for notice in agent._notices)
+
+
+def test_a_compiled_model_is_counted_eagerly_and_stays_compiled() -> None:
+    """The counted step of a compiled model runs eagerly under set_stance("force_eager"):
+    counted in full, and compiled code runs again after it, with no recompilation."""
+    from gputop_train.hook.probes import FlopCounter, force_eager
+
+    calls = {"compiled": 0}
+
+    def backend(graph: torch.fx.GraphModule, inputs: list) -> object:
+        def run(*args: object) -> object:
+            calls["compiled"] += 1
+            return graph.forward(*args)
+
+        return run
+
+    import torch._dynamo.utils as dynamo_utils
+
+    graphs = dynamo_utils.counters["stats"]["unique_graphs"]
+    net = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.GELU(), torch.nn.Linear(8, 8))
+    compiled = torch.compile(net, backend=backend)
+    x = torch.randn(4, 8)
+    compiled(x)
+    restore = force_eager(torch)
+    assert restore is not None
+    counter = FlopCounter()
+    counter.start()
+    compiled(x)
+    flops = counter.stop()
+    restore()
+    assert flops == 2 * (2 * 4 * 8 * 8) and calls["compiled"] == 1  # eager, counted
+    compiled(x)
+    assert calls["compiled"] == 2  # compiled again
+    assert dynamo_utils.counters["stats"]["unique_graphs"] == graphs + 1  # not recompiled
