@@ -34,9 +34,9 @@ hook's side in both arms. On SIGCONT the monitor reads what waited in the buffer
 window that follows, so a monitored window also carries the reading of the stopped one
 before it: a bias against the monitor, never for it.
 
-    python benchmarks/attach_toggle.py --pairs 12 --window 20 --settle 4
-    python benchmarks/attach_toggle.py --pause --pairs 120 --window 2 --settle 0 --json a.json
-    python benchmarks/attach_toggle.py --report a.json b.json  # pairs of both runs together
+    python -m benchmarks.attach_toggle --pairs 12 --window 20 --settle 4
+    python -m benchmarks.attach_toggle --pause --pairs 120 --window 2 --settle 0 --json a.json
+    python -m benchmarks.attach_toggle --report a.json b.json  # pairs of both runs together
 """
 
 from __future__ import annotations
@@ -57,15 +57,11 @@ from pathlib import Path
 
 import psutil
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "benchmarks"))
-
-from saturated_cost import SCENARIO, bootstrap_median_interval, step_ends  # noqa: E402
-from thread_costs import schedstat, thread_names  # noqa: E402
-
-from gputop_train import wire  # noqa: E402
-from gputop_train.job.launched import hook_environment  # noqa: E402
+from benchmarks.common.paths import REPO, SATURATED_SCENARIO
+from benchmarks.common.steps import bootstrap_median_interval, mean_step_ms, step_ends
+from benchmarks.common.threads import schedstat, thread_names
+from gputop_train import wire
+from gputop_train.job.launched import hook_environment
 
 HOOK_THREAD = "gputop-train-hook"  # hook/listener.py's thread
 
@@ -82,14 +78,6 @@ class Window:
     hook_thread_cpu_s: float
     job_cpu_s: float
     mean_step_ms: float | None = None
-
-
-def mean_step_ms(ends: list[float], start: float, end: float) -> float | None:
-    """Mean step time of the steps that ended in [start, end), or None with too few."""
-    inside = [t for t in ends if start <= t < end]
-    if len(inside) < 5:
-        return None
-    return (inside[-1] - inside[0]) / (len(inside) - 1) * 1000.0
 
 
 def attach(pid: int, env: dict[str, str]) -> subprocess.Popen[bytes]:
@@ -280,7 +268,7 @@ def main() -> None:
     if args.report:
         report(args.report)
         return
-    script = args.script or [str(SCENARIO)]
+    script = args.script or [str(SATURATED_SCENARIO)]
     total_s = args.warmup + 2 * args.pairs * args.window + 60
     with tempfile.TemporaryDirectory() as scratch:
         base = {k: v for k, v in os.environ.items() if not k.startswith("GPUTOP_TRAIN_")}

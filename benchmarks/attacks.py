@@ -6,7 +6,7 @@ runs every attack against a live CPU job and checks that the job and its listene
 with bounded memory. Run as a script, this measures what each attack costs the job: the
 median step time before, during and after, from the job's own clock.
 
-    python benchmarks/attacks.py [--seconds 4] [--only NAME ...]
+    python -m benchmarks.attacks [--seconds 4] [--only NAME ...]
 """
 
 from __future__ import annotations
@@ -28,15 +28,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from saturated_cost import step_ends  # noqa: E402
-
-from gputop_train import wire  # noqa: E402
-from gputop_train.job.launched import hook_environment  # noqa: E402
-from gputop_train.monitor.hook_client import HookClient  # noqa: E402
-from gputop_train.session.model import Session  # noqa: E402
+from benchmarks.common.paths import REPO
+from benchmarks.common.steps import step_ends
+from gputop_train import wire
+from gputop_train.job.launched import hook_environment
+from gputop_train.monitor.hook_client import HookClient
+from gputop_train.session.model import Session
 
 LOOPS = REPO / "tests" / "scenarios" / "loops.py"
 

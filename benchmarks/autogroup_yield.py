@@ -7,7 +7,7 @@ with its session's autogroup lowered (``monitor.priority.yield_to_job``, what it
 Each window's job rate (its own loop count) is divided by the mean of the quiet windows
 around it (no neighbour). Prints the median ratio per arm and the range.
 
-    python benchmarks/autogroup_yield.py --windows 6 --seconds 3
+    python -m benchmarks.autogroup_yield --windows 6 --seconds 3
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The autopilot on the demo (or any script with knobs): from its first configuration to where
 the advisor stops, with no human input. Prints the trial table and the throughput reached.
 
-    python benchmarks/autopilot.py --out /tmp/ap                       # the demo at rung 0
-    python benchmarks/autopilot.py --out /tmp/ap -- benchmarks/scenarios/launch_bound.py
+    python -m benchmarks.autopilot --out /tmp/ap                       # the demo at rung 0
+    python -m benchmarks.autopilot --out /tmp/ap -- benchmarks/scenarios/launch_bound.py
 
 ``--corpus [NAME ...]`` runs it on the scenarios of the diagnosis corpus instead (all, or the
 named ones), one after the other, each under its own ``--budget``; the arguments after
@@ -12,8 +12,8 @@ measured it (its ``--out`` directories, whose recordings hold the gains): the is
 the autopilot end at least as fast. With ``--against`` alone, the runs already in ``--out``
 are compared, without running anything.
 
-    python benchmarks/autopilot.py --out /tmp/apc --budget 1.5 --corpus
-    python benchmarks/autopilot.py --out /tmp/apc --against /tmp/dA /tmp/dB
+    python -m benchmarks.autopilot --out /tmp/apc --budget 1.5 --corpus
+    python -m benchmarks.autopilot --out /tmp/apc --against /tmp/dA /tmp/dB
 """
 
 from __future__ import annotations
@@ -25,8 +25,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from diagnosis import MARGIN, SCENARIOS, corpus, rejudge
-from monitored import ROOT, run_until_pilot_done
+from benchmarks.common.monitored import run_until_pilot_done
+from benchmarks.common.paths import REPO
+from benchmarks.diagnosis import MARGIN, SCENARIOS, corpus, rejudge
 
 # The autopilot's own floor for a gain it keeps (gputop_train.autopilot.pilot.MIN_GAIN_PCT):
 # ends this close to the best single fix are within the noise of the two measurements.
@@ -147,7 +148,7 @@ def main() -> int:
                 except RuntimeError as error:  # one scenario's failure is reported, not fatal
                     print(f"{scenario.name}: {error}", flush=True)
     elif not args.against:
-        run(args.script or [str(ROOT / "demos" / "resnet.py")], args.out, args.budget)
+        run(args.script or [str(REPO / "demos" / "resnet.py")], args.out, args.budget)
     if args.against:
         compare(args.out, args.against)
     return 0

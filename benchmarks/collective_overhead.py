@@ -8,7 +8,7 @@ times; the report is the median step of each arm and the ratios, and each arm's 
 medians (their spread is the noise of the box).
 
     git archive a903fe9 --prefix=prev/ | tar -x -C /tmp
-    python benchmarks/collective_overhead.py --tree /tmp/prev --rounds 4 --steps 400
+    python -m benchmarks.collective_overhead --tree /tmp/prev --rounds 4 --steps 400
 """
 
 from __future__ import annotations

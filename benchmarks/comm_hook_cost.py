@@ -9,7 +9,7 @@ block's median step comes from the loop's own clock, and the process's CPU time 
 (every thread) beside it. A loaded machine moves both arms alike: the ratios of the medians
 of the block figures are the cost.
 
-    python benchmarks/comm_hook_cost.py --blocks 16 --steps 200
+    python -m benchmarks.comm_hook_cost --blocks 16 --steps 200
 """
 
 from __future__ import annotations
@@ -18,17 +18,13 @@ import argparse
 import json
 import os
 import statistics
-import sys
 import time
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from gputop_train.hook import patches  # noqa: E402
+from gputop_train.hook import patches
 
 
 def build(

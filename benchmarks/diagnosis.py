@@ -13,8 +13,8 @@ says so (GPU-bound, or memory near its limit). Otherwise the headline is right w
 is the measured best within 10%. A finding that says a change "will not help" is contradicted
 when that change gained 10% or more.
 
-    python benchmarks/diagnosis.py                    # every scenario; docs/diagnosis.md
-    python benchmarks/diagnosis.py --only launch_bound sync_heavy_loss --out /tmp/d
+    python -m benchmarks.diagnosis                    # every scenario; docs/diagnosis.md
+    python -m benchmarks.diagnosis --only launch_bound sync_heavy_loss --out /tmp/d
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from monitored import ROOT, run_until_pilot_done
+from benchmarks.common.monitored import run_until_pilot_done
+from benchmarks.common.paths import SCENARIOS
 
-SCENARIOS = ROOT / "benchmarks" / "scenarios"
 # A fix must gain this much to count (the issue's "within 10%"), both ways.
 MARGIN = 1.10
 HEALTHY = ("gpu.bound", "gpu.memory_near_limit")

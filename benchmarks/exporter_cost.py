@@ -6,7 +6,7 @@ A child process holds a session as busy as a large node's (8 ranks at 20 steps/s
 10 Hz, 10 minutes of history) and serves it; the parent reads the child's CPU time over an
 idle stretch and over back-to-back scrapes of the same length, side by side, round after round.
 
-    python3 benchmarks/exporter_cost.py --rounds 5 --scrapes 40
+    python -m benchmarks.exporter_cost --rounds 5 --scrapes 40
 """
 
 from __future__ import annotations

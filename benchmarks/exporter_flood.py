@@ -7,7 +7,7 @@ order: quiet, and flooded (FLOOD idle connections opened and held, as a hostile 
 would). Per window: the job's mean step time from its own clock, the monitor's CPU, and
 whether a scrape made during the window was answered. Prints flooded/quiet per pair.
 
-    python benchmarks/exporter_flood.py --pairs 6 --seconds 4
+    python -m benchmarks.exporter_flood --pairs 6 --seconds 4
 """
 
 from __future__ import annotations

@@ -7,8 +7,8 @@ loop's own clock, never from the hook. The ratio of medians over all blocks is r
 the same for each block's mean step time: a median cannot see a stall of one step in
 hundreds (the hook's thread holding the GIL twice a second), a mean can.
 
-    python benchmarks/hook_overhead.py tiny            # ~2 ms/step MLP loop (GPU, or CPU)
-    python benchmarks/hook_overhead.py resnet-rung8    # the demo at rung 8 (GPU)
+    python -m benchmarks.hook_overhead tiny            # ~2 ms/step MLP loop (GPU, or CPU)
+    python -m benchmarks.hook_overhead resnet-rung8    # the demo at rung 8 (GPU)
 """
 
 from __future__ import annotations
@@ -25,10 +25,8 @@ from pathlib import Path
 
 import torch
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from gputop_train.hook import patches  # noqa: E402
+from benchmarks.common.paths import REPO
+from gputop_train.hook import patches
 
 READER = """
 import sys, time

@@ -9,7 +9,7 @@ in minutes of running. Where the pace of the job moves slowly (a VM whose CPU sp
 short windows side by side help; where steps come in waves (DataLoader workers finishing
 together), they do not.
 
-    python benchmarks/pace_noise.py docs/results/attach_toggle_pause-h200-2026-11-24T09h15.json
+    python -m benchmarks.pace_noise docs/results/attach_toggle_pause-h200-2026-11-24T09h15.json
 """
 
 from __future__ import annotations
@@ -19,12 +19,9 @@ import itertools
 import json
 import math
 import statistics
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from attach_toggle import mean_step_ms
+from benchmarks.common.steps import mean_step_ms
 
 WINDOWS_S = (1.0, 2.0, 4.0, 6.0, 10.0, 15.0, 20.0, 30.0)
 

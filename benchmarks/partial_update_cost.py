@@ -6,7 +6,7 @@ Pilot at 160x48, half a second of the recording per tick, as the live TUI refres
 is rendered by one of the two, drawn at random, and reports the CPU time of the update and how
 many widgets it rendered. No GPU needed; the figures are in docs/benchmarks.md §5.
 
-    python benchmarks/partial_update_cost.py --ticks 300
+    python -m benchmarks.partial_update_cost --ticks 300
 """
 
 from __future__ import annotations
@@ -26,13 +26,13 @@ from textual.widget import Widget
 
 from gputop_train.record.reader import read
 from gputop_train.record.replay import ReplayController
-from gputop_train.tui import partial_updates
+from gputop_train.tui import partial_updates, renderer_guard
 from gputop_train.tui.app import GputopApp
 
 REPO = Path(__file__).resolve().parent.parent
 VARIANTS = {
     "textual": partial_updates.TEXTUAL_RENDER_PARTIAL_UPDATE,
-    "ours": partial_updates._render_partial_update,
+    "ours": partial_updates.render_partial_update,
 }
 
 
@@ -69,7 +69,7 @@ async def measure(recording: Path, ticks: int, seek_s: float, seed: int) -> dict
                 await pilot.pause(0.02)
         finally:
             Widget.render_lines = render_lines  # type: ignore[method-assign]
-            partial_updates.install_partial_updates()
+            renderer_guard.install_partial_updates()
     return {
         name: {
             "frames": len(spent),

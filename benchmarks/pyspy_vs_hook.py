@@ -1,6 +1,6 @@
-"""py-spy's data-wait against the hook's, from the runs of benchmarks/gpu_pyspy.sh.
+"""py-spy's data-wait against the hook's, from the runs of `bash benchmarks/gpu.sh pyspy`.
 
-    python benchmarks/pyspy_vs_hook.py DIR     # DIR holds NAME-hook.jsonl and NAME-pyspy.jsonl
+    python -m benchmarks.pyspy_vs_hook DIR     # DIR holds NAME-hook.jsonl and NAME-pyspy.jsonl
 
 Hook: the median of ``data_wait_pct`` over the second half of the status lines (start-up
 excluded). py-spy: the median over its windows, each counted once, the first left out (it may

@@ -1,6 +1,6 @@
 """What the monitor's samplers cost: wall time and CPU time of the calling thread.
 
-    python benchmarks/sampler_cost.py [--reps 50] [--pid PID [--stack-window S]] [--no-nvml]
+    python -m benchmarks.sampler_cost [--reps 50] [--pid PID [--stack-window S]] [--no-nvml]
         [--json FILE]
 
 Times each NVML call the GPU sampler makes, then one whole ``NvmlSampler.sample()`` in its

@@ -23,7 +23,7 @@ On a saturated box the job can lose at most the CPU the monitor took, so that sh
 the monitor's cost to the job, and it is measured to a small fraction of a percent in every
 run. Each run is printed as it ends (JSON lines on stdout), so a run cut short keeps them.
 
-    python benchmarks/saturated_cost.py --rounds 8 --warmup 10 --measure 30
+    python -m benchmarks.saturated_cost --rounds 8 --warmup 10 --measure 30
 """
 
 from __future__ import annotations
@@ -32,10 +32,8 @@ import argparse
 import contextlib
 import json
 import os
-import random
 import resource
 import statistics
-import struct
 import subprocess
 import sys
 import tempfile
@@ -44,13 +42,11 @@ from pathlib import Path
 
 import psutil
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+from benchmarks.common.paths import REPO, SATURATED_SCENARIO
+from benchmarks.common.steps import bootstrap_median_interval, step_ends
+from gputop_train import wire
+from gputop_train.job.launched import hook_environment
 
-from gputop_train import wire  # noqa: E402
-from gputop_train.job.launched import hook_environment  # noqa: E402
-
-SCENARIO = REPO / "benchmarks" / "scenarios" / "input_all_cores_busy.py"
 ARMS = ("plain", "hook", "monitored", "monitored-no-nice")
 
 
@@ -92,13 +88,6 @@ def run_arm(arm: str, script: list[str], seconds: float, times: Path) -> tuple[f
     return own, total
 
 
-def step_ends(times: Path) -> list[float]:
-    """The job's step ends so far, as ``SCENARIO_STEP_TIMES`` holds them (float64s of the
-    job's perf_counter: the same clock as a benchmark's on this machine)."""
-    data = times.read_bytes()
-    return list(struct.unpack(f"{len(data) // 8}d", data[: len(data) // 8 * 8]))
-
-
 def mean_step_ms(times: Path, warmup_s: float) -> float:
     """Mean step time after the warm-up, from the job's clock."""
     ends = step_ends(times)
@@ -106,13 +95,6 @@ def mean_step_ms(times: Path, warmup_s: float) -> float:
     if len(measured) < 10:
         raise RuntimeError(f"only {len(measured)} steps after the warm-up: measure longer")
     return (measured[-1] - measured[0]) / (len(measured) - 1) * 1000.0
-
-
-def bootstrap_median_interval(values: list[float], draws: int = 4000) -> tuple[float, float]:
-    """A 95% percentile-bootstrap interval of the median of ``values``."""
-    rng = random.Random(0)
-    medians = sorted(statistics.median(rng.choices(values, k=len(values))) for _ in range(draws))
-    return medians[int(0.025 * draws)], medians[int(0.975 * draws) - 1]
 
 
 def main() -> None:
@@ -130,7 +112,7 @@ def main() -> None:
     arms = args.arms.split(",")
     if arms[0] != "plain" or not set(arms) <= set(ARMS):
         parser.error(f"--arms: plain first, then any of {', '.join(ARMS[1:])}")
-    script = args.script or [str(SCENARIO)]
+    script = args.script or [str(SATURATED_SCENARIO)]
     runs: dict[str, list[float]] = {arm: [] for arm in arms}
     # The monitor's share of all the CPU a run used: monitored arms only.
     shares: dict[str, list[float]] = {arm: [] for arm in arms if arm.startswith("monitored")}

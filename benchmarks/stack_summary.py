@@ -4,7 +4,7 @@ Prints, per thread (or the one named), the share of samples in each function inc
 what it calls, and the share spent in the function itself: the two views a flame graph
 gives, as text that fits in a results file.
 
-    python benchmarks/stack_summary.py stacks/tui-1.txt --thread MainThread --top 40
+    python -m benchmarks.stack_summary stacks/tui-1.txt --thread MainThread --top 40
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Steady-state figures of a headless JSON run: medians over the second half of its intervals.
 
-    python benchmarks/steady_state.py run.jsonl [run2.jsonl ...]
+    python -m benchmarks.steady_state run.jsonl [run2.jsonl ...]
 
 The first half holds start-up, compilation and the first epochs' worker start; the live
 figures cover a sliding window (--window), so only later intervals are steady.

@@ -7,7 +7,7 @@ reads every status line with every rank measured (the live window, as the adviso
 The comm gap is the others' median wait in collectives less the least-waiting rank's, as a
 share of the median step (advise/stragglers.py's COMM_GAP_SHARE line).
 
-    python3 benchmarks/stragglers.py --rounds 3 [--nproc 4]
+    python -m benchmarks.stragglers --rounds 3 [--nproc 4]
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@ job: each thread's exact CPU time and times scheduled onto a CPU (its wake-ups),
 named by ``py-spy dump`` (Python threads; the rest read "native"). /proc's clock ticks are
 10 ms: too coarse for threads that use a fraction of a percent.
 
-    python benchmarks/thread_costs.py -- benchmarks/scenarios/input_idle_cores.py --small
-    python benchmarks/thread_costs.py --tree .ab/prev -- benchmarks/scenarios/...  # another tree
+    python -m benchmarks.thread_costs -- benchmarks/scenarios/input_idle_cores.py --small
+    python -m benchmarks.thread_costs --tree .ab/prev -- benchmarks/scenarios/...  # another tree
 
 ``--tree`` runs the package (and the script, if relative) of another checkout, such as a
 ``git archive`` of an earlier commit: run both in one sitting and compare.
@@ -25,33 +25,8 @@ from typing import Any
 
 import psutil
 
-REPO = Path(__file__).resolve().parent.parent
-
-
-def schedstat(pid: int) -> dict[int, tuple[int, int]]:
-    """Per thread of ``pid``: nanoseconds on a CPU and times scheduled, so far."""
-    found = {}
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            run_ns, _, slices = (task / "schedstat").read_text().split()[:3]
-            found[int(task.name)] = (int(run_ns), int(slices))
-        except (OSError, ValueError):
-            continue  # a thread that ended
-    return found
-
-
-def thread_names(pid: int) -> dict[int, str]:
-    """OS thread id -> Python thread name, from py-spy (empty without it)."""
-    try:
-        out = subprocess.run(
-            ["py-spy", "dump", "--pid", str(pid), "--json"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-        ).stdout
-        return {t["os_thread_id"]: t["thread_name"] for t in json.loads(out) if t["os_thread_id"]}
-    except (OSError, ValueError, subprocess.SubprocessError):
-        return {}
+from benchmarks.common.paths import REPO
+from benchmarks.common.threads import schedstat, thread_names
 
 
 def costs(pid: int, before: dict[int, tuple[int, int]], seconds: float) -> dict[str, Any]:

@@ -7,7 +7,7 @@ Runs ``gputop-train [--headless] demos/resnet.py ARGS`` in a pseudo-terminal of 
   split into the main thread (UI or headless printer) and the others (samplers, hook client);
 - terminal output: bytes read from the pty master per second (what an SSH link would carry).
 
-    python benchmarks/tui_cost.py --size 160x48 --warmup 30 --measure 60 -- --workers 8
+    python -m benchmarks.tui_cost --size 160x48 --warmup 30 --measure 60 -- --workers 8
 
 With --screenshot DIR the TUI run presses S (save SVG) at the end; the file lands in DIR.
 With --threads each run also reports the CPU of each of the monitor's threads, by name, and

@@ -1,42 +1,17 @@
-"""Shared helpers: run a scenario under the real hook and collect what a monitor would see."""
+"""Fixtures for every test (helpers shared by test modules are in tests/support/)."""
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
-import time
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
-from gputop_train.job.launched import hook_environment
-from gputop_train.monitor.hook_client import HookClient
-from gputop_train.session.model import Session
-from gputop_train.session.steps import Step
-
-SCENARIOS = Path(__file__).parent / "scenarios" / "loops.py"
-REPO = Path(__file__).parent.parent
 
 # A suite started in the background of a non-interactive shell (`bash .ci/run &`) inherits
 # SIGINT as ignored, and so would every monitor and job it starts: the Ctrl+C tests then
 # fail and leave their "forever" jobs running. A handler, unlike "ignored", is not inherited.
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
-
-
-class CountingList(list):
-    """A list that counts the items its reversed walks yield: what a redraw reads."""
-
-    walked = 0
-
-    def __reversed__(self) -> Iterator:
-        for item in super().__reversed__():
-            CountingList.walked += 1
-            yield item
 
 
 @pytest.fixture(autouse=True)
@@ -47,66 +22,3 @@ def private_runtime_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path
     monkeypatch.setenv("GPUTOP_TRAIN_RUNTIME_DIR", str(directory))
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     return directory
-
-
-@dataclass
-class HookedRun:
-    returncode: int
-    stdout: str
-    stderr: str
-    session: Session
-
-    @property
-    def steps(self) -> list[Step]:
-        return self.session.steps()
-
-
-def run_hooked(
-    scenario: str,
-    *params: str,
-    connect_after_s: float = 0.0,
-    timeout_s: float = 90.0,
-    extra_env: dict[str, str] | None = None,
-    tmp_path: Path,
-) -> HookedRun:
-    """Run tests/scenarios/loops.py SCENARIO under the launcher's environment, as a monitor."""
-    out, err = tmp_path / "stdout", tmp_path / "stderr"
-    with out.open("w") as stdout, err.open("w") as stderr:
-        job = subprocess.Popen(
-            [sys.executable, str(SCENARIOS), scenario, *params],
-            env={**hook_environment(os.environ), **(extra_env or {})},
-            stdout=stdout,
-            stderr=stderr,
-            cwd=REPO,
-        )
-        session = Session()
-        client = HookClient(session, lambda: {job.pid})
-        started = time.monotonic()
-        while job.poll() is None:
-            if time.monotonic() - started > timeout_s:
-                job.kill()
-                raise AssertionError(f"scenario {scenario} did not finish in {timeout_s}s")
-            if time.monotonic() - started >= connect_after_s:
-                client.poll(0.05)
-            else:
-                time.sleep(0.05)
-        deadline = time.monotonic() + 2.0
-        while client.connected_pids and time.monotonic() < deadline:
-            client.poll(0.05)
-        client.close()
-    return HookedRun(job.returncode, out.read_text(), err.read_text(), session)
-
-
-def hooked_child(monitor_pid: int, timeout_s: float = 60.0) -> int:
-    """The PID of the hooked job under ``monitor_pid``, once its socket exists."""
-    import psutil
-
-    from gputop_train import wire
-
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        for child in psutil.Process(monitor_pid).children(recursive=True):
-            if wire.socket_path(child.pid, wire.runtime_dir(create=False)).exists():
-                return child.pid
-        time.sleep(0.2)
-    raise AssertionError("the job never opened its socket")

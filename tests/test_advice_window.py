@@ -8,14 +8,14 @@ from gputop_train.samples import GpuSample, ProcSample
 from gputop_train.session.model import Session
 from gputop_train.session.observe import MIN_ADVICE_STEPS
 from gputop_train.session.phases import WARMUP_STEPS
-from tests.tui_data import FixedClock
+from tests.support.clock import ManualClock
 
 PID = 100
 T0 = 1_000_000.0
 
 
-def session_at(t: float) -> tuple[Session, FixedClock]:
-    clock = FixedClock(t)
+def session_at(t: float) -> tuple[Session, ManualClock]:
+    clock = ManualClock(t)
     session = Session(command=("python", "train.py"), clock=clock, started_at=t)
     session.cpu_count = 16
     session.apply(events.ProcessHello.of(PID, {"rank": None, "argv": ["train.py"]}))

@@ -11,10 +11,12 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
 from gputop_train.job.launched import hook_environment
-from tests.conftest import REPO, SCENARIOS
+from tests.support.paths import REPO, SCENARIOS
+from tests.support.waiting import wait_until
 
 pytest.importorskip("torch")
 
@@ -69,13 +71,18 @@ def test_ctrl_c_detaches_and_leaves_the_job_running(
         str(running_job.pid), "--headless", "--format", "json", "--interval", "0.5",
         "--record", str(recording),
     )  # fmt: skip
-    time.sleep(4.0)
+    before = []  # the statuses up to the first one with a step rate: then detach
+    for line in monitor.stdout:  # type: ignore[union-attr]
+        before.append(line)
+        status = json.loads(line)
+        if status["type"] == "status" and status.get("samples_per_s"):
+            break
     monitor.send_signal(signal.SIGINT)  # Ctrl+C: for an attached monitor, detach
     out, err = monitor.communicate(timeout=30)
     assert monitor.returncode == 0, err
     assert running_job.poll() is None  # the job was not touched
     assert f"job PID {running_job.pid} keeps running" in err
-    statuses = [json.loads(line) for line in out.splitlines()]
+    statuses = [json.loads(line) for line in [*before, *out.splitlines()]]
     assert any(s.get("samples_per_s") for s in statuses if s["type"] == "status")
     assert statuses[-1]["type"] == "summary" and statuses[-1]["total_steps"] > 0
     assert recording.exists() and Path(f"{recording.with_suffix('')}.summary.md").exists()
@@ -125,7 +132,9 @@ def test_a_job_without_the_hook_is_watched_through_py_spy(tmp_path: Path) -> Non
     )
     try:
         try:
-            time.sleep(3)  # past the imports
+            # Past the imports: the loop has started its DataLoader worker (a loaded machine
+            # only makes this longer; py-spy windows of the imports read no data wait).
+            wait_until(lambda: psutil.Process(job.pid).children(), 90, "the job's worker")
             StackSampler(job.pid).check()
         except StacksUnavailable as error:
             pytest.skip(f"py-spy cannot sample here: {error}")

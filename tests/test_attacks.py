@@ -9,18 +9,15 @@ and a flooding client was cut off. What each attack costs in step time is measur
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Iterator
 
 import pytest
 
+from benchmarks import attacks
 from gputop_train.hook.listener import MAX_CLIENTS, SEND_PERIOD_S
-from tests.conftest import REPO
 
 pytest.importorskip("torch")
-sys.path.insert(0, str(REPO / "benchmarks"))
-import attacks
 
 ATTACK_S = 2.0
 # The attack run's bound on the job's memory (issue 13): 2000 idle clients once added 3 GB.

@@ -13,7 +13,7 @@ from gputop_train.autopilot.plan import Candidate, candidates, concrete_value, r
 from gputop_train.session.model import Session
 from gputop_train.session.phases import knob_state
 from gputop_train.wire import parse_knob
-from tests.tui_data import FixedClock
+from tests.support.clock import ManualClock
 
 PID = 7
 KNOBS = [
@@ -39,7 +39,7 @@ class SimulatedJob:
         step_ms: Callable[[dict[str, Any]], float],
         oom: Callable[[dict[str, Any]], bool] = lambda config: False,
     ) -> None:
-        self.clock = FixedClock(1_000_000.0)
+        self.clock = ManualClock(1_000_000.0)
         self.session = Session(command=("python", "train.py"), clock=self.clock)
         self.session.apply(events.ProcessHello.of(PID, {"rank": None, "argv": ["train.py"]}))
         self.session.apply(events.KnobsDeclared(PID, KNOBS))

@@ -13,20 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, SCENARIOS, hooked_child
+from tests.support.cli import gputop
+from tests.support.hooked import hooked_child
+from tests.support.paths import REPO, SCENARIOS
 
 pytest.importorskip("torch")
-
-
-def gputop(*args: str, **kwargs: object) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "gputop_train", *args],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=180,
-        **kwargs,  # type: ignore[arg-type]
-    )
 
 
 def test_json_mode_prints_one_object_per_interval_and_a_summary() -> None:
@@ -52,17 +43,34 @@ def test_json_mode_prints_one_object_per_interval_and_a_summary() -> None:
     assert "scenario sleepy" in result.stderr  # the job's own output goes to stderr
 
 
-def test_text_mode_shows_the_status_fields_and_no_gpu_is_na() -> None:
-    result = gputop("--headless", str(SCENARIOS), "sleepy", "batch_ms=5", "step_ms=5", "steps=200")
+# A pynvml whose library is missing, as on a machine without the NVIDIA driver: put before the
+# real one, on every machine, so that the N/A path is tested on GPU boxes too.
+NO_DRIVER_PYNVML = """
+class NVMLError(Exception):
+    pass
+
+
+def nvmlInit():
+    raise NVMLError("NVML Shared Library Not Found")
+"""
+
+
+def test_text_mode_shows_the_status_fields_and_no_gpu_is_na(tmp_path: Path) -> None:
+    (tmp_path / "pynvml.py").write_text(NO_DRIVER_PYNVML)
+    path = os.pathsep.join(p for p in (str(tmp_path), os.environ.get("PYTHONPATH")) if p)
+    result = gputop(
+        "--headless", str(SCENARIOS), "sleepy", "batch_ms=5", "step_ms=5", "steps=200",
+        env={**os.environ, "PYTHONPATH": path},
+    )  # fmt: skip
     assert result.returncode == 0, result.stderr
     # One status: its first line (the clock) and the indented lines under it.
     statuses = re.split(r"\n(?=\[)", result.stdout.split("\ngputop-train:")[0])
     line = next(status for status in statuses if "samples/s" in status and "GPU" in status)
     for field in ("steps/s", "step ", "data-wait", "GPU", "CPU"):
         assert field in line
-    if "GPU figures are N/A" in result.stderr:  # this machine has no GPU
-        assert "GPU util N/A" in line or "GPU N/A" in line
-        assert "GPU util 0%" not in line
+    assert "GPU figures are N/A" in result.stderr and "Shared Library Not Found" in result.stderr
+    assert "GPU util N/A" in line or "GPU N/A" in line
+    assert "GPU util 0%" not in line
 
 
 def test_the_jobs_exit_code_is_passed_on() -> None:
@@ -91,6 +99,17 @@ def test_a_missing_script_or_command_says_what_to_do() -> None:
     assert not_found.returncode == 2 and "command not found" in not_found.stderr
 
 
+def wait_for_status(monitor: subprocess.Popen[str]) -> None:
+    """Until the monitor prints its first status line: it has started, set up its signal
+    handling and the job is training (waiting only for the job's socket let a Ctrl+C land
+    while the monitor was still importing NVML, on a loaded machine)."""
+    assert monitor.stdout is not None
+    for line in monitor.stdout:
+        if "steps/s" in line:
+            return
+    raise AssertionError("the monitor ended before its first status line")
+
+
 def test_ctrl_c_is_forwarded_to_the_job_which_ends_cleanly() -> None:
     monitor = subprocess.Popen(
         [sys.executable, "-m", "gputop_train", "--headless", str(SCENARIOS), "forever"],
@@ -99,7 +118,8 @@ def test_ctrl_c_is_forwarded_to_the_job_which_ends_cleanly() -> None:
         text=True,
         cwd=REPO,
     )
-    time.sleep(6)  # torch import + a few steps
+    hooked_child(monitor.pid)  # the job is training ...
+    wait_for_status(monitor)  # ... and the monitor is ready for a Ctrl+C
     monitor.send_signal(signal.SIGINT)
     out, err = monitor.communicate(timeout=60)
     assert "job got KeyboardInterrupt" in err
@@ -118,7 +138,8 @@ def test_ctrl_c_reaches_a_job_that_ignores_sigint_as_sigterm() -> None:
         text=True,
         cwd=REPO,
     )
-    time.sleep(6)
+    hooked_child(monitor.pid)  # the job is training ...
+    wait_for_status(monitor)  # ... and the monitor is ready for a Ctrl+C
     monitor.send_signal(signal.SIGINT)
     out, err = monitor.communicate(timeout=60)
     assert "sent SIGTERM to the job" in err

@@ -19,14 +19,7 @@ from gputop_train.collect.procs import (
     ProcfsChildren,
     procfs_children_supported,
 )
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.support.clock import ManualClock
 
 
 def test_nvml_sampler_reads_every_field_in_its_unit() -> None:
@@ -38,7 +31,7 @@ def test_nvml_sampler_reads_every_field_in_its_unit() -> None:
         throttle_bits=0x4,
         processes=[(42, 2**30, 75)],
     )
-    sampler = NvmlSampler(FakeNvml([gpu]), clock=Clock())
+    sampler = NvmlSampler(FakeNvml([gpu]), clock=ManualClock(100.0))
     assert sampler.open() == ["NVIDIA H100 80GB HBM3"]
     (sample,) = sampler.sample()
     assert sample.util_pct == 87
@@ -51,7 +44,7 @@ def test_nvml_sampler_reads_every_field_in_its_unit() -> None:
 
 def test_unsupported_calls_read_as_na_and_sampling_goes_on() -> None:
     gpu = FakeGpu(util=50, unsupported={"power", "temperature", "processes", "utilization"})
-    sampler = NvmlSampler(FakeNvml([gpu]), clock=Clock())
+    sampler = NvmlSampler(FakeNvml([gpu]), clock=ManualClock(100.0))
     sampler.open()
     (sample,) = sampler.sample()
     assert sample.util_pct is None and sample.power_w is None and sample.temp_c is None
@@ -59,7 +52,7 @@ def test_unsupported_calls_read_as_na_and_sampling_goes_on() -> None:
 
 
 def test_gpm_metrics_come_from_two_samples_at_least_100ms_apart() -> None:
-    clock = Clock()
+    clock = ManualClock(100.0)
     gpu = FakeGpu(gpm={2: 60.0, 3: 30.0, 5: 12.5, 10: 40.0, 20: 1.0, 21: float("nan")})
     sampler = NvmlSampler(FakeNvml([gpu]), clock=clock)
     sampler.open()
@@ -73,7 +66,7 @@ def test_gpm_metrics_come_from_two_samples_at_least_100ms_apart() -> None:
 
 def test_a_gpu_without_gpm_reads_pcie_through_the_slow_call_and_gpm_as_na() -> None:
     nvml = FakeNvml([FakeGpu(pcie_rx_kbps=2048)])
-    sampler = NvmlSampler(nvml, clock=Clock())
+    sampler = NvmlSampler(nvml, clock=ManualClock(100.0))
     sampler.open()
     (sample,) = sampler.sample()
     assert sample.pcie_rx_mibps == 2.0
@@ -81,7 +74,7 @@ def test_a_gpu_without_gpm_reads_pcie_through_the_slow_call_and_gpm_as_na() -> N
 
 
 def test_costly_fields_are_sampled_less_often_than_cheap_ones() -> None:
-    clock = Clock()
+    clock = ManualClock(100.0)
     nvml = FakeNvml([FakeGpu(processes=[(4242, 2**30, 55)])])
     sampler = NvmlSampler(nvml, clock=clock)
     sampler.open()
@@ -116,7 +109,7 @@ def _tree() -> FakePsutil:
 
 
 def test_process_tree_roles_cpu_and_io_rates() -> None:
-    psutil, clock = _tree(), Clock()
+    psutil, clock = _tree(), ManualClock(100.0)
     sampler = ProcessSampler(100, hooked_pids=lambda: {100}, psutil_module=psutil, clock=clock)
     first = {p.pid: p for p in sampler.sample()}
     assert first[100].role == "main" and first[101].role == "worker" and first[103].role == "child"
@@ -130,7 +123,7 @@ def test_process_tree_roles_cpu_and_io_rates() -> None:
 
 def test_vanished_and_forbidden_processes_do_not_stop_sampling() -> None:
     psutil = _tree()
-    sampler = ProcessSampler(100, psutil_module=psutil, clock=Clock())
+    sampler = ProcessSampler(100, psutil_module=psutil, clock=ManualClock(100.0))
     sampler.sample()
     del psutil.processes[102]
     psutil.processes[103].denied = True
@@ -175,7 +168,7 @@ def fork(proc: Path, pid: int, tid: int, *children: int) -> None:
 def test_children_of_the_main_thread_show_at_once_and_of_others_by_the_next_full_scan(
     tmp_path: Path,
 ) -> None:
-    clock = Clock()
+    clock = ManualClock(100.0)
     for tid in range(10, 40):  # an OpenMP pool: threads without children
         fork(tmp_path, 10, tid)
     fork(tmp_path, 10, 12, 200)  # the thread that iterates the DataLoader
@@ -191,7 +184,7 @@ def test_children_of_the_main_thread_show_at_once_and_of_others_by_the_next_full
 
 
 def test_a_process_that_ended_has_no_children_and_is_forgotten(tmp_path: Path) -> None:
-    clock = Clock()
+    clock = ManualClock(100.0)
     fork(tmp_path, 10, 10, 11)
     fork(tmp_path, 11, 11)
     children = ProcfsChildren(str(tmp_path), clock)

@@ -24,9 +24,8 @@ from gputop_train.session.clocks import gpu_clocks
 from gputop_train.session.comm import CommStats
 from gputop_train.session.stats import RankIdentity, RankStats, StepStats
 from gputop_train.session.steps import Step
-
-from .test_advise import observe
-from .test_cli_headless import gputop
+from tests.support.cli import gputop
+from tests.support.observations import observe
 
 REPO = Path(__file__).resolve().parents[1]
 SCENARIO = REPO / "tests" / "scenarios" / "collectives.py"
@@ -162,8 +161,7 @@ def test_a_gpu_held_by_heat_is_a_finding_and_a_power_cap_at_full_clock_is_not() 
 
 def test_prometheus_serves_the_clock_and_each_reason() -> None:
     from gputop_train.session.model import Session
-
-    from .test_prometheus import exposition, samples
+    from tests.support.metrics import exposition, samples
 
     session = Session()
     session.apply(
@@ -373,10 +371,10 @@ def test_the_compute_straggler_alert_agrees_with_the_finding_under_promtool() ->
 
 
 def test_an_ended_job_serves_its_exit_code_and_which_ranks_are_gone() -> None:
-    from .test_prometheus import exposition, samples
-    from .test_ranks import _two_rank_session
+    from tests.support.metrics import exposition, samples
+    from tests.support.sessions import two_rank_session
 
-    session = _two_rank_session()
+    session = two_rank_session()
     text = exposition(session)
     assert samples(text, "gputop_train_job_exit_code") == {}  # running: no exit code yet
     session.apply(events.ProcessGone(12))  # rank 1 died

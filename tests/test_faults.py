@@ -12,7 +12,6 @@ import stat
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -21,13 +20,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gputop_train import events, wire
+from gputop_train.job import relay as relay_module
 from gputop_train.job.launched import start_job
 from gputop_train.job.relay import relay
 from gputop_train.record import reader
 from gputop_train.record.files import write_private
 from gputop_train.record.recorder import Recorder
 from gputop_train.session.model import Session
-from tests.conftest import REPO, SCENARIOS, hooked_child
+from tests.support.hooked import hooked_child
+from tests.support.paths import REPO, SCENARIOS
+from tests.support.waiting import wait_until
 
 GPUTOP = [sys.executable, "-m", "gputop_train"]
 
@@ -56,13 +58,13 @@ def test_a_lost_terminal_leaves_the_job_training_and_the_summary_written(tmp_pat
     monitor.send_signal(signal.SIGHUP)  # ... and the kernel hangs up the session
     try:
         assert monitor.wait(timeout=60) == 0
-        time.sleep(1.0)
-        os.kill(job_pid, 0)  # still running (raises if gone)
         assert Path(f"{stem}.summary.json").is_file()
         log = Path(f"{stem}.log")
         size = log.stat().st_size
-        time.sleep(1.5)
-        assert log.stat().st_size >= size  # the job's output still reaches its log
+        # The job goes on training after the monitor has gone: its output (a line every ten
+        # steps) still reaches its log.
+        wait_until(lambda: log.stat().st_size > size, what="the job's log grew")
+        os.kill(job_pid, 0)  # still running (raises if gone)
     finally:
         os.kill(job_pid, signal.SIGINT)
     json.loads(Path(f"{stem}.summary.json").read_text())
@@ -82,18 +84,27 @@ def test_a_full_disk_under_the_log_never_fails_the_jobs_writes(tmp_path: Path) -
 
 
 def test_the_relay_drops_and_counts_what_the_log_cannot_take_and_says_so_later(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     source_read, source_write = os.pipe()
     log_path = tmp_path / "log"
     log = os.open(log_path, os.O_WRONLY | os.O_CREAT, 0o600)
     full = os.open("/dev/full", os.O_WRONLY)
     os.dup2(full, log)  # the disk is full ...
+    attempts: list[tuple[bytes, bool]] = []
+    write_all = relay_module._write_all
+
+    def observed_write(fd: int, data: bytes) -> bool:  # the real write, and what it returned
+        written = write_all(fd, data)
+        attempts.append((bytes(data), written))
+        return written
+
+    monkeypatch.setattr(relay_module, "_write_all", observed_write)
     result: list[int] = []
     thread = threading.Thread(target=lambda: result.append(relay(source_read, log)))
     thread.start()
     os.write(source_write, b"lost line\n")
-    time.sleep(0.3)
+    wait_until(lambda: (b"lost line\n", False) in attempts, what="the relay's failed write")
     os.dup2(os.open(log_path, os.O_WRONLY | os.O_APPEND), log)  # ... and has room again
     os.write(source_write, b"kept line\n")
     os.close(source_write)

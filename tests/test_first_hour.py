@@ -28,8 +28,8 @@ from gputop_train.tui.screens import HelpScreen, QuitScreen
 from gputop_train.tui.widgets.chart import BrailleChart
 from gputop_train.tui.widgets.live_text import LiveText
 from gputop_train.views import status_fields, view_of
-from tests.conftest import REPO, SCENARIOS
-from tests.tui_data import JOB_PID, scripted_session
+from tests.support.paths import REPO, SCENARIOS
+from tests.support.sessions import JOB_PID, scripted_session
 
 GPUTOP = [sys.executable, "-m", "gputop_train"]
 

@@ -14,8 +14,8 @@ from pathlib import Path
 from gputop_train import events
 from gputop_train.headless import WIDTH, once, phase_table, status_line, summary_text
 from gputop_train.views import status_fields, view_of
-from tests.conftest import REPO
-from tests.tui_data import JOB_PID, scripted_session
+from tests.support.paths import REPO
+from tests.support.sessions import JOB_PID, scripted_session
 
 
 def test_status_lines_fit_100_columns_and_the_json_stays_whole() -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_hooked
+from tests.support.hooked import run_hooked
 
 pytest.importorskip("torch")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import socket
 import stat
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,8 @@ import pytest
 from gputop_train import wire
 from gputop_train.hook import listener as listener_module
 from gputop_train.hook.listener import Listener
-from tests.conftest import run_hooked
+from tests.support.hooked import run_hooked
+from tests.support.waiting import wait_until
 
 
 def test_a_monitor_connecting_late_receives_the_recent_steps(tmp_path: Path) -> None:
@@ -61,19 +63,68 @@ def test_a_monitor_that_stops_reading_is_dropped_and_never_blocks_the_producer(
 ) -> None:
     monkeypatch.setattr(listener_module, "MAX_CLIENT_BUFFER_BYTES", 256 * 1024)
     ring: list[list[Any]] = []
-    listener = _listener(private_runtime_dir, rows_after=lambda n: [r for r in ring if r[0] > n])
+    step_column = wire.COLUMN["step"]
+    # The lock the training thread publishes its facts under, which the listener's thread
+    # takes for each send (hook/agent.py take_frames): the one place they meet.
+    facts_lock = threading.Lock()
+
+    def take_frames() -> list[bytes]:
+        with facts_lock:
+            return []
+
+    listener = _listener(
+        private_runtime_dir,
+        rows_after=lambda n: [r for r in ring if r[step_column] > n],
+        take_frames=take_frames,
+    )
     stalled = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     stalled.connect(str(listener.path))  # ... and never calls recv()
+    healthy = _connected(listener)  # a monitor that reads all along
+    newest = {"step": 0}
+    done = threading.Event()
+
+    def read_healthy() -> None:
+        decoder = wire.FrameDecoder()
+        healthy.settimeout(0.2)
+        while not done.is_set():
+            try:
+                data = healthy.recv(65536)
+            except TimeoutError:
+                continue
+            if not data:
+                return
+            for frame in decoder.feed(data):
+                if frame["type"] == wire.STEPS and frame["rows"]:
+                    newest["step"] = frame["rows"][-1][step_column]
+
+    reader = threading.Thread(target=read_healthy, daemon=True)
+    reader.start()
     try:
-        _wait_until(lambda: listener.connected == 1)
-        # The "training thread" appends far more than the socket can hold; nothing it
-        # does touches the socket, so every append returns at once.
-        for step in range(1, 200_001):
-            ring.append([step, 0.0, 1.0, 0.5, 32, 1, None, None, None, None])
-        _wait_until(lambda: listener.connected == 0)
+        wait_until(lambda: listener.connected == 2, what="both monitors connected")
+        # The "training thread" appends rows at ~4,000 steps/s and publishes a fact every
+        # 200 steps, until the stalled monitor's backlog passes the limit and it is dropped.
+        step, served_while_stalled = 0, 0
+        deadline = time.monotonic() + 120
+        while listener.connected == 2:
+            assert time.monotonic() < deadline, "the stalled monitor was never dropped"
+            for _ in range(200):
+                step += 1
+                ring.append(_row(step))
+            assert facts_lock.acquire(timeout=5.0), "the listener held the training thread"
+            facts_lock.release()
+            served_while_stalled = newest["step"]
+            time.sleep(0.05)
+        assert listener.connected == 1  # only the stalled monitor was dropped
+        # The listener kept serving the reading monitor while the other one filled up ...
+        assert served_while_stalled > 0
+        # ... and goes on serving it: every step reaches it.
+        wait_until(lambda: newest["step"] == step, what=f"step {step} reached the reader")
     finally:
+        done.set()
+        reader.join(timeout=5.0)
         stalled.close()
+        healthy.close()
         listener.finish()
 
 
@@ -91,7 +142,7 @@ def test_a_frame_the_hook_cannot_take_is_skipped_and_the_listener_goes_on(
     try:
         with _connected(listener) as sock:
             sock.sendall(wire.encode("set_knob", boom=True) + wire.encode("scan_syncs"))
-            _wait_until(lambda: len(taken) == 1)
+            wait_until(lambda: len(taken) == 1)
         assert listener.alive and listener.errors == 1
         assert _hello_of(listener)["pid"] == os.getpid()  # still serving
     finally:
@@ -145,7 +196,7 @@ def test_a_monitor_over_the_limit_is_told_why(
     try:
         with _connected(listener) as first:
             first.recv(1024)
-            _wait_until(lambda: listener.connected == 1)
+            wait_until(lambda: listener.connected == 1)
             with _connected(listener) as second:
                 data = _read_all(second)
         assert b"hook refused this monitor: over 1 monitors at once" in data
@@ -183,12 +234,13 @@ def _listener(
     on_frame: Any = None,
     hello: Any = None,
     start: bool = True,
+    take_frames: Any = list,
 ) -> Listener:
     listener = Listener(
         wire.socket_path(os.getpid(), wire.runtime_dir()),
         hello=hello or (lambda: {"pid": os.getpid()}),
         rows_after=rows_after or (lambda step: []),
-        take_frames=list,
+        take_frames=take_frames,
         on_frame=on_frame or (lambda frame: None),
     )
     if start:
@@ -217,13 +269,6 @@ def _hello_of(listener: Listener) -> dict[str, Any]:
             frames = decoder.feed(sock.recv(65536))
             if frames:
                 return frames[0]
-
-
-def _wait_until(condition: Any, timeout_s: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached"
-        time.sleep(0.02)
 
 
 def _row(step: int) -> list[Any]:

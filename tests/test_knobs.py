@@ -185,7 +185,7 @@ def test_live_changes_reach_the_job_through_the_socket_and_apply_on_its_thread(
     from gputop_train.job.launched import hook_environment
     from gputop_train.monitor.monitor import Monitor
     from gputop_train.session.model import Session
-    from tests.conftest import REPO, SCENARIOS
+    from tests.support.paths import REPO, SCENARIOS
 
     job = subprocess.Popen(
         [sys.executable, str(SCENARIOS), "knobbed", "steps=300"],

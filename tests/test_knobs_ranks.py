@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from gputop_train.hook.knobs import Knob, KnobBoard
-from tests.conftest import SCENARIOS
+from tests.support.paths import SCENARIOS
 from tests.test_cli_headless import gputop
 
 

@@ -8,7 +8,7 @@ from gputop_train import events
 from gputop_train.session.model import Session
 from gputop_train.session.phases import WARMUP_S, WARMUP_STEPS, Phase, PhaseTable, split_warmup
 from gputop_train.session.steps import Step
-from tests.conftest import CountingList
+from tests.support.counting import CountingList
 
 PID = 7
 

@@ -16,37 +16,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from prometheus_client import CollectorRegistry, generate_latest
 
 from gputop_train.export import prometheus
-from gputop_train.export.prometheus import ExporterError, JobCollector, job_name, parse_address
+from gputop_train.export.prometheus import ExporterError, job_name, parse_address
 from gputop_train.views import view_of
-
-from .test_cli_headless import gputop
-from .test_ranks import _two_rank_session
-from .tui_data import scripted_session
+from tests.support.cli import gputop
+from tests.support.metrics import exposition, samples
+from tests.support.sessions import scripted_session, two_rank_session
 
 REPO = Path(__file__).resolve().parents[1]
 SCENARIOS = REPO / "tests" / "scenarios" / "loops.py"
 DOCS = REPO / "docs"
 PROMETHEUS_MISSING = "no prometheus binary: apt-get install prometheus (.ci/run does)"
-
-
-def exposition(session: Any) -> str:
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(JobCollector(lambda: view_of(session.snapshot(window_s=30.0)), "train"))
-    return generate_latest(registry).decode()
-
-
-def samples(text: str, name: str) -> dict[tuple[tuple[str, str], ...], float]:
-    """Each sample of ``name``: its labels (sorted pairs) -> value."""
-    found = {}
-    for line in text.splitlines():
-        match = re.fullmatch(rf"{name}\{{(.*)\}} (\S+)", line)
-        if match:
-            labels = tuple(sorted(re.findall(r'(\w+)="([^"]*)"', match.group(1))))
-            found[labels] = float(match.group(2))
-    return found
 
 
 def exported_names() -> set[str]:
@@ -62,7 +43,7 @@ def exported_names() -> set[str]:
 
 
 def test_each_rank_is_a_series_with_units_as_prometheus_names_them() -> None:
-    text = exposition(_two_rank_session())
+    text = exposition(two_rank_session())
     waits = samples(text, "gputop_train_data_wait_ratio")
     by_rank = {dict(labels)["rank"]: value for labels, value in waits.items()}
     assert by_rank == {"0": pytest.approx(0.02), "1": pytest.approx(0.6)}  # ratios, not %
@@ -78,7 +59,7 @@ def test_each_rank_is_a_series_with_units_as_prometheus_names_them() -> None:
 
 
 def test_not_measured_is_no_sample_never_a_zero() -> None:
-    text = exposition(_two_rank_session())  # no GPU time measured, no GPU at all
+    text = exposition(two_rank_session())  # no GPU time measured, no GPU at all
     assert "# TYPE gputop_train_gpu_time_ratio gauge" in text
     assert samples(text, "gputop_train_gpu_time_ratio") == {}
     assert samples(text, "gputop_train_gpu_utilization_ratio") == {}
@@ -125,7 +106,7 @@ def test_a_port_in_use_is_said_in_one_line_and_the_job_still_runs(tmp_path: Path
 
 
 def test_the_endpoint_speaks_openmetrics_when_asked() -> None:
-    session = _two_rank_session()
+    session = two_rank_session()
     exporter = prometheus.serve("127.0.0.1:0", lambda: view_of(session.snapshot()), "train")
     try:
         request = urllib.request.Request(

@@ -11,15 +11,14 @@ import pytest
 from gputop_train import events
 from gputop_train.advise import rules
 from gputop_train.headless import rank_lines
-from gputop_train.samples import GpuProcess, GpuSample
 from gputop_train.session.model import Session
 from gputop_train.session.stats import RankIdentity, RankStats, StepStats
 from gputop_train.views import rank_dicts, view_of
-
-from .test_advise import observe
-from .test_cli_headless import gputop
-
-SCENARIOS = Path(__file__).parent / "scenarios" / "loops.py"
+from tests.support.cli import gputop
+from tests.support.clock import ManualClock
+from tests.support.observations import observe
+from tests.support.paths import SCENARIOS
+from tests.support.sessions import two_rank_session
 
 
 def rank(index: int, step_ms: float, wait_pct: float, steps: int = 50) -> RankStats:
@@ -69,29 +68,8 @@ def test_a_straggler_outranks_the_per_process_findings() -> None:
     assert rules.findings(o)[0].id == "ranks.straggler"
 
 
-def _two_rank_session() -> Session:
-    now = [1000.0]
-    session = Session(command=("torchrun", "train.py"), clock=lambda: now[0], started_at=990.0)
-    for pid, rank_index, wait_ms in ((11, 0, 1.0), (12, 1, 30.0)):
-        hello = {"rank": rank_index, "local_rank": rank_index, "host": "node", "argv": ["t.py"]}
-        session.apply(events.ProcessHello.of(pid, hello))
-        rows = [
-            [i, 990.0 + i * 0.05, 50.0, wait_ms, 8, 1, None, None, None, None] for i in range(1, 61)
-        ]
-        session.apply(events.StepRows(pid, rows))
-    session.apply(
-        events.GpuSampled(  # each rank on its own GPU, as NVML lists their processes
-            tuple(
-                GpuSample(index, 1000.0, processes=(GpuProcess(pid, 2 << 30, 80.0),))
-                for index, pid in enumerate((11, 12))
-            )
-        )
-    )
-    return session
-
-
 def test_each_rank_has_its_own_row_in_the_snapshot_json_and_summary() -> None:
-    view = view_of(_two_rank_session().snapshot(window_s=30.0))
+    view = view_of(two_rank_session().snapshot(window_s=30.0))
     assert [(r.who.rank, r.steps.data_wait_pct) for r in view.snap.ranks] == [(0, 2.0), (1, 60.0)]
     assert [r.total_samples for r in view.snap.ranks] == [480, 480]
     assert [(r["pid"], r["gpus"]) for r in rank_dicts(view.snap)] == [(11, [0]), (12, [1])]
@@ -105,7 +83,7 @@ def test_the_process_table_names_the_gpu_each_rank_runs_on() -> None:
     from gputop_train.samples import ProcSample
     from gputop_train.tui.panels.text import process_table
 
-    session = _two_rank_session()
+    session = two_rank_session()
     session.apply(
         events.ProcsSampled(
             tuple(
@@ -163,7 +141,7 @@ def test_rank_stats_order_ranks_first_then_pids() -> None:
 def test_the_steps_panel_lists_each_rank_and_marks_the_straggler_red() -> None:
     from gputop_train.tui.panels.text import steps_panel
 
-    panel = steps_panel(view_of(_two_rank_session().snapshot(window_s=30.0)))
+    panel = steps_panel(view_of(two_rank_session().snapshot(window_s=30.0)))
     lines = panel.plain.splitlines()
     header = next(i for i, line in enumerate(lines) if line.split()[:1] == ["rank"])
     assert lines[header + 1].split() == ["0", "50.0", "ms", "2%", "160"]
@@ -176,13 +154,14 @@ def test_the_steps_panel_lists_each_rank_and_marks_the_straggler_red() -> None:
 def test_the_markdown_summary_has_a_row_per_rank() -> None:
     from gputop_train.record.summary import markdown, summarize
 
-    text = markdown(summarize(_two_rank_session(), {"host": "node"}))
+    text = markdown(summarize(two_rank_session(), {"host": "node"}))
     table = text.split("## Ranks (whole run)")[1].strip().splitlines()
     assert table[2] == "| 0 | 11 | node | 0 | 60 | 50.0 ms | 2% | 160 |"
     assert table[3] == "| 1 | 12 | node | 1 | 60 | 50.0 ms | 60% | 160 |"
 
 
 @pytest.mark.torch
+@pytest.mark.timeout(300)  # two ranks of the demo: 50 s alone on the dev box, more beside others
 @pytest.mark.parametrize("slowed", [True, False])
 def test_the_ddp_demo_names_its_slowed_rank_and_only_then(slowed: bool) -> None:
     pytest.importorskip("torchvision")
@@ -206,8 +185,8 @@ def test_the_ddp_demo_names_its_slowed_rank_and_only_then(slowed: bool) -> None:
 def test_with_more_ranks_than_rows_the_straggler_is_among_those_shown() -> None:
     from gputop_train.tui.panels.text import RANK_ROWS_SHOWN, steps_panel
 
-    now = [1000.0]
-    session = Session(command=("torchrun", "train.py"), clock=lambda: now[0], started_at=990.0)
+    now = ManualClock(1000.0)
+    session = Session(command=("torchrun", "train.py"), clock=now, started_at=990.0)
     for index in range(8):
         pid, wait_ms = 20 + index, 30.0 if index == 6 else 1.0 + index / 10
         session.apply(

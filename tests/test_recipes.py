@@ -29,7 +29,7 @@ from gputop_train.tui.app import GputopApp
 from gputop_train.tui.panels.base import Panel, UiState
 from gputop_train.tui.widgets.live_text import LiveText
 from gputop_train.views import View, status_fields, view_of
-from tests.tui_data import JOB_PID, scripted_session
+from tests.support.sessions import JOB_PID, scripted_session
 
 # -- Add a sampler: a class of the Sampler shape, one line in the list the Monitor runs ------
 

@@ -12,10 +12,15 @@ from pathlib import Path
 
 import pytest
 
+from gputop_train.monitor.monitor import Monitor
 from gputop_train.record.reader import read, replay_all
+from gputop_train.record.recorder import Recorder
 from gputop_train.record.replay import ReplayController
 from gputop_train.record.summary import markdown, summarize
-from tests.conftest import REPO, SCENARIOS
+from gputop_train.views import view_of
+from tests.support.clock import ManualClock
+from tests.support.paths import REPO, SCENARIOS
+from tests.support.sessions import JOB_PID, NOW, scripted_session
 
 pytest.importorskip("torch")
 
@@ -222,9 +227,9 @@ def test_the_recording_holds_metadata_phases_and_findings_as_they_happened(tmp_p
             "20:step_ms=2",
             str(SCENARIOS),
             "knobbed",
-            "steps=2000",  # past its warm-up, long enough for the advisor to judge
-            # Each batch waits 3 ms in the training process: input-bound, a finding whatever
-            # the machine (with 0 ms the DataLoader's own overhead sat at the 5% line).
+            # Long enough for a process sample (once a second) after the change at step 20;
+            # the findings are a scripted session's (the next test), not this machine's speed.
+            "steps=500",
             "batch_ms=3",
         ],
         stdout=subprocess.DEVNULL,
@@ -242,12 +247,29 @@ def test_the_recording_holds_metadata_phases_and_findings_as_they_happened(tmp_p
         "procs",
         "knob_outcome",
         "phase",
-        "findings",
         "job_ended",
     ):
         assert kind in kinds, kind
     hello = next(json.loads(line) for line in record.open() if '"kind": "hello"' in line)
     assert hello["frame"]["torch"]  # the job's torch version
+
+
+def test_the_recording_holds_the_findings_when_the_headline_changes(tmp_path: Path) -> None:
+    record = tmp_path / "run.jsonl"
+    recorder = Recorder(record, {"command": ["python", "demos/resnet.py"]}, clock=ManualClock(NOW))
+    session = scripted_session(recorder=recorder)  # rung 4: workers busy, the GPU waits
+    monitor = Monitor(session, JOB_PID, samplers=[])
+    try:
+        monitor._note_findings()  # what its findings thread does every period
+        monitor._note_findings()  # the same headline: nothing new to record
+    finally:
+        monitor.client.close()
+        recorder.close()
+    lines = [json.loads(line) for line in record.open()]
+    recorded = [line["findings"] for line in lines if line["kind"] == "findings"]
+    shown = view_of(session.snapshot(monitor.window_s)).findings
+    assert shown, "the scripted session has a finding"
+    assert len(recorded) == 1 and recorded[0][0]["id"] == shown[0].id
 
 
 def test_a_recording_with_fields_this_version_dropped_still_plays() -> None:

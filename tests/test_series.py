@@ -8,7 +8,7 @@ import pytest
 from gputop_train.samples import GpuSample
 from gputop_train.session.series import LATE_DATA_S, ChartBinner
 from gputop_train.session.steps import Step
-from tests.conftest import CountingList
+from tests.support.counting import CountingList
 
 T0 = 1_800_000_000.0  # a wall-clock time on a multiple of every bucket width used here
 

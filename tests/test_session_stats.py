@@ -9,6 +9,7 @@ from gputop_train.samples import GpuSample
 from gputop_train.session import stats
 from gputop_train.session.model import Session
 from gputop_train.session.steps import Step
+from tests.support.clock import ManualClock
 
 
 def _step(
@@ -68,8 +69,8 @@ def test_gpu_stats_average_utilization_and_keep_na() -> None:
 
 
 def test_snapshot_windows_recent_steps_and_ignores_resent_backlog() -> None:
-    now = [2000.0]
-    session = Session(clock=lambda: now[0])
+    now = ManualClock(2000.0)
+    session = Session(clock=now)
     session.apply(events.ProcessHello.of(11, {"rank": 0, "argv": ["train.py"]}))
     rows = [[n, 1990.0 + n, 100.0, 10.0, 8, 1, None, None, None, None] for n in range(1, 10)]
     session.apply(events.StepRows(11, rows))
@@ -83,11 +84,11 @@ def test_snapshot_windows_recent_steps_and_ignores_resent_backlog() -> None:
 
 def test_the_gpu_panel_reads_utilization_over_the_last_second() -> None:
     # On the H100 at rung 4 one 10 Hz NVML reading said 0% while SM activity was 75%.
-    clock = [1000.0]
-    session = Session(clock=lambda: clock[0])
+    clock = ManualClock(1000.0)
+    session = Session(clock=clock)
     for i, util in enumerate([90.0] * 9 + [0.0]):
-        clock[0] = 1000.0 + i * 0.1
-        session.apply(events.GpuSampled((GpuSample(0, clock[0], util_pct=util),)))
+        clock.now = 1000.0 + i * 0.1
+        session.apply(events.GpuSampled((GpuSample(0, clock.now, util_pct=util),)))
     snap = session.snapshot()
     assert snap.latest_gpus[0].util_pct == 0.0
     assert snap.recent_util_pct == pytest.approx((81.0,))

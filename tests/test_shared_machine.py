@@ -17,7 +17,7 @@ from gputop_train.collect.fake import FakeGpu, FakeNvml
 from gputop_train.job.launched import hook_environment
 from gputop_train.monitor.monitor import Monitor
 from gputop_train.session.model import Session
-from tests.conftest import REPO
+from tests.support.paths import REPO
 
 SCRIPT = REPO / "benchmarks" / "scenarios" / "input_beside_cpu_hog.py"
 # How long the advice may take to settle on a loaded 2-core box: the job's start (torch

@@ -17,7 +17,7 @@ from gputop_train.record.summary import markdown, summarize
 from gputop_train.session.model import Session
 from gputop_train.tui.panels.text import header
 from gputop_train.views import steps_text, view_of
-from tests.tui_data import JOB_PID, scripted_session
+from tests.support.sessions import JOB_PID, scripted_session
 
 
 def test_a_process_cpu_is_na_until_a_whole_period_was_measured() -> None:

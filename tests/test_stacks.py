@@ -25,6 +25,7 @@ from gputop_train.record.reader import apply
 from gputop_train.session.model import Session
 from gputop_train.tui.panels import text as panels
 from gputop_train.views import view_of
+from tests.support.clock import ManualClock
 
 # Trimmed from a real `py-spy record --format raw --idle --threads` of a DataLoader loop.
 RAW = """\
@@ -128,8 +129,8 @@ def shares(data_wait: float, window_s: float = 10.0) -> StackShares:
 
 
 def test_without_steps_the_advisor_reads_the_wait_from_the_samples() -> None:
-    clock = [1000.0]
-    session = Session(clock=lambda: clock[0])
+    clock = ManualClock(1000.0)
+    session = Session(clock=clock)
     recorded: list[tuple[str, dict]] = []
     session.listener = lambda item: recorded.append(events.encode(item))
     session.apply(events.StacksSampled(shares(60.0)))
@@ -142,23 +143,23 @@ def test_without_steps_the_advisor_reads_the_wait_from_the_samples() -> None:
     assert any("(py-spy)" in line for line in top[0].evidence)
     assert "data wait" in panels.steps_panel(view_of(snap)).plain
     # The recording carries the window; a replay gets the same figures back.
-    replayed = Session(clock=lambda: clock[0])
+    replayed = Session(clock=clock)
     for kind, payload in recorded:
         apply(replayed, {"kind": kind, **payload})
     assert replayed.snapshot().steps.data_wait_pct == 60.0
 
 
 def test_an_old_window_is_not_the_live_figure() -> None:
-    clock = [1000.0]
-    session = Session(clock=lambda: clock[0])
+    clock = ManualClock(1000.0)
+    session = Session(clock=clock)
     session.apply(events.StacksSampled(shares(60.0)))
-    clock[0] += 60.0  # py-spy stopped a minute ago
+    clock.now += 60.0  # py-spy stopped a minute ago
     assert session.snapshot().steps.data_wait_pct is None
 
 
 def test_a_long_window_stays_the_live_figure_until_the_next_is_due() -> None:
-    clock = [1000.0]
-    session = Session(clock=lambda: clock[0])
+    clock = ManualClock(1000.0)
+    session = Session(clock=clock)
     session.apply(events.StacksSampled(shares(60.0, window_s=30.0)))
-    clock[0] += 25.0  # the next 30 s window is not in yet
+    clock.now += 25.0  # the next 30 s window is not in yet
     assert session.snapshot().steps.data_wait_pct == 60.0

@@ -17,7 +17,7 @@ from gputop_train.collect.fake import FakeGpu, FakeNvml
 from gputop_train.job.launched import hook_environment
 from gputop_train.monitor.monitor import Monitor
 from gputop_train.session.model import Session
-from tests.conftest import REPO
+from tests.support.paths import REPO
 
 SCENARIOS = REPO / "benchmarks" / "scenarios"
 # name -> (attention calls are hand-written, the loop embeds tokens)

@@ -20,7 +20,7 @@ from gputop_train.tui.knob_edit import KnobEditScreen
 from gputop_train.tui.panels import text as panels
 from gputop_train.tui.screens import HelpScreen, QuitScreen
 from gputop_train.tui.widgets.live_text import LiveText
-from tests.tui_data import JOB_PID, scripted_recording, scripted_session
+from tests.support.sessions import JOB_PID, scripted_recording, scripted_session
 
 
 def make_app(with_gpu: bool = True, requests: list | None = None) -> GputopApp:
@@ -218,7 +218,7 @@ def test_no_color_80x24(snap_compare, monkeypatch: pytest.MonkeyPatch) -> None: 
 
 
 def test_ranks_and_gpus_of_a_torchrun_job_are_named() -> None:
-    # Seen on two H200s (benchmarks/gpu_ranks.sh): one model name for two GPUs, and two
+    # Seen on two H200s (benchmarks/gpu.sh ranks): one model name for two GPUs, and two
     # processes both called "main".
     session = Session(command=("torchrun", "--nproc-per-node", "2", "train.py"))
     launcher, rank0, rank1 = 700, 701, 702

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from tests.conftest import REPO, SCENARIOS
+from tests.support.paths import REPO, SCENARIOS
 
 pytest.importorskip("torch")
 

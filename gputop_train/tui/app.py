@@ -30,7 +30,7 @@ from .messages import ApplyKnob, SnapshotTaken
 from .panels.base import FAST, Panel, UiState
 from .panels.knobs import KnobsPanel
 from .panels.overview import HeaderPanel
-from .partial_updates import install_partial_updates
+from .renderer_guard import install_partial_updates, take_notice
 from .screens import HelpScreen, QuitScreen
 
 CHART_WINDOWS_S = (60.0, 300.0, 1800.0)
@@ -200,6 +200,7 @@ class GputopApp(App[str]):
                 if (panel.TIER == FAST or slow) and self._visible(panel):
                     panel.show_view(view, ui)
         self._report_end(view.snap)
+        self._report_renderer()
 
     def _ui_state(self) -> UiState:
         window = f"{self.chart_window_s / 60:g} min"
@@ -223,6 +224,12 @@ class GputopApp(App[str]):
         total = replay.recording.ended_at - replay.recording.started_at
         state = "▶" if replay.playing else "‖"
         return f"REPLAY {state} {fmt.duration(at)}/{fmt.duration(total)} x{replay.speed:g}"
+
+    def _report_renderer(self) -> None:
+        """Say once that the terminal writer kept or fell back to Textual's own."""
+        notice = take_notice()
+        if notice is not None:
+            self.notify(notice, severity="warning", timeout=15)
 
     def _report_end(self, snap: Snapshot) -> None:
         if snap.job.running or self._reported_end:

@@ -17,18 +17,20 @@ region starts, not from the widget's edge (issue: cost; measurements in docs/ben
   where its colour alone is 11 (codes were a third of the TUI's bytes on the replay,
   `tui_cost.py --breakdown`).
 
-Both are checked against Textual's own in tests/test_terminal_output.py.
+Both are checked against Textual's own in tests/test_terminal_output.py. They reach Textual's and
+Rich's internals: tui/renderer_guard.py installs them only where those are as expected, and
+draws a frame that fails here by Textual's own path.
 """
 
 from __future__ import annotations
 
 import functools
 import itertools
+from typing import Any
 
 from rich.color import ColorSystem
 from rich.console import Console
 from rich.style import Style
-from textual._compositor import ChopsUpdate, Compositor
 from textual.geometry import Region
 from textual.strip import Strip
 
@@ -39,8 +41,20 @@ _DEFAULT_FOREGROUND, _DEFAULT_BACKGROUND = "39", "49"
 Pen = tuple[int, str | None, str | None]
 _PLAIN: Pen = (0, None, None)
 
+# Textual's own, which ours is checked against (tests/test_terminal_output.py) and falls back
+# to; None where this Textual has no such private module.
+TEXTUAL_RENDER_PARTIAL_UPDATE: Any = None
+TEXTUAL_RENDER_SEGMENTS: Any = None
+try:
+    from textual._compositor import ChopsUpdate, Compositor
+except ImportError:  # renderer_guard keeps Textual's own renderer and says why
+    pass
+else:
+    TEXTUAL_RENDER_PARTIAL_UPDATE = Compositor.render_partial_update
+    TEXTUAL_RENDER_SEGMENTS = ChopsUpdate.render_segments
 
-def _render_segments(self: ChopsUpdate, console: Console) -> str:
+
+def render_segments(self: ChopsUpdate, console: Console) -> str:
     """``ChopsUpdate.render_segments``, each chop cut to the span at both ends."""
     sequences: list[str] = []
     append = sequences.append
@@ -113,14 +127,10 @@ def _change(old: Pen | None, new: Pen, style: Style, color_system: ColorSystem) 
     return f"\x1b[{';'.join(codes)}m"
 
 
-# Textual's own, which ours is checked against (tests/test_terminal_output.py).
-TEXTUAL_RENDER_PARTIAL_UPDATE = Compositor.render_partial_update
-
-
-def _render_partial_update(self: Compositor) -> ChopsUpdate | None:
+def render_partial_update(self: Compositor) -> ChopsUpdate | None:
     """``Compositor.render_partial_update`` rendering only the rows of the widgets that a dirty
     region touches and that widgets in front do not hide (containers behind their panels).
-    A chop that no span reaches may stay None; ``_render_segments`` skips it."""
+    A chop that no span reaches may stay None; ``render_segments`` skips it."""
     screen = self.size.region
     regions = [r for r in (screen.intersection(r) for r in self._dirty_regions) if r]
     self._dirty_regions.clear()
@@ -177,10 +187,3 @@ def _rows_to_render(
         )
     ]
     return (rows[0], rows[-1] + 1) if rows else None
-
-
-def install_partial_updates() -> None:
-    """Install the touched-widgets renderer and the cropping writer (idempotent); the app calls
-    it before its first frame."""
-    Compositor.render_partial_update = _render_partial_update  # type: ignore[method-assign]
-    ChopsUpdate.render_segments = _render_segments  # type: ignore[method-assign]

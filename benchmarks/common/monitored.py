@@ -1,0 +1,45 @@
+"""Run a script under ``gputop-train --headless --format json`` until its autopilot (or its
+--try survey) is done, then stop the job with Ctrl+C and keep the summary: what the
+diagnosis and autopilot benchmarks share."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from .paths import REPO
+
+
+def run_until_pilot_done(
+    options: list[str], script: list[str], stem: Path, timeout_s: float
+) -> dict[str, Any]:
+    """The summary line; the recording is ``stem``.jsonl, the job's output ``stem``.log, the
+    monitor's own stderr ``stem``.monitor.log."""
+    command = [sys.executable, "-m", "gputop_train", "--headless", "--format", "json"]
+    command += ["--record", f"{stem}.jsonl", *options, *script]
+    with Path(f"{stem}.monitor.log").open("w") as log:
+        monitor = subprocess.Popen(
+            command, cwd=REPO, stdout=subprocess.PIPE, stderr=log, text=True, bufsize=1
+        )
+        started, summary, interrupted = time.monotonic(), None, False
+        assert monitor.stdout is not None
+        for line in monitor.stdout:
+            fields = json.loads(line)
+            if fields.get("type") == "summary":
+                summary = fields
+                break
+            pilot = fields.get("autopilot") or {}
+            late = time.monotonic() - started > timeout_s
+            if (pilot.get("done") or late) and not interrupted:
+                monitor.send_signal(signal.SIGINT)  # passed on to the job, which stops
+                interrupted = True
+        monitor.wait(timeout=120)
+    if summary is None:
+        raise RuntimeError(f"no summary (see {stem}.monitor.log and {stem}.log)")
+    summary["wall_s"] = time.monotonic() - started
+    return summary
