@@ -68,21 +68,30 @@ def test_a_finding_no_knob_carries_stops_the_autopilot_saying_what_to_edit() -> 
 
 def test_a_try_that_was_refused_is_not_called_measured() -> None:
     job = SimulatedJob(speeds(num_workers__8=0.5))
-    known = job.request
-
-    def request(name: str, value: Any) -> str | None:
-        if name not in job.config:
-            return f"no knob named {name!r}"
-        return known(name, value)
-
     tries = [(("nosuchknob", "4"),), (("num_workers", "8"),)]
-    pilot = Pilot(job.session, request, 5.0, tries=tries, clock=job.clock)
+    pilot = Pilot(job.session, job.request, 5.0, tries=tries, clock=job.clock)
     fly(job, pilot)
     status = pilot.status()
-    assert [t.decision for t in status.trials] == ["failed", "measured"]
-    assert status.stopped_because == (
-        "1 of 2 requested changes measured; nosuchknob=4 failed: no knob named 'nosuchknob'"
+    assert [t.decision for t in status.trials] == ["refused", "measured"]
+    assert status.stopped_because.startswith(
+        "1 of 2 requested changes measured; nosuchknob=4 refused: no knob named 'nosuchknob' "
+        "(this job's knobs: "
     )
+
+
+def test_a_wrong_knob_or_value_is_refused_as_soon_as_the_knobs_are_known() -> None:
+    job = SimulatedJob(speeds(num_workers__8=0.5))
+    tries = [(("nosuchknob", "4"),), (("num_workers", "lots"),)]
+    pilot = Pilot(job.session, job.request, 5.0, tries=tries, clock=job.clock)
+    job.run(1.0)  # a few steps: the knobs are known, no baseline measured yet
+    pilot.tick()
+    status = pilot.status()
+    assert status.done and [t.decision for t in status.trials] == ["refused", "refused"]
+    assert status.elapsed_s < 2.0  # not after a baseline of half a minute
+    reasons = " ".join(t.reason for t in status.trials)
+    assert "no knob named 'nosuchknob'" in reasons and "num_workers takes a whole number" in reasons
+    assert "num_workers (" in reasons  # the valid knobs and their values are listed
+    assert not job._queue  # nothing was sent to the job
 
 
 def test_the_ledger_keeps_the_predicted_gain_and_the_kept_set_against_the_start() -> None:

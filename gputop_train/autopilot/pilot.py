@@ -20,10 +20,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from .. import events
+from .. import events, wire
 from ..advise.rules import HEALTHY, Finding, findings
 from ..session.model import Session, Snapshot
-from ..session.phases import PhaseRow
+from ..session.phases import KnobState, PhaseRow, describe_knobs
 from ..session.stats import Observation
 from .plan import Candidate, candidates, resolve
 
@@ -141,6 +141,7 @@ class Pilot:
         self._restoring: PhaseRow | None = None  # the baseline a revert must come back to
         self._stopped: str | None = None
         self._start: PhaseRow | None = None  # the first baseline measured
+        self._tries_checked = False  # --try entries checked against the job's knobs
 
     # -- any thread ------------------------------------------------------------------------
 
@@ -196,7 +197,31 @@ class Pilot:
         elif self._clock() - self._started > self._budget_s:
             self._finish(f"the budget of {self._budget_s / 60:g} min is spent")
         else:
+            if self._tries and not self._tries_checked and _knobs_known(snap):
+                self._check_tries(snap)
+                if not self._tries:
+                    self._finish(self._survey_outcome())
+                    return
             self._measure_baseline(snap)
+
+    def _check_tries(self, snap: Snapshot) -> None:
+        """Refuse, as soon as the job's knobs are known, each --try entry that names no knob
+        or a value the knob does not take, with the knobs it has: not after a baseline of
+        half a minute, and never called measured."""
+        self._tries_checked = True
+        knobs = {knob.name: knob for knob in snap.knobs}
+        keep = []
+        for settings in self._tries:
+            problem = next(filter(None, (_problem(knobs, n, v) for n, v in settings)), None)
+            if problem is None:
+                keep.append(settings)
+                continue
+            problem += f" (this job's knobs: {describe_knobs(snap.knobs)})"
+            self._trials.append(
+                Trial(_label(settings), "requested", snap.phase, None, None,
+                      decision="refused", reason=problem)
+            )  # fmt: skip
+        self._tries = keep
 
     def _measure_baseline(self, snap: Snapshot) -> None:
         row = snap.phases[-1] if snap.phases else None
@@ -479,6 +504,26 @@ def _why_stop(finding: Finding) -> str:
 
 def _value_of(snap: Snapshot, name: str) -> Any:
     return next((k.value for k in snap.knobs if k.name == name), None)
+
+
+def _knobs_known(snap: Snapshot) -> bool:
+    """The job's knobs are all advertised: the hook's built-in ones come after the first
+    optimizer step (with a hook that has none, its declared ones by the third)."""
+    return any(knob.builtin for knob in snap.knobs) or snap.total_steps >= 3
+
+
+def _problem(knobs: dict[str, KnobState], name: str, value: Any) -> str | None:
+    """Why ``name=value`` cannot be tried on this job, or None."""
+    knob = knobs.get(name)
+    if knob is None:
+        return f"no knob named {name!r}"
+    if knob.unavailable:
+        return f"{name}: {knob.unavailable}"
+    try:
+        wire.parse_knob(knob.spec, resolve(value, knob.value))
+    except ValueError as error:
+        return str(error)
+    return None
 
 
 def _label(settings: tuple[tuple[str, Any], ...]) -> str:

@@ -22,6 +22,7 @@ from ..collect.nvml import GpuSampling
 from ..collect.procs import ProcessSampler, ProcessSampling
 from ..collect.stacks import StackSampler, StackSampling
 from ..session.model import DEFAULT_WINDOW_S, Session
+from ..session.phases import describe_knobs
 from ..views import finding_dict, view_of
 from .hook_client import HookClient
 from .stall import StallWatch
@@ -91,7 +92,8 @@ class Monitor:
         """Validate a change against the advertised knob and send it; returns why not, or None."""
         state = self.session.knob(name)
         if state is None:
-            return f"no knob named {name!r}"
+            knobs = describe_knobs(self.session.snapshot().knobs)
+            return f"no knob named {name!r}; this job's knobs: {knobs}"
         if state.unavailable:
             return f"{name}: {state.unavailable}"
         try:

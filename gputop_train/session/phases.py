@@ -12,7 +12,7 @@ step), without hiding a phase's steady state.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,6 +91,25 @@ class PhaseRow:
     observation: stats.Observation | None = None  # over the measured steps (None: too few)
     measured_s: float | None = None  # seconds the measured steps cover
     noise_pct: float | None = None  # largest block's deviation from the mean samples/s, %
+
+
+def describe_knobs(knobs: Iterable[KnobState]) -> str:
+    """The knobs a job takes and the values each accepts, for a refusal to list: a person who
+    typed a wrong name sees the right ones at once."""
+    shown = []
+    for knob in knobs:
+        if knob.unavailable:
+            continue
+        if knob.kind == "bool":
+            accepts = "true/false"
+        elif knob.kind == "int":
+            low = "" if knob.minimum is None else knob.minimum
+            high = "" if knob.maximum is None else knob.maximum
+            accepts = f"{low}..{high}"
+        else:
+            accepts = "/".join(str(c) for c in knob.choices or ())
+        shown.append(f"{knob.name} ({accepts}; now {knob.value})")
+    return ", ".join(shown) if shown else "none yet"
 
 
 def knob_state(spec: dict[str, Any]) -> KnobState | None:
