@@ -21,6 +21,7 @@ from .monitor.monitor import Monitor
 from .session.model import Snapshot
 from .session.stats import RankStats
 from .views import (
+    PHASE_COLUMNS,
     TRIAL_COLUMNS,
     View,
     phase_dicts,
@@ -200,19 +201,6 @@ def once(notes: Sequence[str], said: Sequence[str] = ()) -> list[str]:
     return out
 
 
-PHASE_HEADERS = (
-    "#",
-    "change",
-    "steps",
-    "warm-up",
-    "samples/s",
-    "step p50",
-    "data-wait",
-    "GPU util",
-    "tensor",
-    "peak mem",
-    "speed-up",
-)
 # The change is cut to this many characters in its cell (the whole change follows the row).
 CHANGE_CELL = 24
 
@@ -230,8 +218,8 @@ def phase_table(view: View) -> list[str]:
         warmup = f"{row.warmup_steps}/{fmt.ms(row.warmup_s * 1000) if row.warmup_s else 'N/A'}"
         rows.append((str(row.phase.index), cell, str(row.steps), warmup, *phase_figures(row)))
         extra.append((change if cell != change else "", phase.headline))
-    shown = [i for i in range(len(PHASE_HEADERS)) if i < 4 or any(r[i] != fmt.NA for r in rows)]
-    widths = {i: max(len(PHASE_HEADERS[i]), *(len(r[i]) for r in rows)) for i in shown}
+    shown = [i for i in range(len(PHASE_COLUMNS)) if i < 4 or any(r[i] != fmt.NA for r in rows)]
+    widths = {i: max(len(PHASE_COLUMNS[i]), *(len(r[i]) for r in rows)) for i in shown}
 
     def line(cells: Sequence[str]) -> str:
         return " ".join(
@@ -243,7 +231,7 @@ def phase_table(view: View) -> list[str]:
         not change and len(f"{text} {found}") <= WIDTH
         for text, (change, found) in zip(texts, extra, strict=True)
     )
-    header = line(PHASE_HEADERS) + (" headline" if inline else "")
+    header = line(PHASE_COLUMNS) + (" headline" if inline else "")
     lines = ["phases (warm-up excluded, see docs/phases.md):", header]
     for text, (change, found) in zip(texts, extra, strict=True):
         if inline:

@@ -116,6 +116,23 @@ def _tflops_text(achieved: float | None) -> str:
     return "<0.001" if achieved < 0.001 else f"{achieved:.3g}"
 
 
+# The phase table's columns, in every front end that shows it (TUI, headless, in that order):
+# the phase, its change, its steps and warm-up, then ``phase_figures``.
+PHASE_COLUMNS = (
+    "#",
+    "change",
+    "steps",
+    "warm-up",
+    "samples/s",
+    "step p50",
+    "data-wait",
+    "GPU util",
+    "tensor",
+    "peak mem",
+    "speed-up",
+)
+
+
 def phase_figures(row: PhaseRow) -> tuple[str, ...]:
     """A phase row's measured figures as text, in the order every phase table shows them:
     samples/s, step p50, data-wait, GPU util, tensor, peak memory, speed-up."""

@@ -11,6 +11,7 @@ from typing import Any
 from .. import format as fmt
 from ..session.model import Session, Snapshot
 from ..views import (
+    PHASE_COLUMNS,
     TRIAL_COLUMNS,
     finding_dict,
     phase_dicts,
@@ -106,9 +107,8 @@ def markdown(summary: dict[str, Any], chart_name: str | None = None) -> str:
         "",
         "Warm-up (first 5 steps and first 3 s of each phase) excluded.",
         "",
-        "| # | change | steps | warm-up | samples/s | step p50 | data-wait | GPU util "
-        "| tensor | peak mem | speed-up | headline finding |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "| " + " | ".join((*PHASE_COLUMNS, "headline finding")) + " |",
+        "|---|---|" + "---:|" * (len(PHASE_COLUMNS) - 2) + "---|",
     ]
     lines += [_phase_row(p) for p in summary["phases"]]
     ranks = summary["figures"].get("ranks") or []

@@ -11,7 +11,7 @@ from ...samples import DATA_WAIT, GpuSample
 from ...session.model import Snapshot
 from ...session.phases import KnobState
 from ...session.stats import RankStats
-from ...views import View, phase_figures
+from ...views import PHASE_COLUMNS, View, phase_figures
 
 BAR_WIDTH = 10
 
@@ -397,19 +397,6 @@ def _warming_up(knob: KnobState, snap: Snapshot) -> bool:
     return last.phase.index > 1 and last.steps == 0 and knob.name in last.phase.change
 
 
-PHASE_COLUMNS = (
-    "#",
-    "change",
-    "steps",
-    "warm-up",
-    "samples/s",
-    "step p50",
-    "data-wait",
-    "GPU util",
-    "tensor",
-    "peak mem",
-    "speed-up",
-)
 # The change and what it did first: samples/s and speed-up, then why (wait, GPU, memory).
 PHASE_PRIORITY = (0, 1, 4, 10, 6, 7, 8, 9, 5, 2, 3)
 PHASE_NUMBERS = frozenset({0, 2, 3, 4, 5, 6, 7, 8, 9, 10})
