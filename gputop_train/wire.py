@@ -33,6 +33,8 @@ SYNCS = "syncs"  # a sync scan of one step: count and call sites
 FLOPS = "flops"  # FLOPs of one whole step, counted once
 LOADER = "loader"  # facts about the DataLoader and its batches, once per epoch it feeds
 MODEL = "model"  # facts about the forward pass: CUDA, autocast, parameter dtype, TF32, layout
+STEP_PARTS = "step_parts"  # the model whose forwards are timed and counted, or why none is
+MEMORY_AUDIT = "memory_audit"  # parameters, gradients, optimizer state, allocator peaks
 
 # Monitor -> hook.
 SET_KNOB = "set_knob"  # change one knob at the next step boundary
@@ -62,6 +64,15 @@ STEP_FIELDS: tuple[str, ...] = (
     "mem_alloc",  # CUDA bytes allocated by tensors (sampled at most ~10x/s)
     "mem_reserved",  # CUDA bytes held by the caching allocator (sampled likewise)
     "mem_peak",  # peak CUDA bytes allocated so far (sampled likewise)
+    # From the model's forwards and the step's marks (hook/model_probe.py, docs/steps.md):
+    "tokens",  # token ids its training forwards received (non-padding where masked)
+    "host_gap_ms",  # host time outside the phases before each training forward
+    "part_data_ms",  # the step's parts on the clock part_clock names: data (gap) ...
+    "part_fwd_ms",  # ... the model's training forwards
+    "part_bwd_ms",  # ... the backward they started
+    "part_opt_ms",  # ... the optimizer's step
+    "part_rest_ms",  # ... everything else in the step (loss, clipping, logging)
+    "part_clock",  # "gpu" (CUDA events) or "host"; None: the step was not split
 )
 # A field's position in a row: row[COLUMN["gpu_ms"]].
 COLUMN: dict[str, int] = {name: index for index, name in enumerate(STEP_FIELDS)}

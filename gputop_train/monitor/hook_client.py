@@ -14,7 +14,7 @@ from .. import wire
 from ..session.model import Session
 
 # Frames that carry a fact about the job; the session keeps the latest of each.
-FACTS = (wire.LOADER, wire.SYNCS, wire.FLOPS, wire.MODEL)
+FACTS = (wire.LOADER, wire.SYNCS, wire.FLOPS, wire.MODEL, wire.STEP_PARTS, wire.MEMORY_AUDIT)
 # How often to look for sockets of new processes (ranks start late, workers never listen).
 # Each look wakes this thread and lists the runtime directory: once a second finds a new rank
 # within a second.

@@ -105,6 +105,10 @@ class Snapshot:
     run_steps: stats.StepStats | None = None  # the whole run's figures, once the job ended
     # Each hooked process's own figures over the window, by rank (torchrun), then PID.
     ranks: tuple[stats.RankStats, ...] = ()
+    # The hook's latest memory audit, and its step_parts fact: the module whose forwards
+    # are counted and timed, or why none is (docs/steps.md).
+    memory: stats.MemoryAudit | None = None
+    step_parts_fact: dict[str, Any] | None = None
 
     @property
     def elapsed_s(self) -> float:
@@ -483,6 +487,8 @@ class Session:
                 activity_note=self._activity_note(now, primary),
                 run_steps=self._run_steps(primary),
                 ranks=self._rank_stats(recent_steps, self._known_figures(primary, figures)),
+                memory=stats.MemoryAudit.from_frame(self._fact_at("memory_audit", end)),
+                step_parts_fact=self._fact_at("step_parts", end),
             )
         return snapshot
 
@@ -679,6 +685,9 @@ class Session:
             system_cpu_pct=system_cpu,
             epochs=epochs,
             window_s=end - start,
+            memory=stats.MemoryAudit.from_frame(self._fact_at("memory_audit", end)),
+            step_parts_reason=(self._fact_at("step_parts", end) or {}).get("reason"),
+            timed_model=(self._fact_at("step_parts", end) or {}).get("model"),
         )
 
 

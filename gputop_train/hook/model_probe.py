@@ -1,0 +1,228 @@
+"""The model's side of a step: its training forwards (samples, tokens), the backward they
+start, and the marks of the step breakdown. Hooks on the top-level module only (forward
+pre/post, a gradient hook on its outputs, a callback at the backward's end) and the
+optimizer's global step pre-hook: no sync, nothing inside a compiled graph.
+
+Whatever cannot be measured says why once (``reason``, sent in the ``step_parts`` fact)
+and reads N/A; it never guesses (docs/steps.md, "When a figure is N/A").
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from . import forward_probe
+from .step_parts import (
+    BWD_END,
+    BWD_START,
+    EMPTY_ROW,
+    FWD_END,
+    FWD_START,
+    OPT_START,
+    PendingStep,
+    StepTimeline,
+)
+
+# Output tensors given the backward-start hook: a model returns logits and a loss, or a
+# dict of a few; any one of them receiving its gradient means the backward has begun.
+_MAX_OUTPUT_TENSORS = 8
+# The step columns ``ModelProbe.row`` fills, in its order (wire.STEP_FIELDS names them).
+MODEL_COLUMNS = (
+    "tokens",
+    "host_gap_ms",
+    "part_data_ms",
+    "part_fwd_ms",
+    "part_bwd_ms",
+    "part_opt_ms",
+    "part_rest_ms",
+    "part_clock",
+)
+
+
+@dataclass
+class StepCounts:
+    """What one step's training forwards received, and its marks."""
+
+    samples: int | None
+    tokens: int | None  # known now (CPU masks, no mask); else read when the step's GPU work ran
+    masks: forward_probe.MaskCounts | None
+    parts: PendingStep
+
+
+class ModelProbe:
+    """Hooks the model once found; one per training process, driven by the agent."""
+
+    def __init__(self, torch_module: Any, guard: Callable[[Callable[[], None]], None]) -> None:
+        self._torch = torch_module
+        self._guard = guard  # runs a callback; an internal error disables the agent
+        self.timeline = StepTimeline(torch_module)
+        self.searched = False
+        self.model: str | None = None  # the hooked module, described
+        self.reason: str | None = None  # why samples/tokens/phases are N/A, when they are
+        self._handles: list[Any] = []
+        self._thread: int | None = None
+        self._depth = 0
+        self._training_call = False
+        self._several_optimizers = False
+        self._new_reason = False
+        self._reset_counts()
+
+    def _reset_counts(self) -> None:
+        self._samples: int | None = None
+        self._tokens: int | None = None
+        self._masks: forward_probe.MaskCounts | None = None
+        self._no_tokens = False  # a training forward of the step had no token ids
+
+    # -- set-up (training thread, at the first optimizer step) --------------------------
+
+    def search(self, optimizer: Any, frame: Any) -> None:
+        """Find the model from the loop's frames and hook it; once per process."""
+        self.searched = True
+        self._thread = threading.get_ident()
+        modules, reason = forward_probe.find_model(self._torch, optimizer, frame)
+        if reason is not None:
+            self._set_reason(reason)
+            return
+        module = modules[0]
+        self.model = forward_probe.describe_module(module)
+        self._new_reason = True
+        self._handles = [
+            module.register_forward_pre_hook(self._pre_forward, with_kwargs=True),
+            module.register_forward_hook(self._post_forward, with_kwargs=True, always_call=True),
+        ]
+
+    def remove(self) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []
+
+    def _set_reason(self, reason: str) -> None:
+        if self.reason is None:
+            self.reason, self._new_reason = reason, True
+
+    def take_fact(self) -> dict[str, Any] | None:
+        """The ``step_parts`` fact when the model or the reason changed, else None."""
+        if not self._new_reason:
+            return None
+        self._new_reason = False
+        return {"model": self.model, "reason": self.reason}
+
+    # -- events ---------------------------------------------------------------------------
+
+    def on_other_optimizer(self) -> None:
+        """A second optimizer steps on the training thread (a GAN, a separate head): its
+        model's work falls between this model's phases and its forwards are not ours."""
+        if not self._several_optimizers:
+            self._several_optimizers = True
+            self._set_reason(
+                "several optimizers step each iteration: one model's forward inputs and "
+                "phases are not the step's"
+            )
+
+    def on_optimizer_pre_step(self) -> None:
+        self.timeline.mark(OPT_START)
+
+    def end_step(self, cuda: bool) -> StepCounts:
+        """The step's counts and marks; what the step's forwards received resets."""
+        self.timeline.cuda = cuda
+        parts = self.timeline.end_step()
+        usable = self.model is not None and not self._several_optimizers
+        counts = StepCounts(
+            samples=self._samples if usable else None,
+            tokens=self._tokens if usable and not self._no_tokens else None,
+            masks=self._masks if usable and not self._no_tokens else None,
+            parts=parts,
+        )
+        self._reset_counts()
+        return counts
+
+    def row(self, counts: StepCounts, resolved: bool) -> list[Any]:
+        """The step's added columns (wire.STEP_FIELDS from ``tokens`` on): tokens, host gap,
+        the parts and their clock. ``resolved``: the step's GPU work has run, so its events
+        and masks can be read; else the GPU figures read N/A."""
+        if self._several_optimizers:
+            return [None, None, *EMPTY_ROW]
+        tokens = counts.tokens
+        if counts.masks is not None:
+            tokens = counts.masks.total() if resolved or not counts.masks.pending else None
+        pending = counts.parts
+        if pending.events is not None and not resolved:
+            self.timeline.drop(pending)
+            return [tokens, pending.host_gap_ms, *EMPTY_ROW]
+        return [tokens, pending.host_gap_ms, *self.timeline.resolve(pending).row()]
+
+    # -- module hooks (training thread; backward marks on autograd's thread) ----------
+
+    def _pre_forward(self, module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        self._guard(lambda: self._forward_started(module, args, kwargs))
+
+    def _post_forward(
+        self, module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any
+    ) -> None:
+        self._guard(lambda: self._forward_ended(output))
+
+    def _forward_started(self, module: Any, args: tuple[Any, ...], kwargs: Any) -> None:
+        if threading.get_ident() != self._thread:
+            return
+        self._depth += 1
+        if self._depth > 1:
+            return  # the model calling itself: its outermost call is the forward
+        self._training_call = bool(module.training and self._torch.is_grad_enabled())
+        if not self._training_call:
+            self.timeline.eval_forward = True  # evaluation: not the step's data or samples
+            return
+        self.timeline.mark(FWD_START)
+        try:
+            samples, tokens, mask = forward_probe.count_inputs(args, kwargs)
+        except ValueError as error:
+            self._set_reason(str(error))
+            return
+        self._samples = (self._samples or 0) + samples
+        if tokens is None:
+            self._no_tokens = True
+            return
+        self._tokens = (self._tokens or 0) + tokens
+        if mask is not None:
+            if self._masks is None:
+                self._masks = forward_probe.MaskCounts()
+            self._masks.add(mask)
+
+    def _forward_ended(self, output: Any) -> None:
+        if threading.get_ident() != self._thread:
+            return
+        self._depth = max(0, self._depth - 1)
+        if self._depth > 0 or not self._training_call:
+            return
+        self._training_call = False
+        self.timeline.mark(FWD_END)
+        tensors = [t for t in _tensors(output) if getattr(t, "requires_grad", False)]
+        if tensors:
+            self._torch.autograd.graph.register_multi_grad_hook(
+                tensors[:_MAX_OUTPUT_TENSORS], self._backward_started, mode="any"
+            )
+
+    def _backward_started(self, grad: Any) -> None:
+        def started() -> None:
+            self.timeline.mark(BWD_START)
+            engine = self._torch.autograd.Variable._execution_engine
+            engine.queue_callback(lambda: self._guard(lambda: self.timeline.mark(BWD_END)))
+
+        self._guard(started)
+
+
+def _tensors(output: Any) -> list[Any]:
+    """The tensors of a forward's output, two levels deep (a tuple, a dict, a ModelOutput)."""
+    found: list[Any] = []
+    stack = [(output, 0)]
+    while stack and len(found) < _MAX_OUTPUT_TENSORS:
+        value, depth = stack.pop(0)
+        if hasattr(value, "grad_fn") and hasattr(value, "shape"):
+            found.append(value)
+        elif depth < 2 and isinstance(value, Mapping):
+            stack.extend((v, depth + 1) for v in value.values())
+        elif depth < 2 and isinstance(value, (list, tuple)):
+            stack.extend((v, depth + 1) for v in value)
+    return found
