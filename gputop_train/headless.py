@@ -42,10 +42,11 @@ def status_line(view: View) -> str:
         gpm = f" SM {f.sm_active} tensor {f.tensor_active}"
     return (
         f"[{fmt.duration(snap.elapsed_s):>7}] phase {snap.phase} step {snap.total_steps}"
-        f" | {f.steps_per_s} steps/s {f.samples_per_s} samples/s"
+        f" | {f.steps_per_s} steps/s {f.samples_per_s} samples/s {f.tokens_per_s} tokens/s"
         f" | step {f.step_p50} (p95 {f.step_p95})"
         f" | data-wait {f.data_wait}{_wait_source(snap)}"
         f" | GPU time {f.gpu_time}"
+        f" | parts {f.breakdown}"
         f" | GPU util {f.gpu_util}{gpm}"
         f" | mem {f.gpu_mem}"
         f" | {workers} | main {fmt.pct(procs.main_cpu_pct)} CPU"
@@ -90,8 +91,11 @@ def summary_text(view: View) -> str:
         f"  duration {fmt.duration(snap.elapsed_s)}, {snap.total_steps} steps, "
         f"{snap.total_samples if snap.total_samples is not None else fmt.NA} samples",
         f"  throughput {fmt.rate(steps.samples_per_s, 'samples/s')}, "
-        f"{fmt.rate(steps.steps_per_s, 'steps/s')}; step p50 {fmt.ms(steps.step_ms_p50)}, "
+        f"{fmt.rate(steps.steps_per_s, 'steps/s')}, "
+        f"{fmt.rate(steps.tokens_per_s, 'tokens/s')}; step p50 {fmt.ms(steps.step_ms_p50)}, "
         f"p95 {fmt.ms(steps.step_ms_p95)}",
+        f"  step parts: {view.figures.breakdown}",
+        f"  memory: {view.figures.memory}",
         f"  data-wait {fmt.pct(steps.data_wait_pct)} of "
         f"{'its samples (py-spy)' if _wait_source(snap) else 'step time'}; GPU time "
         f"{fmt.pct(steps.gpu_time_pct)}; GPU util {fmt.pct(gpu.util_pct)} (NVML mean)",

@@ -40,9 +40,7 @@ def find_model(torch_module: Any, optimizer: Any, frame: Any) -> tuple[list[Any]
     for value in _visible_objects(frame, module_cls):
         if id(value) not in found and any(id(p) in wanted for p in value.parameters()):
             found[id(value)] = value
-    inner = {
-        id(sub) for module in found.values() for sub in module.modules() if sub is not module
-    }
+    inner = {id(sub) for module in found.values() for sub in module.modules() if sub is not module}
     top = [module for key, module in found.items() if key not in inner]
     if not top:
         return [], (
@@ -113,7 +111,7 @@ def count_inputs(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> tuple[int,
     if len(leaf.shape) < 2:
         return samples, None, None
     tokens = samples * int(leaf.shape[1])
-    mask = kwargs.get(_MASK_KEY)
+    mask: Any = kwargs.get(_MASK_KEY)
     if _is_tensor(mask) and tuple(mask.shape) == tuple(leaf.shape[:2]):
         return samples, tokens, mask
     return samples, tokens, None

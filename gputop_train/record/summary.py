@@ -75,6 +75,7 @@ def markdown(summary: dict[str, Any], chart_name: str | None = None) -> str:
         f"{_or_na(summary['gpu_energy_j'])} J (NVML)",
         f"- {_or_na(summary['achieved_tflops'])} TFLOP/s achieved, "
         f"MFU {fmt.pct(summary['mfu_pct'])}",
+        *_step_lines(f),
     ]
     if chart_name:
         lines += ["", f"![samples/s and GPU utilization over time]({chart_name})"]
@@ -213,6 +214,36 @@ def write_all(
         except OSError as error:
             problems.append(f"summary not written: {describe_os_error(error, path)}")
     return written, problems
+
+
+def _step_lines(f: dict[str, Any]) -> list[str]:
+    """Tokens/s, the step breakdown and the memory audit (docs/steps.md); summaries written
+    before these figures existed show N/A."""
+    parts = f.get("step_parts") or {}
+    if parts.get("clock"):
+        shares = ", ".join(
+            f"{name} {fmt.pct(parts.get(f'{name}_pct'))} ({fmt.ms(parts.get(f'{name}_ms'))})"
+            for name in ("data", "forward", "backward", "optimizer", "rest")
+        )
+        breakdown = f"{shares}; {parts['clock']} clock, data from {parts.get('data_source')}"
+    else:
+        breakdown = f"N/A{': ' + parts['reason'] if parts.get('reason') else ''}"
+    memory = f.get("memory")
+    audit = "N/A (no audit: CPU job or too short)"
+    if memory:
+        audit = (
+            f"peak {fmt.size(memory['allocated_peak_bytes'])}: parameters "
+            f"{fmt.size(memory['params_bytes'])}, gradients {fmt.size(memory['grads_bytes'])}, "
+            f"optimizer state {fmt.size(memory['optimizer_bytes'])}, activations and "
+            f"temporaries {fmt.size(memory['activations_bytes'])}; allocator cache "
+            f"{fmt.size(memory['cache_bytes'])}; {_or_na(memory['alloc_retries'])} allocation "
+            f"retries, {_or_na(memory['ooms'])} OOMs"
+        )
+    return [
+        f"- tokens {fmt.rate(f.get('tokens_per_s'), 'tokens/s')} (whole run, hook)",
+        f"- step breakdown: {breakdown}",
+        f"- GPU memory audit: {audit}",
+    ]
 
 
 def _or_na(value: object) -> str:

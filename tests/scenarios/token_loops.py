@@ -87,8 +87,12 @@ def nanogpt(p: dict[str, float]) -> list[dict]:
         now = time.perf_counter()
         # nanoGPT's own meter: tokens per iteration = batch x block x accumulation.
         truth.append(
-            {"tokens": batch * block * accum, "samples": batch * accum,
-             "step_ms": (now - last) * 1000.0, "data_ms": data_s * 1000.0}
+            {
+                "tokens": batch * block * accum,
+                "samples": batch * accum,
+                "step_ms": (now - last) * 1000.0,
+                "data_ms": data_s * 1000.0,
+            }
         )
         last = now
     return truth
