@@ -448,6 +448,11 @@ class Agent:
 
     # -- lifecycle ------------------------------------------------------------------------
 
+    def forget_model(self) -> None:
+        """Remove the model's hooks (uninstall); the next step looks for the model again."""
+        self._model.remove()
+        self._model = ModelProbe(self._torch, self._guard)
+
     def _guard(self, callback: Any) -> None:
         """Run a hook's work; an internal error disables the agent, never the job."""
         if not self.enabled:

@@ -46,6 +46,9 @@ def uninstall() -> None:
         undo()
     _state["undo"].clear()
     _state["installed"] = False
+    agent = _state["agent"]
+    if agent is not None:
+        agent.forget_model()  # its module hooks too; found again after the next install
 
 
 def _guarded(method_name: str, *args: Any) -> None:

@@ -11,20 +11,23 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 FWD_START, FWD_END, BWD_START, BWD_END, OPT_START, STEP_END = range(6)
-PARTS = ("data", "fwd", "bwd", "opt", "rest")
 
-# The interval between two marks, by (earlier mark, later mark); any other pair is "rest"
-# (a loss computed outside the model, gradient clipping, a GradScaler's checks, logging).
+# The part of the interval between two marks, by (earlier mark, later mark); any other pair
+# is the rest (a loss computed outside the model, gradient clipping, a GradScaler's checks).
 _NAMED = {
-    (STEP_END, FWD_START): "data",  # the end of the last step to this forward
-    (BWD_END, FWD_START): "data",  # the next micro-batch's fetch under accumulation
-    (FWD_START, FWD_END): "fwd",
-    (BWD_START, BWD_END): "bwd",
-    (OPT_START, STEP_END): "opt",
+    (STEP_END, FWD_START): 0,  # data: the end of the last step to this forward
+    (BWD_END, FWD_START): 0,  # data: the next micro-batch's fetch under accumulation
+    (FWD_START, FWD_END): 1,
+    (BWD_START, BWD_END): 2,
+    (OPT_START, STEP_END): 3,
 }
+_REST = 4
+# The same as a flat table, indexed earlier * 6 + later: one list lookup per interval.
+_PART_OF = [_NAMED.get((a, b), _REST) for a in range(6) for b in range(6)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,19 +55,20 @@ def split(kinds: list[int], durations_ms: list[float], clock: str, clean_data: b
     interval to the rest, and data reads N/A."""
     if len(kinds) < 2 or kinds[0] != STEP_END or kinds[-1] != STEP_END or FWD_START not in kinds:
         return Parts(None, None, None, None, None, None)
-    sums = dict.fromkeys(PARTS, 0.0)
-    for index in range(1, len(kinds)):
-        part = _NAMED.get((kinds[index - 1], kinds[index]), "rest")
-        if part == "data" and not clean_data:
-            part = "rest"
-        sums[part] += durations_ms[index]
+    sums = [0.0, 0.0, 0.0, 0.0, 0.0]
+    previous = STEP_END
+    for kind, duration in zip(kinds[1:], durations_ms[1:], strict=True):
+        sums[_PART_OF[previous * 6 + kind]] += duration
+        previous = kind
+    if not clean_data:
+        sums[_REST] += sums[0]
     return Parts(
         clock,
-        data=sums["data"] if clean_data else None,
-        fwd=sums["fwd"],
-        bwd=sums["bwd"] if BWD_END in kinds else None,
-        opt=sums["opt"] if OPT_START in kinds else None,
-        rest=sums["rest"],
+        data=sums[0] if clean_data else None,
+        fwd=sums[1],
+        bwd=sums[2] if BWD_END in kinds else None,
+        opt=sums[3] if OPT_START in kinds else None,
+        rest=sums[_REST],
     )
 
 
@@ -101,15 +105,14 @@ class StepTimeline:
         self.mark(STEP_END)
         marks, self._marks = self._marks, [self._marks[-1]]
         clean, self.eval_forward = not self.eval_forward, False
-        kinds = [kind for kind, _, _ in marks]
-        host_ms = [0.0] + [(marks[i][1] - marks[i - 1][1]) * 1000.0 for i in range(1, len(marks))]
-        host = split(kinds, host_ms, "host", clean)
-        events = [event for _, _, event in marks]
-        with_events = all(event is not None for event in events)
+        kinds, times, events = zip(*marks, strict=True)
+        host_ms = [0.0, *((b - a) * 1000.0 for a, b in pairwise(times))]
+        host = split(list(kinds), host_ms, "host", clean)
+        with_events = None not in events
         if not with_events:
-            self.recycle(events[:-1])
+            self.recycle(list(events[:-1]))
         return PendingStep(
-            kinds, events if with_events else None, host, clean, host.data if clean else None
+            list(kinds), list(events) if with_events else None, host, clean, host.data
         )
 
     def ready(self, pending: PendingStep) -> bool:
