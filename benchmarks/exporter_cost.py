@@ -20,6 +20,8 @@ import urllib.request
 
 import psutil
 
+from gputop_train import events
+
 RANKS, GPUS, STEPS_PER_S, GPU_HZ, HISTORY_S = 8, 8, 20, 10, 600
 
 
@@ -34,29 +36,33 @@ def serve() -> None:
     session = Session(command=("torchrun", "train.py"), started_at=now - HISTORY_S)
     for rank in range(RANKS):
         pid = 1000 + rank
-        session.process_hello(pid, {"rank": rank, "local_rank": rank, "host": "node"})
+        session.apply(
+            events.ProcessHello.of(pid, {"rank": rank, "local_rank": rank, "host": "node"})
+        )
         rows = []
         for i in range(1, HISTORY_S * STEPS_PER_S + 1):
             t = now - HISTORY_S + i / STEPS_PER_S
             rows.append([i, t, 50.0, 2.0 + rank, 256, 1, 45.0, 2**33, 2**34, 2**35])
-        session.add_step_rows(pid, rows)
+        session.apply(events.StepRows(pid, rows))
     for tick in range(HISTORY_S * GPU_HZ):
         t = now - HISTORY_S + tick / GPU_HZ
-        session.add_gpu_samples(
-            tuple(
-                GpuSample(
-                    index,
-                    t,
-                    "NVIDIA H100",
-                    97.0,
-                    40.0,
-                    2**35,
-                    2**36,
-                    650.0,
-                    sm_active_pct=80.0,
-                    tensor_active_pct=30.0,
+        session.apply(
+            events.GpuSampled(
+                tuple(
+                    GpuSample(
+                        index,
+                        t,
+                        "NVIDIA H100",
+                        97.0,
+                        40.0,
+                        2**35,
+                        2**36,
+                        650.0,
+                        sm_active_pct=80.0,
+                        tensor_active_pct=30.0,
+                    )
+                    for index in range(GPUS)
                 )
-                for index in range(GPUS)
             )
         )
     exporter = serve_metrics("127.0.0.1:0", lambda: view_of(session.snapshot()), "train")

@@ -10,6 +10,7 @@ import sys
 import threading
 from typing import Any, TextIO
 
+from . import events
 from . import format as fmt
 from .job import Job
 from .job.log import LogTail
@@ -231,7 +232,7 @@ def run_headless(
     echo = log is not None
 
     def forward_interrupt(signum: int, frame: Any) -> None:
-        session.note_stop("Ctrl+C")
+        session.apply(events.StopAsked("Ctrl+C"))
         sent = job.interrupt()
         firmer = {"SIGINT": "; Ctrl+C again sends SIGTERM", "SIGTERM": "; again: SIGKILL"}
         with contextlib.suppress(OSError):
@@ -267,13 +268,13 @@ def run_headless(
     except ReaderGone as gone:
         _silence(out)
         if gone.pipe and job.owned:  # the pipeline is over: so is the job, as with Ctrl+C
-            session.note_stop("the output pipe was closed")
+            session.apply(events.StopAsked("the output pipe was closed"))
             job.stop()
             stop_waiting.wait(30.0)
     if ended:
         monitor.drain(DRAIN_S)
         copy_output()
-        session.job_ended(ended[0])
+        session.apply(events.JobEnded(ended[0]))
         monitor.forget_sockets()
     monitor.stop()
     final = view_of(

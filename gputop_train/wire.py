@@ -17,8 +17,12 @@ import math
 import os
 import stat
 import tempfile
+import types
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, TypeVar, Union
 
 VERSION = 1
 
@@ -39,6 +43,11 @@ MEMORY_AUDIT = "memory_audit"  # parameters, gradients, optimizer state, allocat
 # Monitor -> hook.
 SET_KNOB = "set_knob"  # change one knob at the next step boundary
 SCAN_SYNCS = "scan_syncs"  # run a sync scan on the next step
+
+# How often the hook sends what is new (steps, facts, notices): one frame per redraw of the
+# TUI is all a screen can show; the figures are sums of rows, so a batch loses nothing. The
+# TUI's default --refresh is this period.
+SEND_PERIOD_S = 0.5
 
 # -- the environment the launcher gives the job ---------------------------------------------
 # hook/boot/sitecustomize.py reads HOOK_ENV and PKG_ROOT_ENV by their values: it runs before
@@ -81,10 +90,10 @@ COLUMN: dict[str, int] = {name: index for index, name in enumerate(STEP_FIELDS)}
 
 KNOB_KINDS = ("bool", "int", "choice")
 KnobValue = bool | int | str  # what a knob holds: a switch, a number, or a choice
-Frame = dict[str, Any]  # one decoded frame: JSON, to be checked field by field
+KnobSpec = dict[str, Any]  # a knob as declared (Knob.describe()): checked field by field
 
 
-def validate_knob(spec: Frame, value: object) -> KnobValue:
+def validate_knob(spec: KnobSpec, value: object) -> KnobValue:
     """``value`` as the knob takes it, or ValueError saying why not. Strict: a JSON true/false
     for a switch, a whole number within bounds for a number (never a bool, a float or a
     string), one of the choices (of the same type) for a choice. Both sides check with it."""
@@ -111,7 +120,7 @@ def validate_knob(spec: Frame, value: object) -> KnobValue:
     raise ValueError(f"unknown knob kind {shown(kind)}")
 
 
-def parse_knob(spec: Frame, text: object) -> KnobValue:
+def parse_knob(spec: KnobSpec, text: object) -> KnobValue:
     """A value a person typed (TUI, --schedule, --try) as the knob takes it: "16" for a
     number, "on"/"off"/"true"/"false" for a switch; then ``validate_knob``."""
     if not isinstance(text, str):
@@ -314,3 +323,303 @@ def _check_socket_length(path: Path) -> None:
 def socket_path(pid: int, directory: Path | None = None) -> Path:
     """Where the hook of process ``pid`` listens."""
     return (directory or runtime_dir(create=False)) / f"{pid}.sock"
+
+
+# -- frames: one class per type, with encode and a checking decode ----------------------------
+
+
+class MalformedFrame(ValueError):
+    """A frame whose fields are not of their declared types (counted and dropped)."""
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One frame. ``TYPE`` is its ``"type"``; the fields are its keys. Fields a newer peer
+    adds are ignored on decode; a field left out takes its default (None: not known)."""
+
+    TYPE: ClassVar[str] = ""
+    ABSENT_WHEN_NONE: ClassVar[tuple[str, ...]] = ()  # keys left out, not sent as null
+
+    def fields(self) -> dict[str, Any]:
+        """The frame's keys and values (as ``latest`` holds them, with ``type``)."""
+        return {"type": self.TYPE, **self._body()}
+
+    def encode(self) -> bytes:
+        """The frame on the wire, newline-terminated."""
+        return encode(self.TYPE, **self._body())
+
+    def _body(self) -> dict[str, Any]:
+        body = {f.name: getattr(self, f.name) for f in fields(self)}
+        for name in self.ABSENT_WHEN_NONE:
+            if body[name] is None:
+                del body[name]
+        return body
+
+    @classmethod
+    def decode(cls: type[F], raw: dict[str, Any]) -> F:
+        """The frame a decoded JSON object holds, every field checked (MalformedFrame)."""
+        hints = _frame_hints(cls)
+        values = {
+            f.name: checked(raw[f.name], hints[f.name], f.name)
+            for f in fields(cls)
+            if f.name in raw
+        }
+        try:
+            return cls(**values)
+        except TypeError as error:  # a required field missing
+            raise MalformedFrame(f"{cls.TYPE}: {error}") from None
+
+
+F = TypeVar("F", bound=Frame)
+FRAMES: dict[str, type[Frame]] = {}  # "type" -> class: every frame of the protocol
+
+
+def frame(frame_type: str) -> Callable[[type[F]], type[F]]:
+    """Register a frame class under its ``"type"`` (documented in docs/protocol.md)."""
+
+    def register(cls: type[F]) -> type[F]:
+        if frame_type in FRAMES:
+            raise ValueError(f"frame type {frame_type!r} registered twice")
+        cls.TYPE = frame_type
+        FRAMES[frame_type] = cls
+        return cls
+
+    return register
+
+
+def decode_frame(raw: dict[str, Any]) -> Frame | None:
+    """The typed frame of a decoded JSON object (FrameDecoder's output); None for an unknown
+    type or a field of the wrong type: the caller counts it as malformed."""
+    cls = FRAMES.get(raw.get("type"))  # type: ignore[arg-type]
+    if cls is None:
+        return None
+    try:
+        return cls.decode(raw)
+    except (MalformedFrame, TypeError, ValueError):
+        return None
+
+
+# Hook -> monitor.
+
+
+@frame(HELLO)
+@dataclass(frozen=True)
+class Hello(Frame):
+    """Who the process is, what it declared, and what a monitor that comes late missed."""
+
+    pid: int
+    ppid: int | None = None
+    host: str | None = None
+    argv: list[str] | None = None
+    python: str | None = None
+    torch: str | None = None
+    rank: int | None = None
+    local_rank: int | None = None
+    world_size: int | None = None
+    started_at: float | None = None
+    step_fields: list[str] | None = None
+    step: int | None = None  # steps so far
+    knobs: list[dict[str, Any]] | None = None
+    knob_history: list[dict[str, Any]] | None = None  # knob_applied fields, oldest first
+    latest: list[dict[str, Any]] | None = None  # the latest fact frames, with their "type"
+
+
+@frame(STEPS)
+@dataclass(frozen=True)
+class Steps(Frame):
+    """A batch of step rows, columns named by STEP_FIELDS (each row checked by the reader)."""
+
+    pid: int
+    rows: list[Any]
+
+    @staticmethod
+    def encode_rows(pid: int, encoded_rows: list[bytes]) -> bytes:
+        """The fast path: a frame of rows already encoded once by ``encode_row``."""
+        return encode_steps(pid, encoded_rows)
+
+
+@frame(NOTICE)
+@dataclass(frozen=True)
+class Notice(Frame):
+    text: str
+    pid: int | None = None
+
+
+@frame(BYE)
+@dataclass(frozen=True)
+class Bye(Frame):
+    pid: int
+
+
+@frame(KNOBS)
+@dataclass(frozen=True)
+class Knobs(Frame):
+    knobs: list[dict[str, Any]]  # each a Knob.describe(): name, kind, value, help, ...
+
+
+@frame(KNOB_APPLIED)
+@dataclass(frozen=True)
+class KnobApplied(Frame):
+    """The outcome of a change. ``id`` and ``name`` are echoed as sent (cut short)."""
+
+    name: Any
+    value: Any
+    ok: bool
+    previous: Any = None
+    error: str | None = None
+    step: int | None = None  # the boundary it applied at; None for a refusal
+    reverted: bool = False
+    t: float | None = None
+    id: Any = None
+    seq: int | None = None  # absent on a refusal
+
+    ABSENT_WHEN_NONE: ClassVar[tuple[str, ...]] = ("seq",)
+
+
+@frame(LOADER)
+@dataclass(frozen=True)
+class Loader(Frame):
+    num_workers: int | None = None
+    pin_memory: bool | None = None
+    persistent_workers: bool | None = None
+    batch_size: int | None = None
+    dtype: str | None = None
+    shape: list[int] | None = None
+    bytes: int | None = None
+    pinned: bool | None = None
+
+
+@frame(SYNCS)
+@dataclass(frozen=True)
+class Syncs(Frame):
+    count: int
+    sites: list[dict[str, Any]]
+    step: int | None = None
+
+
+@frame(FLOPS)
+@dataclass(frozen=True)
+class Flops(Frame):
+    flops: int | None
+    samples: int | None = None
+    step: int | None = None
+
+
+@frame(MODEL)
+@dataclass(frozen=True)
+class Model(Frame):
+    step: int | None = None
+    cuda: bool | None = None
+    capability: list[int] | None = None
+    autocast: str | None = None
+    param_dtype: str | None = None
+    tf32_matmul: bool | None = None
+    tf32_cudnn: bool | None = None
+    channels_last: bool | None = None
+    compiled: bool | None = None
+
+
+@frame(STEP_PARTS)
+@dataclass(frozen=True)
+class StepParts(Frame):
+    """The module whose training forwards are counted and timed, or why none is (then
+    samples and tokens from the forward and the step's parts read N/A; docs/steps.md)."""
+
+    step: int | None = None
+    model: str | None = None
+    reason: str | None = None
+
+
+@frame(MEMORY_AUDIT)
+@dataclass(frozen=True)
+class MemoryAudit(Frame):
+    """What GPU memory holds (bytes), from the optimizer's tensors and the allocator's
+    statistics (hook/memory_audit.py)."""
+
+    step: int | None = None
+    params_bytes: int | None = None
+    grads_bytes: int | None = None
+    optimizer_bytes: int | None = None
+    allocated_peak: int | None = None
+    reserved_peak: int | None = None
+    allocated: int | None = None
+    reserved: int | None = None
+    alloc_retries: int | None = None
+    ooms: int | None = None
+    device_total: int | None = None
+
+
+# Monitor -> hook.
+
+
+@frame(SET_KNOB)
+@dataclass(frozen=True)
+class SetKnob(Frame):
+    id: Any
+    name: Any
+    value: Any
+
+
+@frame(SCAN_SYNCS)
+@dataclass(frozen=True)
+class ScanSyncs(Frame):
+    pass
+
+
+# -- checking a decoded value against its declared type ----------------------------------------
+
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def _frame_hints(cls: type) -> dict[str, Any]:
+    if cls not in _HINTS:
+        _HINTS[cls] = typing.get_type_hints(cls)
+    return _HINTS[cls]
+
+
+def checked(value: Any, hint: Any, name: str) -> Any:
+    """``value`` if it is of type ``hint``, else TypeError naming the field. Strict as JSON
+    is: a bool is no number, a number is finite; a list item is checked to its type; a
+    ``tuple[X, ...]`` hint takes a JSON list and returns a tuple."""
+    origin = typing.get_origin(hint)
+    if hint is Any:
+        return value
+    if origin in (Union, types.UnionType):
+        options = typing.get_args(hint)
+        if value is None and type(None) in options:
+            return None
+        for option in options:
+            if option is not type(None):
+                try:
+                    return checked(value, option, name)
+                except TypeError:
+                    continue
+        raise TypeError(f"{name} is not {hint}")
+    if hint is bool:
+        ok = type(value) is bool
+    elif hint is int:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif hint is float:
+        ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    elif hint is str:
+        ok = isinstance(value, str)
+    elif hint is dict or origin is dict:
+        ok = isinstance(value, dict)
+    elif hint is list or origin is list:
+        if not isinstance(value, list):
+            raise TypeError(f"{name} is not a list")
+        item = (typing.get_args(hint) or (Any,))[0]
+        if item is not Any:
+            for entry in value:
+                checked(entry, item, name)
+        return value
+    elif origin is tuple:
+        if not isinstance(value, list | tuple):
+            raise TypeError(f"{name} is not a list")
+        item = typing.get_args(hint)[0]
+        return tuple(checked(entry, item, name) for entry in value)
+    else:
+        raise TypeError(f"{name}: no check for {hint}")
+    if not ok:
+        raise TypeError(f"{name} is not {getattr(hint, '__name__', hint)}")
+    return value

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from gputop_train import events
 from gputop_train.advise.rules import Change, Finding
 from gputop_train.autopilot.pilot import MIN_TRIAL_S, Pilot
 from gputop_train.autopilot.plan import Candidate, candidates, concrete_value, resolve
@@ -40,8 +41,8 @@ class SimulatedJob:
     ) -> None:
         self.clock = FixedClock(1_000_000.0)
         self.session = Session(command=("python", "train.py"), clock=self.clock)
-        self.session.process_hello(PID, {"rank": None, "argv": ["train.py"]})
-        self.session.set_knobs(PID, KNOBS)
+        self.session.apply(events.ProcessHello.of(PID, {"rank": None, "argv": ["train.py"]}))
+        self.session.apply(events.KnobsDeclared(PID, KNOBS))
         self.config = {k["name"]: k["value"] for k in KNOBS}
         self._step_ms, self._oom = step_ms, oom
         self._queue: list[tuple[str, Any]] = []
@@ -51,7 +52,7 @@ class SimulatedJob:
     def request(self, name: str, value: Any) -> str | None:
         spec = next(k for k in KNOBS if k["name"] == name)
         value = parse_knob(spec, value)
-        self.session.knob_requested(name, value)
+        self.session.apply(events.KnobRequested(name, value))
         self._queue.append((name, value))
         return None
 
@@ -65,7 +66,7 @@ class SimulatedJob:
         self.clock.now += step_ms / 1000.0
         self._step += 1
         row = [self._step, self.clock.now, step_ms, 0.0, 32, 1, None, None, None, None]
-        self.session.add_step_rows(PID, [row])
+        self.session.apply(events.StepRows(PID, [row]))
         if self._oom(self.config) and self._failed_config is None:
             self._failed_config = dict(self.config)
             self._revert_last()
@@ -91,7 +92,7 @@ class SimulatedJob:
         self._seq += 1
         frame = {"seq": self._seq, "name": name, "value": value, "previous": previous}
         frame.update(ok=ok, step=self._step, t=self.clock.now, **extra)
-        self.session.knob_outcome(PID, frame)
+        self.session.apply(events.KnobOutcome.of(PID, frame))
 
 
 def scripted(*changes: Change) -> Callable[[Any], list[Finding]]:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from gputop_train import events
 from gputop_train.advise.rules import findings
 from gputop_train.collect.fake import FakeGpu, FakeNvml
 from gputop_train.job.launched import hook_environment
@@ -106,7 +107,7 @@ def monitored_headline(script: str, *args: str, seconds: float = 25.0) -> list:
     try:
         job.wait(timeout=seconds + 60)
         monitor.drain(3.0)
-        session.job_ended(job.returncode)
+        session.apply(events.JobEnded(job.returncode))
     finally:
         monitor.stop()
         if job.poll() is None:

@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gputop_train import wire
+from gputop_train import events, wire
 from gputop_train.job.launched import start_job
 from gputop_train.job.relay import relay
 from gputop_train.record import reader
@@ -326,15 +326,17 @@ def test_the_reader_and_replay_take_any_lines(tmp_path: Path, lines: list[str]) 
 
 
 def test_a_phase_event_records_the_phase_that_changed_not_the_whole_list() -> None:
-    events: list[tuple[str, dict[str, Any]]] = []
+    recorded: list[tuple[str, dict[str, Any]]] = []
     session = Session()
-    session.listener = lambda kind, payload: events.append((kind, payload))
-    session.process_hello(1, {"type": "hello", "pid": 1, "argv": ["x"]})
-    session.set_knobs(1, [{"name": "w", "kind": "int", "value": 0, "min": 0, "max": 9}])
+    session.listener = lambda item: recorded.append(events.encode(item))
+    session.apply(events.ProcessHello.of(1, {"type": "hello", "pid": 1, "argv": ["x"]}))
+    session.apply(
+        events.KnobsDeclared(1, [{"name": "w", "kind": "int", "value": 0, "min": 0, "max": 9}])
+    )
     for n in range(1, 2001):
         outcome = {"seq": n, "name": "w", "ok": True, "value": n % 2, "previous": (n + 1) % 2}
-        session.knob_outcome(1, {**outcome, "step": n * 10, "t": float(n)})
-    phases = [payload for kind, payload in events if kind == "phase"]
+        session.apply(events.KnobOutcome.of(1, {**outcome, "step": n * 10, "t": float(n)}))
+    phases = [payload for kind, payload in recorded if kind == "phase"]
     assert len(phases) == 2000
     assert all(set(p) == {"phase"} for p in phases)
     assert sum(len(json.dumps(p)) for p in phases) < 2000 * 400  # linear, not quadratic

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from textual.widgets import RichLog
 
-from gputop_train import wire
+from gputop_train import events, wire
 from gputop_train.collect.fake import FakeProcess, FakePsutil
 from gputop_train.collect.procs import ProcessSampler
 from gputop_train.collect.stacks import StackSampler
@@ -111,8 +111,8 @@ async def test_the_command_palettes_quit_asks_too() -> None:
 async def test_a_failed_run_keeps_its_figures_its_outcome_and_its_error() -> None:
     session = scripted_session()
     clock = session.clock
-    session.job_ended(1, ("Traceback (most recent call last):", "ValueError: boom"))
-    session.set_processes(())  # the job's tree is gone
+    session.apply(events.JobEnded(1, ("Traceback (most recent call last):", "ValueError: boom")))
+    session.apply(events.ProcsSampled(()))  # the job's tree is gone
     clock.now += 60.0  # type: ignore[attr-defined]
     app = GputopApp(session.snapshot, job_pid=JOB_PID, auto_refresh=False)
     async with app.run_test(size=(100, 30)):
@@ -162,14 +162,14 @@ async def test_w_shows_its_new_window_in_the_chart_titles_at_80_columns() -> Non
 
 def test_a_hooked_loop_without_optimizer_steps_says_so() -> None:
     session = Session(command=("train.py",))
-    session.process_hello(7, {"rank": None})
+    session.apply(events.ProcessHello.of(7, {"rank": None}))
     note = session.snapshot().activity_note
     assert note is not None and "no optimizer.step()" in note
 
 
 def test_a_job_that_fails_before_training_says_so_not_was_torch_imported() -> None:
     session = Session(command=("train.py",))
-    session.job_ended(1, ('  File "train.py", line 3', "SyntaxError: invalid syntax"))
+    session.apply(events.JobEnded(1, ('  File "train.py", line 3', "SyntaxError: invalid syntax")))
     from gputop_train.headless import summary_text
 
     text = summary_text(view_of(session.snapshot(with_phases=True)))
@@ -257,9 +257,9 @@ def test_a_run_stopped_on_purpose_replays_as_stopped_not_failed(tmp_path: Path) 
 
     session = Session(command=("train.py",))
     recorder = Recorder(tmp_path / "r.jsonl", {"command": ["train.py"]})
-    session.listener = recorder.record
-    session.note_stop("stopped from the monitor")
-    session.job_ended(130)
+    session.listener = recorder.record_event
+    session.apply(events.StopAsked("stopped from the monitor"))
+    session.apply(events.JobEnded(130))
     recorder.close()
     snap = replay_all(read(tmp_path / "r.jsonl")).snapshot()
     assert not snap.job.failed and "stopped (exit 130)" in panels.header(snap, 1, False, "").plain
@@ -286,8 +286,8 @@ def test_a_sync_scan_says_when_there_is_nothing_to_scan() -> None:
     session = Session(command=("train.py",))
     monitor = Monitor(session, 1, samplers=[])
     assert "need the hook" in monitor.scan_syncs()
-    session.process_hello(7, {"rank": None})
-    session.add_fact(7, {"type": "model", "cuda": False})
+    session.apply(events.ProcessHello.of(7, {"rank": None}))
+    session.apply(events.FactSeen(7, {"type": "model", "cuda": False}))
     assert "on the CPU" in monitor.scan_syncs()
 
 
@@ -355,7 +355,7 @@ def test_the_process_table_shows_an_ended_tree_as_ended() -> None:
     session = Session(command=("train.py",))
     table = FakePsutil([FakeProcess(JOB_PID, 1, "python3", cpu=50.0)])
     sampler = ProcessSampler(JOB_PID, session.hooked_pids, table)
-    session.set_processes(sampler.sample())
+    session.apply(events.ProcsSampled(sampler.sample()))
     table.processes.clear()
-    session.set_processes(sampler.sample())
+    session.apply(events.ProcsSampled(sampler.sample()))
     assert [p.status for p in session.snapshot().processes] == ["ended"]

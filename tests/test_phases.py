@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from gputop_train import events
 from gputop_train.session.model import Session
 from gputop_train.session.phases import WARMUP_S, WARMUP_STEPS, Phase, PhaseTable, split_warmup
 from gputop_train.session.steps import Step
@@ -22,8 +23,10 @@ def steps_of(first: int, count: int, step_ms: float, t0: float, samples: int = 1
 
 def session_with_knob() -> Session:
     session = Session(clock=lambda: 10_000.0, started_at=9_000.0)
-    session.process_hello(PID, {"rank": 0})
-    session.set_knobs(PID, [{"name": "num_workers", "kind": "int", "value": 0, "min": 0}])
+    session.apply(events.ProcessHello.of(PID, {"rank": 0}))
+    session.apply(
+        events.KnobsDeclared(PID, [{"name": "num_workers", "kind": "int", "value": 0, "min": 0}])
+    )
     return session
 
 
@@ -45,12 +48,21 @@ def test_warmup_is_the_first_steps_and_the_first_seconds() -> None:
 
 def test_an_acknowledged_change_opens_a_phase_with_its_own_figures() -> None:
     session = session_with_knob()
-    session.add_step_rows(PID, steps_of(1, 50, step_ms=100.0, t0=9_000.0))
-    session.knob_outcome(
-        PID,
-        {"name": "num_workers", "ok": True, "value": 8, "previous": 0, "step": 50, "t": 9_005.0},
+    session.apply(events.StepRows(PID, steps_of(1, 50, step_ms=100.0, t0=9_000.0)))
+    session.apply(
+        events.KnobOutcome.of(
+            PID,
+            {
+                "name": "num_workers",
+                "ok": True,
+                "value": 8,
+                "previous": 0,
+                "step": 50,
+                "t": 9_005.0,
+            },
+        )
     )
-    session.add_step_rows(PID, steps_of(51, 200, step_ms=25.0, t0=9_005.0))
+    session.apply(events.StepRows(PID, steps_of(51, 200, step_ms=25.0, t0=9_005.0)))
     first, second = session.snapshot(with_phases=True).phases
     assert second.phase.change == "num_workers=8" and second.phase.first_step == 51
     assert first.samples_per_s == pytest.approx(100.0)
@@ -61,10 +73,12 @@ def test_an_acknowledged_change_opens_a_phase_with_its_own_figures() -> None:
 
 def test_a_refused_change_opens_no_phase_and_keeps_the_error() -> None:
     session = session_with_knob()
-    session.knob_requested("num_workers", 99)
+    session.apply(events.KnobRequested("num_workers", 99))
     assert session.knob("num_workers").pending == 99
-    session.knob_outcome(
-        PID, {"name": "num_workers", "ok": False, "value": 0, "error": "too many", "step": None}
+    session.apply(
+        events.KnobOutcome.of(
+            PID, {"name": "num_workers", "ok": False, "value": 0, "error": "too many", "step": None}
+        )
     )
     snap = session.snapshot(with_phases=True)
     assert len(snap.phases) == 1
@@ -73,19 +87,23 @@ def test_a_refused_change_opens_no_phase_and_keeps_the_error() -> None:
 
 def test_a_reverted_change_marks_its_phase_failed_and_opens_the_restored_one() -> None:
     session = session_with_knob()
-    session.knob_outcome(
-        PID, {"name": "num_workers", "ok": True, "value": 64, "previous": 0, "step": 10}
+    session.apply(
+        events.KnobOutcome.of(
+            PID, {"name": "num_workers", "ok": True, "value": 64, "previous": 0, "step": 10}
+        )
     )
-    session.knob_outcome(
-        PID,
-        {
-            "name": "num_workers",
-            "ok": False,
-            "reverted": True,
-            "value": 0,
-            "error": "OOM",
-            "step": 11,
-        },
+    session.apply(
+        events.KnobOutcome.of(
+            PID,
+            {
+                "name": "num_workers",
+                "ok": False,
+                "reverted": True,
+                "value": 0,
+                "error": "OOM",
+                "step": 11,
+            },
+        )
     )
     phases = [row.phase for row in session.snapshot(with_phases=True).phases]
     assert phases[1].failed == "OOM"
@@ -96,9 +114,9 @@ def test_a_phase_counts_the_samples_of_every_rank() -> None:
     # Seen on two H200s: the phase table showed one rank's samples/s, the status line both.
     session = session_with_knob()
     rank1 = PID + 1
-    session.process_hello(rank1, {"rank": 1})
-    session.add_step_rows(PID, steps_of(1, 100, step_ms=100.0, t0=9_000.0))
-    session.add_step_rows(rank1, steps_of(1, 100, step_ms=100.0, t0=9_000.0))
+    session.apply(events.ProcessHello.of(rank1, {"rank": 1}))
+    session.apply(events.StepRows(PID, steps_of(1, 100, step_ms=100.0, t0=9_000.0)))
+    session.apply(events.StepRows(rank1, steps_of(1, 100, step_ms=100.0, t0=9_000.0)))
     (phase,) = session.snapshot(with_phases=True).phases
     assert phase.samples_per_s == pytest.approx(2 * 100.0)  # 10 samples per 100 ms, two ranks
     assert phase.steps == 100 - phase.warmup_steps  # steps are rank 0's
@@ -129,11 +147,14 @@ def test_a_closed_phases_row_waits_for_its_last_step_however_late_it_arrives() -
     # step with new workers). The kept row must count it.
     session = session_with_knob()
     rows = steps_of(1, 60, step_ms=100.0, t0=9_000.0)
-    session.add_step_rows(PID, rows[:-1])  # step 60 still waits for its CUDA events
-    session.knob_outcome(
-        PID, {"seq": 1, "name": "num_workers", "ok": True, "value": 8, "previous": 0, "step": 60}
+    session.apply(events.StepRows(PID, rows[:-1]))  # step 60 still waits for its CUDA events
+    session.apply(
+        events.KnobOutcome.of(
+            PID,
+            {"seq": 1, "name": "num_workers", "ok": True, "value": 8, "previous": 0, "step": 60},
+        )
     )
     early = session.snapshot(with_phases=True).phases[0]
-    session.add_step_rows(PID, [rows[-1], *steps_of(61, 5, step_ms=50.0, t0=9_006.0)])
+    session.apply(events.StepRows(PID, [rows[-1], *steps_of(61, 5, step_ms=50.0, t0=9_006.0)]))
     late = session.snapshot(with_phases=True).phases[0]
     assert late.steps == early.steps + 1

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from gputop_train import events
 from gputop_train.advise import rules
 from gputop_train.headless import rank_lines
 from gputop_train.samples import GpuProcess, GpuSample
@@ -73,15 +74,17 @@ def _two_rank_session() -> Session:
     session = Session(command=("torchrun", "train.py"), clock=lambda: now[0], started_at=990.0)
     for pid, rank_index, wait_ms in ((11, 0, 1.0), (12, 1, 30.0)):
         hello = {"rank": rank_index, "local_rank": rank_index, "host": "node", "argv": ["t.py"]}
-        session.process_hello(pid, hello)
+        session.apply(events.ProcessHello.of(pid, hello))
         rows = [
             [i, 990.0 + i * 0.05, 50.0, wait_ms, 8, 1, None, None, None, None] for i in range(1, 61)
         ]
-        session.add_step_rows(pid, rows)
-    session.add_gpu_samples(  # each rank on its own GPU, as NVML lists their processes
-        tuple(
-            GpuSample(index, 1000.0, processes=(GpuProcess(pid, 2 << 30, 80.0),))
-            for index, pid in enumerate((11, 12))
+        session.apply(events.StepRows(pid, rows))
+    session.apply(
+        events.GpuSampled(  # each rank on its own GPU, as NVML lists their processes
+            tuple(
+                GpuSample(index, 1000.0, processes=(GpuProcess(pid, 2 << 30, 80.0),))
+                for index, pid in enumerate((11, 12))
+            )
         )
     )
     return session
@@ -103,10 +106,12 @@ def test_the_process_table_names_the_gpu_each_rank_runs_on() -> None:
     from gputop_train.tui.panels.text import process_table
 
     session = _two_rank_session()
-    session.set_processes(
-        tuple(
-            ProcSample(pid, 1, "python3", "main", 99.0, 1 << 30, 0.0, 0.0, "running")
-            for pid in (11, 12)
+    session.apply(
+        events.ProcsSampled(
+            tuple(
+                ProcSample(pid, 1, "python3", "main", 99.0, 1 << 30, 0.0, 0.0, "running")
+                for pid in (11, 12)
+            )
         )
     )
     lines = process_table(session.snapshot(window_s=30.0), width=80).plain.splitlines()
@@ -205,13 +210,17 @@ def test_with_more_ranks_than_rows_the_straggler_is_among_those_shown() -> None:
     session = Session(command=("torchrun", "train.py"), clock=lambda: now[0], started_at=990.0)
     for index in range(8):
         pid, wait_ms = 20 + index, 30.0 if index == 6 else 1.0 + index / 10
-        session.process_hello(pid, {"rank": index, "local_rank": index, "host": "node"})
-        session.add_step_rows(
-            pid,
-            [
-                [i, 990.0 + i * 0.05, 50.0, wait_ms, 8, 1, None, None, None, None]
-                for i in range(1, 61)
-            ],
+        session.apply(
+            events.ProcessHello.of(pid, {"rank": index, "local_rank": index, "host": "node"})
+        )
+        session.apply(
+            events.StepRows(
+                pid,
+                [
+                    [i, 990.0 + i * 0.05, 50.0, wait_ms, 8, 1, None, None, None, None]
+                    for i in range(1, 61)
+                ],
+            )
         )
     lines = steps_panel(view_of(session.snapshot(window_s=30.0))).plain.splitlines()
     header = next(i for i, line in enumerate(lines) if line.split()[:1] == ["rank"])

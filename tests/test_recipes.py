@@ -1,24 +1,28 @@
-"""The recipes of docs/architecture.md, each exercised end to end: a sampler, a rule and a panel,
-each registered in one place; and the two defects the structure hid."""
+"""The recipes of docs/architecture.md, each exercised end to end: a sampler, a fact, a rule and
+a panel, each registered in one place; and the two defects the structure hid."""
 
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
 from rich.text import Text
 from textual.widgets import RichLog
 
+from gputop_train import events, wire
 from gputop_train.advise import rules
 from gputop_train.collect.base import CHEAP, Sink
 from gputop_train.collect.fake import FakeGpu, FakeNvml, FakeProcess, FakePsutil
+from gputop_train.monitor.hook_client import HookClient, _Connection
 from gputop_train.monitor.monitor import Monitor, default_samplers
 from gputop_train.record.reader import read, replay_all
 from gputop_train.record.recorder import Recorder
+from gputop_train.session import model
 from gputop_train.session.model import Session
 from gputop_train.tui import layout
 from gputop_train.tui.app import GputopApp
@@ -45,7 +49,7 @@ class DiskSampler:
 
     def sample(self, sink: Sink, stop: threading.Event) -> None:
         self.taken += 1
-        sink.add_reading("disk", {"free_bytes": 1000 - self.taken})
+        sink.apply(events.ReadingTaken("disk", {"free_bytes": 1000 - self.taken}))
 
     def close(self) -> None:
         pass
@@ -54,7 +58,7 @@ class DiskSampler:
 def test_a_new_sampler_is_one_class_and_one_line(tmp_path: Path) -> None:
     session = Session(command=("train.py",))
     recorder = Recorder(tmp_path / "run.jsonl", {"command": ["train.py"]})
-    session.listener = recorder.record
+    session.listener = recorder.record_event
     table = FakePsutil([FakeProcess(JOB_PID, 1)])
     samplers = [*default_samplers(session, JOB_PID, FakeNvml([FakeGpu()]), table), DiskSampler()]
     monitor = Monitor(session, JOB_PID, samplers=samplers)
@@ -68,6 +72,57 @@ def test_a_new_sampler_is_one_class_and_one_line(tmp_path: Path) -> None:
     assert live["free_bytes"] < 1000
     replayed = replay_all(read(tmp_path / "run.jsonl")).snapshot().readings["disk"]
     assert replayed == live  # recorded, and replayed as it was
+
+
+# -- Add a fact: one frame class, one event class, one handler ------------------------------
+
+
+def test_a_new_fact_is_one_frame_one_event_and_one_handler(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The registries are copied first so that the toy's classes leave them as they were.
+    monkeypatch.setattr(wire, "FRAMES", dict(wire.FRAMES))
+    monkeypatch.setattr(events, "EVENTS", dict(events.EVENTS))
+    monkeypatch.setattr(events, "FROM_FRAME", dict(events.FROM_FRAME))
+
+    @wire.frame("tokens")  # 1. the frame (and its row in docs/protocol.md)
+    @dataclass(frozen=True)
+    class Tokens(wire.Frame):
+        step: int
+        tokens: int | None = None
+
+    @events.event("tokens", frame=Tokens)  # 2. the event the frame becomes
+    @dataclass(frozen=True)
+    class TokensCounted(events.Event):
+        pid: int
+        step: int
+        tokens: int | None = None
+
+    def on_tokens(session: Session, item: TokensCounted) -> None:  # 3. the session's handler
+        with session._lock:
+            session._readings["tokens"] = {"step": item.step, "tokens": item.tokens}
+
+    monkeypatch.setitem(model._HANDLERS, TokensCounted, on_tokens)
+
+    session = Session(command=("train.py",))
+    recorder = Recorder(tmp_path / "run.jsonl", {"command": ["train.py"]})
+    session.listener = recorder.record_event
+    client = HookClient(session, set, directory=tmp_path)
+    ours, theirs = socket.socketpair()
+    connection = _Connection(JOB_PID, ours)
+    sent = Tokens(step=12, tokens=4096).encode() + Tokens(step="13").encode()  # type: ignore[arg-type]
+    for raw in connection.decoder.feed(sent):
+        client._dispatch(connection, raw)
+    for sock in (ours, theirs):
+        sock.close()
+    client.close()
+    recorder.close()
+    live = session.snapshot()
+    assert live.readings["tokens"] == {"step": 12, "tokens": 4096}
+    assert live.dropped_frames == 1  # the frame whose step was a string
+    replayed = replay_all(read(tmp_path / "run.jsonl")).snapshot()
+    assert replayed.readings["tokens"] == live.readings["tokens"]
+    assert replayed.dropped_frames == 1
 
 
 # -- Add a rule: a function of an Observation, one entry in rules.RULES ----------------------
@@ -104,7 +159,7 @@ async def test_a_new_panel_is_one_class_and_one_line(monkeypatch: pytest.MonkeyP
 
     monkeypatch.setattr(layout, "TABS", [replace(overview, widgets=with_disk), *layout.TABS[1:]])
     session = scripted_session()
-    session.add_reading("disk", {"free_bytes": 42})
+    session.apply(events.ReadingTaken("disk", {"free_bytes": 42}))
     app = GputopApp(session.snapshot, job_pid=JOB_PID, auto_refresh=False)
     async with app.run_test(size=(100, 40)):
         assert app.query_one("#disk", LiveText).text.plain == "disk free 42 B"
@@ -118,7 +173,7 @@ async def test_the_newest_notice_reaches_the_log_after_five_hundred() -> None:
     app = GputopApp(session.snapshot, job_pid=JOB_PID, auto_refresh=False)
     async with app.run_test(size=(80, 24)) as pilot:
         for n in range(500):
-            session.add_notice(f"sampler error {n}")
+            session.apply(events.NoticeAdded(f"sampler error {n}"))
             if n % 50 == 0:
                 app.refresh_data()
         app.refresh_data()
@@ -132,8 +187,8 @@ async def test_the_newest_notice_reaches_the_log_after_five_hundred() -> None:
 def test_dropped_frames_are_recorded_and_replayed(tmp_path: Path) -> None:
     session = Session(command=("train.py",))
     recorder = Recorder(tmp_path / "run.jsonl", {"command": ["train.py"]})
-    session.listener = recorder.record
-    session.count_dropped(3)
+    session.listener = recorder.record_event
+    session.apply(events.FramesDropped(3))
     recorder.close()
     kinds = [json.loads(line)["kind"] for line in (tmp_path / "run.jsonl").open()]
     assert "dropped" in kinds

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from gputop_train import events
 from gputop_train.samples import GpuSample
 from gputop_train.session import stats
 from gputop_train.session.model import Session
@@ -69,14 +70,15 @@ def test_gpu_stats_average_utilization_and_keep_na() -> None:
 def test_snapshot_windows_recent_steps_and_ignores_resent_backlog() -> None:
     now = [2000.0]
     session = Session(clock=lambda: now[0])
-    session.process_hello(11, {"rank": 0, "argv": ["train.py"]})
+    session.apply(events.ProcessHello.of(11, {"rank": 0, "argv": ["train.py"]}))
     rows = [[n, 1990.0 + n, 100.0, 10.0, 8, 1, None, None, None, None] for n in range(1, 10)]
-    session.add_step_rows(11, rows)
-    session.add_step_rows(11, rows)  # a re-attach sends the ring again
+    session.apply(events.StepRows(11, rows))
+    session.apply(events.StepRows(11, rows))  # a re-attach sends the ring again
     snap = session.snapshot(window_s=5.0)
     assert snap.total_steps == 9
     assert snap.steps.steps == 4  # steps ending in the last 5 s: t = 1996..1999
-    assert session.add_step_rows(11, [["bad"], [10, 1.0, -5.0] + [None] * 7]) == 2
+    session.apply(events.StepRows(11, (["bad"], [10, 1.0, -5.0] + [None] * 7)))
+    assert session.snapshot().dropped_frames == 2  # malformed rows are counted, not kept
 
 
 def test_the_gpu_panel_reads_utilization_over_the_last_second() -> None:
@@ -85,7 +87,7 @@ def test_the_gpu_panel_reads_utilization_over_the_last_second() -> None:
     session = Session(clock=lambda: clock[0])
     for i, util in enumerate([90.0] * 9 + [0.0]):
         clock[0] = 1000.0 + i * 0.1
-        session.add_gpu_samples((GpuSample(0, clock[0], util_pct=util),))
+        session.apply(events.GpuSampled((GpuSample(0, clock[0], util_pct=util),)))
     snap = session.snapshot()
     assert snap.latest_gpus[0].util_pct == 0.0
     assert snap.recent_util_pct == pytest.approx((81.0,))

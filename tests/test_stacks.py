@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from gputop_train import events
 from gputop_train.advise.rules import findings
 from gputop_train.collect.stacks import (
     DATA_WAIT,
@@ -129,9 +130,9 @@ def shares(data_wait: float, window_s: float = 10.0) -> StackShares:
 def test_without_steps_the_advisor_reads_the_wait_from_the_samples() -> None:
     clock = [1000.0]
     session = Session(clock=lambda: clock[0])
-    events: list[tuple[str, dict]] = []
-    session.listener = lambda kind, payload: events.append((kind, payload))
-    session.set_stack_shares(shares(60.0))
+    recorded: list[tuple[str, dict]] = []
+    session.listener = lambda item: recorded.append(events.encode(item))
+    session.apply(events.StacksSampled(shares(60.0)))
     snap = session.snapshot()
     assert snap.stacks is not None and snap.observation is not None
     assert snap.observation.data_wait_source == "py-spy"
@@ -142,7 +143,7 @@ def test_without_steps_the_advisor_reads_the_wait_from_the_samples() -> None:
     assert "data wait" in panels.steps_panel(view_of(snap)).plain
     # The recording carries the window; a replay gets the same figures back.
     replayed = Session(clock=lambda: clock[0])
-    for kind, payload in events:
+    for kind, payload in recorded:
         apply(replayed, {"kind": kind, **payload})
     assert replayed.snapshot().steps.data_wait_pct == 60.0
 
@@ -150,7 +151,7 @@ def test_without_steps_the_advisor_reads_the_wait_from_the_samples() -> None:
 def test_an_old_window_is_not_the_live_figure() -> None:
     clock = [1000.0]
     session = Session(clock=lambda: clock[0])
-    session.set_stack_shares(shares(60.0))
+    session.apply(events.StacksSampled(shares(60.0)))
     clock[0] += 60.0  # py-spy stopped a minute ago
     assert session.snapshot().steps.data_wait_pct is None
 
@@ -158,6 +159,6 @@ def test_an_old_window_is_not_the_live_figure() -> None:
 def test_a_long_window_stays_the_live_figure_until_the_next_is_due() -> None:
     clock = [1000.0]
     session = Session(clock=lambda: clock[0])
-    session.set_stack_shares(shares(60.0, window_s=30.0))
+    session.apply(events.StacksSampled(shares(60.0, window_s=30.0)))
     clock[0] += 25.0  # the next 30 s window is not in yet
     assert session.snapshot().steps.data_wait_pct == 60.0

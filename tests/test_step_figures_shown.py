@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, generate_latest
 
+from gputop_train import events
 from gputop_train.export.prometheus import JobCollector
 from gputop_train.headless import status_line, summary_text
 from gputop_train.record.summary import markdown, summarize
@@ -36,19 +37,19 @@ def gpt_session(split: bool = True) -> Session:
     """A nanoGPT-style loop's minute: 100 ms steps of 8 x 1024 tokens, no DataLoader."""
     clock = FixedClock(NOW)
     session = Session(command=("python", "train.py"), clock=clock, started_at=NOW - 70.0)
-    session.process_hello(PID, {"rank": None, "argv": ["train.py"]})
+    session.apply(events.ProcessHello.of(PID, {"rank": None, "argv": ["train.py"]}))
     rows, t = [], NOW - 60.0
     for step in range(1, 500):
         t += 0.1
         parts = [10.0, 30.0, 50.0, 8.0, 2.0, "gpu"] if split else [None] * 6
         rows.append([step, t, 100.0, None, 8, 0, 95.0, None, None, None, 8 * 1024, 9.0, *parts])
-    session.add_step_rows(PID, rows)
+    session.apply(events.StepRows(PID, tuple(rows)))
     fact = {"type": "step_parts", "step": 1, "model": "GPT"}
     if not split:
         fact = {"type": "step_parts", "step": 1, "reason": "the model's forward took no tensor"}
-    session.add_fact(PID, fact)
-    session.add_fact(PID, AUDIT)
-    session.add_gpu_samples((GpuSample(0, NOW - 1.0, name="H100", util_pct=90.0),))
+    session.apply(events.FactSeen(PID, fact))
+    session.apply(events.FactSeen(PID, AUDIT))
+    session.apply(events.GpuSampled((GpuSample(0, NOW - 1.0, name="H100", util_pct=90.0),)))
     return session
 
 

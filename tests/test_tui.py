@@ -8,6 +8,7 @@ import pytest
 from rich.text import Text
 from textual.widgets import RichLog, TabbedContent
 
+from gputop_train import events
 from gputop_train.collect.fake import FakeGpu, FakeNvml, FakeProcess, FakePsutil
 from gputop_train.collect.nvml import NvmlSampler
 from gputop_train.collect.procs import ProcessSampler
@@ -69,7 +70,7 @@ async def test_once_a_second_panels_wait_for_every_second_tick() -> None:
 
     app = GputopApp(source, job_pid=JOB_PID, auto_refresh=False)
     async with app.run_test(size=(80, 24)) as pilot:
-        session.job_ended(0, ())
+        session.apply(events.JobEnded(0, ()))
         app._tick()  # a fast tick
         await pilot.pause()
         assert "running" in text_of(app, "#header")
@@ -121,7 +122,9 @@ async def test_a_failed_job_keeps_the_app_open_with_its_exit_code_and_stderr() -
     session = scripted_session()
     app = GputopApp(session.snapshot, job_pid=JOB_PID, auto_refresh=False)
     async with app.run_test(size=(80, 24)) as pilot:
-        session.job_ended(1, ("Traceback (most recent call last):", "ValueError: boom"))
+        session.apply(
+            events.JobEnded(1, ("Traceback (most recent call last):", "ValueError: boom"))
+        )
         app.refresh_data()
         await pilot.pause()
         assert "failed: exit 1" in text_of(app, "#header")
@@ -220,12 +223,16 @@ def test_ranks_and_gpus_of_a_torchrun_job_are_named() -> None:
     session = Session(command=("torchrun", "--nproc-per-node", "2", "train.py"))
     launcher, rank0, rank1 = 700, 701, 702
     for pid, rank in ((rank1, 1), (rank0, 0)):
-        session.process_hello(pid, {"rank": rank, "argv": ["train.py"]})
+        session.apply(events.ProcessHello.of(pid, {"rank": rank, "argv": ["train.py"]}))
     gpus = [FakeGpu(name="NVIDIA H200"), FakeGpu(name="NVIDIA H200")]
-    session.set_gpus(NvmlSampler(FakeNvml(gpus)).open())
+    session.apply(events.GpusFound(NvmlSampler(FakeNvml(gpus)).open()))
     table = [FakeProcess(launcher, 1, "pt_elastic")]
     table += [FakeProcess(pid, launcher, "python") for pid in (rank1, rank0)]
-    session.set_processes(ProcessSampler(launcher, session.hooked_pids, FakePsutil(table)).sample())
+    session.apply(
+        events.ProcsSampled(
+            ProcessSampler(launcher, session.hooked_pids, FakePsutil(table)).sample()
+        )
+    )
     snap = session.snapshot()
     assert "2× NVIDIA H200" in panels.header(snap, launcher, False, "1 min").plain
     lines = panels.process_table(snap).plain.splitlines()[1:]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from gputop_train import events
 from gputop_train.collect.fake import FakeGpu, FakeNvml, FakeProcess, FakePsutil
 from gputop_train.collect.nvml import NvmlSampler
 from gputop_train.collect.procs import ProcessSampler
@@ -48,10 +49,14 @@ def scripted_session(with_gpu: bool = True, recorder: Recorder | None = None) ->
     )
     if recorder is not None:  # record with the fake clock's times, as the monitor would live
         recorder._clock = clock
-        session.listener = recorder.record
+        session.listener = recorder.record_event
     session.cpu_count = 16  # the H100 box of the playbook's measurements
-    session.process_hello(JOB_PID, {"rank": None, "argv": ["demos/resnet.py"], "torch": "2.11"})
-    session.set_knobs(JOB_PID, KNOBS)
+    session.apply(
+        events.ProcessHello.of(
+            JOB_PID, {"rank": None, "argv": ["demos/resnet.py"], "torch": "2.11"}
+        )
+    )
+    session.apply(events.KnobsDeclared(JOB_PID, KNOBS))
     rows = []
     t = NOW - 120.0
     for step in range(1, 900):
@@ -61,20 +66,22 @@ def scripted_session(with_gpu: bool = True, recorder: Recorder | None = None) ->
         if t > NOW:
             break
         rows.append([step, t, step_ms, data_ms, 512, 1, step_ms * 0.7, None, None, None])
-    session.add_step_rows(JOB_PID, rows[:300])
-    session.knob_outcome(
-        JOB_PID,
-        {
-            "seq": 1,
-            "name": "input",
-            "ok": True,
-            "value": "uint8",
-            "previous": "float",
-            "step": 300,
-            "t": rows[299][1],
-        },
+    session.apply(events.StepRows(JOB_PID, rows[:300]))
+    session.apply(
+        events.KnobOutcome.of(
+            JOB_PID,
+            {
+                "seq": 1,
+                "name": "input",
+                "ok": True,
+                "value": "uint8",
+                "previous": "float",
+                "step": 300,
+                "t": rows[299][1],
+            },
+        )
     )
-    session.add_step_rows(JOB_PID, rows[300:])
+    session.apply(events.StepRows(JOB_PID, rows[300:]))
     if with_gpu:
         gpu = FakeGpu(
             util=77,
@@ -85,14 +92,16 @@ def scripted_session(with_gpu: bool = True, recorder: Recorder | None = None) ->
             processes=[(JOB_PID, 11 * 2**30, 74)],
         )
         sampler = NvmlSampler(FakeNvml([gpu]), clock=clock, wall_clock=clock)
-        session.set_gpus(sampler.open())
+        session.apply(events.GpusFound(sampler.open()))
         for i in range(1200):
             clock.now = NOW - 120.0 + i * 0.1
             gpu.util = 60 + (i * 7) % 35
             gpu.gpm[5] = float(i % 3)  # type: ignore[index]
-            session.add_gpu_samples(sampler.sample())
+            session.apply(events.GpuSampled(sampler.sample()))
     else:
-        session.set_gpus([], error="no NVIDIA driver here (NVML Shared Library Not Found)")
+        session.apply(
+            events.GpusFound([], error="no NVIDIA driver here (NVML Shared Library Not Found)")
+        )
     processes = [FakeProcess(JOB_PID, 1, "python3", cpu=71.0, rss=3 * 2**30)]
     processes += [
         FakeProcess(
@@ -108,7 +117,7 @@ def scripted_session(with_gpu: bool = True, recorder: Recorder | None = None) ->
     clock.now = NOW
     for process in processes[1:]:
         process.read_bytes += 3_000_000  # each worker read 3 MB in that second
-    session.set_processes(sampler_procs.sample(), sampler_procs.system_cpu_pct)
+    session.apply(events.ProcsSampled(sampler_procs.sample(), sampler_procs.system_cpu_pct))
     return session
 
 

@@ -17,9 +17,10 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from .. import events
 from ..advise.rules import HEALTHY, Finding, findings
 from ..session.model import Session, Snapshot
 from ..session.phases import PhaseRow
@@ -158,7 +159,7 @@ class Pilot:
                     self._record(self._pending.index, decision="kept", reason="stopped by the user")
                     self._pending = None
                 self._finish(reason)
-            self._session.set_autopilot(self._status())
+            self._session.apply(events.AutopilotChanged(asdict(self._status())))
 
     # -- the monitor's thread, once a second ------------------------------------------------
 
@@ -167,7 +168,7 @@ class Pilot:
             if self._stopped is not None:
                 return
             self._step()
-            self._session.set_autopilot(self._status())
+            self._session.apply(events.AutopilotChanged(asdict(self._status())))
 
     def _step(self) -> None:
         """One move of the state machine."""

@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from .. import __version__
+from .. import __version__, wire
 from ..autopilot.plan import parse_settings
 from ..samples import STACK_WINDOW_S
 from ..session.model import DEFAULT_WINDOW_S
@@ -91,9 +91,9 @@ def _add_monitor_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--refresh",
         type=_positive,
-        default=0.5,
-        help="seconds between TUI redraws (0.5 = 2 Hz, as often as GPU samples and the hook's "
-        "steps arrive; at least 0.1)",
+        default=wire.SEND_PERIOD_S,
+        help=f"seconds between TUI redraws ({wire.SEND_PERIOD_S:g}: as often as the hook sends "
+        "its steps (wire.SEND_PERIOD_S) and GPU samples arrive; at least 0.1)",
     )
     parser.add_argument(
         "--record", metavar="PATH", help="write the session recording here (.jsonl)"
@@ -104,6 +104,18 @@ def _add_monitor_options(parser: argparse.ArgumentParser) -> None:
         metavar="[HOST:]PORT",
         help="serve Prometheus metrics at http://HOST:PORT/metrics (HOST 127.0.0.1 unless "
         "given; docs/prometheus.md)",
+    )
+    parser.add_argument(
+        "--prometheus-tls",
+        nargs=2,
+        metavar=("CERT", "KEY"),
+        help="serve the metrics over HTTPS with this certificate and key (PEM files)",
+    )
+    parser.add_argument(
+        "--prometheus-client-ca",
+        metavar="CA",
+        help="with --prometheus-tls: only scrapers holding a certificate signed by this CA may "
+        "read the metrics (other local users included)",
     )
     parser.add_argument(
         "--prometheus-job",

@@ -16,9 +16,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from .. import __version__, wire
+from .. import __version__, events, wire
 from ..collect.stacks import StackSampler, StacksUnavailable
-from ..export.prometheus import Exporter, ExporterError, job_name, serve
+from ..export.prometheus import Exporter, ExporterError, Tls, job_name, serve
 from ..job import Job
 from ..job.attached import AttachError, find_job, no_hook_advice, output_of, python_process
 from ..job.launched import LaunchError, build_command, start_job
@@ -108,7 +108,11 @@ def attach(args: argparse.Namespace) -> int:
     monitor = _start_monitor(args, session, job.pid, stacks)
     output = output_of(job.pid)
     log = LogTail(output) if isinstance(output, Path) else None
-    session.add_notice(f"the job's output goes to {output}" + ("" if log else ": not shown here"))
+    session.apply(
+        events.NoticeAdded(
+            f"the job's output goes to {output}" + ("" if log else ": not shown here")
+        )
+    )
     # Headless, an attached job's output is not relayed (it is not ours to print).
     return _watch(args, session, files, job, monitor, log, None, exporter)
 
@@ -137,13 +141,23 @@ def _serve_metrics(args: argparse.Namespace, session: Session) -> Exporter | Non
     if not args.prometheus:
         return None
     window_s = args.window
+    if args.prometheus_client_ca and not args.prometheus_tls:
+        raise ExporterError("--prometheus-client-ca needs --prometheus-tls CERT KEY")
+    tls = None
+    if args.prometheus_tls:
+        certfile, keyfile = args.prometheus_tls
+        tls = Tls(certfile, keyfile, args.prometheus_client_ca)
     exporter = serve(
         args.prometheus,
         lambda: view_of(session.snapshot(window_s=window_s)),
         args.prometheus_job or job_name(session.command),
+        tls,
     )
     _say(f"Prometheus metrics at {exporter.url}")
-    session.add_notice(f"Prometheus metrics at {exporter.url}")
+    session.apply(events.NoticeAdded(f"Prometheus metrics at {exporter.url}"))
+    if exporter.warning:
+        _say(exporter.warning)
+        session.apply(events.NoticeAdded(exporter.warning))
     return exporter
 
 
@@ -169,7 +183,9 @@ def _start_monitor(
     if not args.no_nice:  # before the monitor's threads start: they inherit it
         problem = yield_to_job(pid)
         if problem:
-            session.add_notice(f"the monitor could not lower its priority ({problem})")
+            session.apply(
+                events.NoticeAdded(f"the monitor could not lower its priority ({problem})")
+            )
     monitor = Monitor(session, pid, stacks=stacks, window_s=args.window)
     monitor.start()
     if args.autopilot or args.tries:
@@ -256,7 +272,7 @@ def _run_tui(
         _leave(job, files)
     else:
         if job.running():  # "stop", or the app ended some other way (a crash)
-            session.note_stop("stopped from the monitor")
+            session.apply(events.StopAsked("stopped from the monitor"))
             job.stop()
         # The watcher reads the job's last frames and records its end, while the monitor
         # still runs: only then is the session complete enough to summarise.
@@ -277,7 +293,7 @@ def _watch_job_end(job: Job, monitor: Monitor, log: LogTail | None) -> threading
         if log is not None:
             log.read_new()
             tail = log.last(20)
-        monitor.session.job_ended(code, tail)
+        monitor.session.apply(events.JobEnded(code, tail))
         monitor.forget_sockets()
 
     thread = threading.Thread(target=wait, name="gputop-train-job", daemon=True)

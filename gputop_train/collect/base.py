@@ -5,9 +5,9 @@ this shape and one line there (docs/architecture.md, "Add a sampler")."""
 from __future__ import annotations
 
 import threading
-from typing import Any, Protocol
+from typing import Protocol
 
-from ..samples import GpuSample, ProcSample, StackShares
+from ..events import Event
 
 # Cost tiers: a "cheap" sampler runs at its period whatever the machine does; a "costly" one
 # (a scan of every process, a py-spy window) stretches its period while the machine's cores
@@ -21,23 +21,11 @@ class SamplerUnavailable(RuntimeError):
 
 
 class Sink(Protocol):
-    """What a sampler writes to (the session implements it)."""
+    """What a sampler writes to (the session implements it): one event per sample
+    (gputop_train/events.py: GpusFound, GpuSampled, ProcsSampled, StacksSampled, ReadingTaken,
+    NoticeAdded)."""
 
-    def set_gpus(
-        self, names: list[str | None], error: str | None = None, driver: str | None = None
-    ) -> None: ...
-
-    def add_gpu_samples(self, samples: tuple[GpuSample, ...]) -> None: ...
-
-    def set_processes(
-        self, processes: tuple[ProcSample, ...], system_cpu_pct: float | None = None
-    ) -> None: ...
-
-    def set_stack_shares(self, stacks: StackShares) -> None: ...
-
-    def add_reading(self, source: str, value: dict[str, Any]) -> None: ...
-
-    def add_notice(self, text: str) -> None: ...
+    def apply(self, item: Event) -> None: ...
 
 
 class Sampler(Protocol):

@@ -12,6 +12,7 @@ import threading
 import time
 from typing import Any
 
+from .. import events
 from ..samples import GpuProcess, GpuSample
 from .base import CHEAP, SamplerUnavailable, Sink
 
@@ -299,12 +300,12 @@ class GpuSampling:
         try:
             names = self.sampler.open()
         except NvmlUnavailable as error:
-            sink.set_gpus([], error=str(error))
+            sink.apply(events.GpusFound((), error=str(error)))
             raise SamplerUnavailable(f"GPU figures are N/A: {error}") from error
-        sink.set_gpus(names, driver=self.sampler.driver)
+        sink.apply(events.GpusFound(tuple(names), driver=self.sampler.driver))
 
     def sample(self, sink: Sink, stop: threading.Event) -> None:
-        sink.add_gpu_samples(self.sampler.sample())
+        sink.apply(events.GpuSampled(self.sampler.sample()))
 
     def close(self) -> None:
         self.sampler.close()

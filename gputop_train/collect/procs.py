@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from .. import events
 from ..samples import ProcSample
 from .base import COSTLY, Sink
 
@@ -251,7 +252,7 @@ class ProcessSampling:
 
     def sample(self, sink: Sink, stop: threading.Event) -> None:
         processes = self.sampler.sample()
-        sink.set_processes(processes, self.sampler.system_cpu_pct)
+        sink.apply(events.ProcsSampled(processes, self.sampler.system_cpu_pct))
 
     def close(self) -> None:
         pass

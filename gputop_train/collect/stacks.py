@@ -19,6 +19,7 @@ from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
+from .. import events
 from ..samples import CATEGORIES, DATA_WAIT, STACK_WINDOW_S, StackShares
 from .base import COSTLY, SamplerUnavailable, Sink
 
@@ -206,7 +207,7 @@ class StackSampling:
         except StacksUnavailable as error:
             raise SamplerUnavailable(f"stack sampling stopped: {error}") from error
         if shares is not None:
-            sink.set_stack_shares(shares)
+            sink.apply(events.StacksSampled(shares))
         else:
             stop.wait(1.0)  # nothing sampled (the job ended?): do not spin
 

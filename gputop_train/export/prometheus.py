@@ -8,18 +8,20 @@ between scrapes: at Prometheus's usual 15 s interval the exporter costs one snap
 
 from __future__ import annotations
 
+import ipaddress
 import socket
+import ssl
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from wsgiref.simple_server import WSGIServer
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.exposition import start_http_server
+from prometheus_client.exposition import make_wsgi_app
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from ..views import View
+from .http_server import BoundedServer, start_server, tls_context
 
 PREFIX = "gputop_train_"
 DEFAULT_HOST = "127.0.0.1"  # the job's figures stay on the box unless the user says otherwise
@@ -58,11 +60,13 @@ def job_name(command: Sequence[str]) -> str:
 
 @dataclass
 class Exporter:
-    """A running endpoint; ``close`` stops it (the job is never touched)."""
+    """A running endpoint; ``close`` stops it (the job is never touched). ``warning``: what
+    the user should know about its exposure (all interfaces), else None."""
 
     url: str
-    _server: WSGIServer
+    _server: BoundedServer
     _thread: threading.Thread
+    warning: str | None = None
 
     def close(self) -> None:
         self._server.shutdown()
@@ -70,21 +74,46 @@ class Exporter:
         self._thread.join(timeout=2.0)
 
 
-def serve(address: str, current_view: Callable[[], View], train_job: str) -> Exporter:
+@dataclass(frozen=True)
+class Tls:
+    """``--prometheus-tls CERT KEY`` and ``--prometheus-client-ca CA`` (docs/prometheus.md)."""
+
+    certfile: str
+    keyfile: str
+    client_ca: str | None = None
+
+
+def serve(
+    address: str, current_view: Callable[[], View], train_job: str, tls: Tls | None = None
+) -> Exporter:
     """Serve ``/metrics`` on ``address`` ([HOST:]PORT) from a background thread."""
     host, port = parse_address(address)
     registry = CollectorRegistry(auto_describe=False)
     registry.register(JobCollector(current_view, train_job))
     try:
-        server, thread = start_http_server(port, addr=host, registry=registry)
+        context = tls_context(tls.certfile, tls.keyfile, tls.client_ca) if tls else None
+    except (OSError, ssl.SSLError) as error:
+        raise ExporterError(f"cannot use the TLS files for Prometheus: {error}") from None
+    try:
+        server, thread = start_server(host, port, make_wsgi_app(registry), context)
     except OSError as error:
         raise ExporterError(
             f"cannot serve Prometheus metrics on {host}:{port}: {error.strerror or error} "
             "(another port: --prometheus PORT; 0 picks a free one)"
         ) from None
     bound_host, bound_port = str(server.server_address[0]), int(server.server_address[1])
-    shown = f"[{bound_host}]" if ":" in bound_host else bound_host
-    return Exporter(f"http://{shown}:{bound_port}/metrics", server, thread)
+    everywhere = ipaddress.ip_address(bound_host).is_unspecified
+    shown = socket.getfqdn() if everywhere else bound_host
+    shown = f"[{shown}]" if ":" in shown else shown
+    scheme = "https" if tls else "http"
+    warning = None
+    if everywhere and not (tls and tls.client_ca):
+        warning = (
+            f"Prometheus metrics are served on every interface ({bound_host}): any host that "
+            "can reach this one can read them (host, script name, figures); bind 127.0.0.1, "
+            "or require client certificates with --prometheus-client-ca (docs/prometheus.md)"
+        )
+    return Exporter(f"{scheme}://{shown}:{bound_port}/metrics", server, thread, warning)
 
 
 class JobCollector(Collector):

@@ -95,7 +95,7 @@ class Agent:
         # Facts not yet taken by the listener, and the latest of each kind it has taken: a
         # monitor's hello carries only facts already sent to the others, so a fact reaches
         # each monitor exactly once (in its hello or in a frame after it).
-        self._pending_facts: deque[tuple[str, dict[str, Any]]] = deque(maxlen=256)
+        self._pending_facts: deque[wire.Frame] = deque(maxlen=256)
         self._latest: dict[str, dict[str, Any]] = {}
         self._facts_lock = threading.Lock()
         self._syncs = SyncScanner(torch_module)
@@ -208,10 +208,10 @@ class Agent:
             self._model.search(optimizer, sys._getframe(1))
         fact = self._model.take_fact()
         if fact is not None:
-            self._publish(wire.STEP_PARTS, step=self._step, **fact)
+            self._publish(wire.StepParts(step=self._step, **fact))
         audit = self._memory_audit.due(now, optimizer, self._cuda_in_use())
         if audit is not None:
-            self._publish(wire.MEMORY_AUDIT, step=self._step, **audit)
+            self._publish(wire.MemoryAudit(step=self._step, **audit))
         self._end_probes(samples, optimizer)
         if self.board.apply_pending(self._step):
             self._probe_due_step = self._step + PROBE_AFTER_CHANGE_STEPS
@@ -243,7 +243,7 @@ class Agent:
             if feed.samples is not None:
                 samples = (samples or 0) + feed.samples
             if feed.facts is not None and "dtype" in feed.facts:
-                self._publish(wire.LOADER, **feed.facts)
+                self._publish(wire.Loader(**feed.facts))
                 feed.facts = None
         # The iterators that go on into the next interval, emptied (their epoch's facts kept
         # until its first batch).
@@ -266,18 +266,18 @@ class Agent:
 
     def _end_probes(self, samples: int | None, optimizer: Any) -> None:
         if self._syncs.active:
-            self._publish(wire.SYNCS, step=self._step, **self._syncs.stop())
+            self._publish(wire.Syncs(step=self._step, **self._syncs.stop()))
         if self._flops.active:
-            self._publish(wire.FLOPS, step=self._step, flops=self._flops.stop(), samples=samples)
+            self._publish(wire.Flops(step=self._step, flops=self._flops.stop(), samples=samples))
         autocast, self._autocast_dtype = self._autocast_dtype, None
         if self._step == self._probe_due_step or self._step % SYNC_SCAN_EVERY_STEPS == 0:
             facts = model_facts(self._torch, optimizer, autocast)
-            self._publish(wire.MODEL, step=self._step, **facts)
+            self._publish(wire.Model(step=self._step, **facts))
 
-    def _publish(self, frame_type: str, **fields: Any) -> None:
+    def _publish(self, fact: wire.Frame) -> None:
         """Send a fact now, and keep the latest of its kind for monitors that come later."""
         with self._facts_lock:
-            self._pending_facts.append((frame_type, fields))
+            self._pending_facts.append(fact)
 
     def _open_first_step(self, seconds: float) -> None:
         """Data activity before any step starts the first step: it began when the wait did."""
@@ -404,20 +404,20 @@ class Agent:
         with self._facts_lock:  # held briefly: the training thread publishes under it
             taken = list(self._pending_facts)
             self._pending_facts.clear()
-            for frame_type, fields in taken:
-                self._latest[frame_type] = {"type": frame_type, **fields}
-        frames = [wire.encode(frame_type, **fields) for frame_type, fields in taken]
+            for fact in taken:
+                self._latest[fact.TYPE] = fact.fields()
+        frames = [fact.encode() for fact in taken]
         if self.listener is None or not self.listener.connected:
             return frames
         while self._notices:
-            frames.append(wire.encode(wire.NOTICE, pid=self.pid, text=self._notices.popleft()))
+            frames.append(wire.Notice(self._notices.popleft(), pid=self.pid).encode())
         return frames + self.board.take_outbox()
 
     def on_frame(self, frame: dict[str, Any]) -> None:
         """Commands from a monitor (listener thread): queued, applied at a step boundary."""
-        if frame["type"] == wire.SET_KNOB:
+        if frame["type"] == wire.SetKnob.TYPE:
             self.board.request(frame)
-        elif frame["type"] == wire.SCAN_SYNCS:
+        elif frame["type"] == wire.ScanSyncs.TYPE:
             self._syncs.requested = True
 
     def revert_last_change(self, error: str) -> bool:

@@ -79,7 +79,7 @@ class KnobBoard:
 
     def declare(self, knob: Knob) -> None:
         self.knobs[knob.name] = knob
-        self._outbox.append(wire.encode(wire.KNOBS, knobs=self.describe()))
+        self._outbox.append(wire.Knobs(self.describe()).encode())
 
     def describe(self) -> list[dict[str, Any]]:
         return [k.describe() for k in self.knobs.values()]
@@ -184,7 +184,7 @@ class KnobBoard:
             knob.value = previous
         except Exception as error:  # even the old value does not apply: say so, keep going
             self._outbox.append(
-                wire.encode(wire.NOTICE, text=f"knob {knob.name}: revert failed: {_short(error)}")
+                wire.Notice(f"knob {knob.name}: revert failed: {_short(error)}").encode()
             )
 
     def _refuse(self, request_id: Any, name: Any, value: Any, error: str) -> None:
@@ -192,7 +192,7 @@ class KnobBoard:
         (it changed nothing, and a flood of them must not crowd out what did)."""
         outcome = {"id": request_id, "name": name, "value": value, "previous": value}
         outcome |= {"ok": False, "error": error, "step": None, "reverted": False, "t": time.time()}
-        self._outbox.append(wire.encode(wire.KNOB_APPLIED, **outcome))
+        self._outbox.append(wire.KnobApplied(**outcome).encode())
 
     def _ack(
         self,
@@ -219,7 +219,7 @@ class KnobBoard:
             "t": time.time(),
         }
         self.history.append(outcome)
-        self._outbox.append(wire.encode(wire.KNOB_APPLIED, **outcome))
+        self._outbox.append(wire.KnobApplied(**outcome).encode())
 
 
 # An error text in an outcome (a script's own revert reason can be anything).

@@ -17,6 +17,12 @@ import socket
 import struct
 import threading
 import time
+
+try:  # Linux: how much of what we sent a client has not read yet
+    from fcntl import ioctl
+    from termios import TIOCOUTQ
+except ImportError:  # elsewhere a stalled client is dropped when its buffer fills
+    ioctl, TIOCOUTQ = None, 0  # type: ignore[assignment,misc]
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
@@ -30,7 +36,7 @@ from .. import wire
 # ~0.28 ms of CPU on each frame it read: tui_cost.py --threads, dev box, 2026-11-24). One
 # frame per refresh of the TUI (0.5 s) is all a screen can show; the figures are sums of
 # step times, so a frame that lands late shifts no rate (session/stats.py).
-SEND_PERIOD_S = 0.5
+SEND_PERIOD_S = wire.SEND_PERIOD_S
 # While a late client's backlog is still going out in pieces, the thread comes back this
 # soon. Output that waits in a full socket buffer waits for the next send: a monitor that
 # stopped reading (a frozen SSH session) must not make the thread spin.
@@ -48,6 +54,10 @@ ACCEPTS_PER_S, ACCEPT_BURST = 4.0, 8
 # After a failed accept (no file descriptors left), wait before trying again: a failed
 # accept leaves the connection queued, so retrying at once spins (34% slower training).
 ACCEPT_BACKOFF_S = 1.0
+# A client that leaves what we sent unread this long is not a monitor at work (an honest one
+# reads within milliseconds of each send; a frozen one reconnects when it wakes and is sent
+# the backlog): its slot goes to the next. Seven idle clients kept an attach out for good.
+UNREAD_DROP_S = 10.0
 # Refused and dropped clients are told to the monitors at most this often (per reason).
 REFUSALS_TOLD_EVERY_S = 5.0
 # Rows per STEPS frame of a backlog: a late monitor's backlog goes out in pieces.
@@ -98,6 +108,9 @@ class _Client:
         self.bytes = _Budget(self.BYTES_PER_S, self.BYTES_BURST)
         self.reads = _Budget(self.READS_PER_S, self.READS_BURST)
         self.frames = _Budget(self.FRAMES_PER_S, self.FRAMES_BURST)
+        self.sent_bytes = 0  # handed to the kernel so far
+        self.read_bytes = 0  # of those, read by the client (as of the last check)
+        self.stalled_since: float | None = None  # unread output and no reading since
 
     def within_budget(self, data: bytes) -> bool:
         lines = data.count(b"\n")
@@ -185,6 +198,7 @@ class Listener:
                 try:
                     self._turn()
                     if time.monotonic() >= self._next_send:
+                        self._drop_stalled()
                         self._broadcast_new_rows()
                         self._tell_refusals()
                         self._next_send = time.monotonic() + SEND_PERIOD_S
@@ -196,7 +210,7 @@ class Listener:
                 self._broadcast_new_rows()
                 while any(c.backlog for c in self._clients):
                     self._send_backlogs()
-                self._broadcast(wire.encode(wire.BYE, pid=os.getpid()))
+                self._broadcast(wire.Bye(os.getpid()).encode())
                 self._flush_all(blocking_s=0.5)
         finally:
             self._close()
@@ -246,13 +260,13 @@ class Listener:
             if reason != OTHER_USER:  # a monitor of ours: say why, so its Log can tell
                 with contextlib.suppress(OSError):
                     sock.setblocking(False)
-                    sock.send(wire.encode(wire.NOTICE, text=f"hook refused this monitor: {reason}"))
+                    sock.send(wire.Notice(f"hook refused this monitor: {reason}").encode())
             sock.close()
             return
         sock.setblocking(False)
         client = _Client(sock)
         try:
-            client.outbox += wire.encode(wire.HELLO, **self._hello())
+            client.outbox += wire.Hello(**self._hello()).encode()
         except Exception:  # the hook's own state could not be told: this client goes
             self.errors += 1
             sock.close()
@@ -284,6 +298,10 @@ class Listener:
         if not data:
             self._drop(client)
             return
+        self._take(client, data)
+
+    def _take(self, client: _Client, data: bytes) -> None:
+        """Act on the frames in ``data``; a client over its budget is dropped instead."""
         if not client.within_budget(data):
             self._count("a client over its budget of commands")
             self._drop(client)
@@ -300,7 +318,7 @@ class Listener:
             if client.backlog:
                 rows = client.backlog[:BACKLOG_ROWS_PER_FRAME]
                 del client.backlog[:BACKLOG_ROWS_PER_FRAME]
-                client.outbox += wire.encode_steps(os.getpid(), rows)
+                client.outbox += wire.Steps.encode_rows(os.getpid(), rows)
 
     def _broadcast_new_rows(self) -> None:
         rows = self._rows_after(self._sent_upto)
@@ -312,10 +330,26 @@ class Listener:
             for client in catching_up:  # after their backlog, never before it
                 client.backlog += encoded
             if len(catching_up) < len(self._clients):
-                frame = wire.encode_steps(os.getpid(), encoded)
+                frame = wire.Steps.encode_rows(os.getpid(), encoded)
                 self._broadcast(frame, skip=catching_up)
         for frame in self._take_frames():
             self._broadcast(frame)
+
+    def _drop_stalled(self) -> None:
+        """Drop the clients that read nothing of what waits for them for UNREAD_DROP_S
+        (checked before each send: an honest monitor has read the last one by then)."""
+        now = time.monotonic()
+        for client in list(self._clients):
+            unread = _unread_bytes(client.sock)
+            read = client.sent_bytes - unread
+            if (unread or client.outbox) and read == client.read_bytes:
+                client.stalled_since = client.stalled_since or now
+                if now - client.stalled_since >= UNREAD_DROP_S:
+                    self._count(f"a client that read nothing for {UNREAD_DROP_S:g} s")
+                    self._drop(client)
+            else:
+                client.stalled_since = None
+            client.read_bytes = read
 
     def _count(self, reason: str) -> None:
         self.refused[reason] = self.refused.get(reason, 0) + 1
@@ -332,7 +366,7 @@ class Listener:
                 self._refusals_told[reason] = count
                 self._next_refusals_told = now + REFUSALS_TOLD_EVERY_S
                 text = f"hook refused or dropped {count - told} client(s): {reason}"
-                self._broadcast(wire.encode(wire.NOTICE, pid=os.getpid(), text=text))
+                self._broadcast(wire.Notice(text, pid=os.getpid()).encode())
 
     def _broadcast(self, frame: bytes, skip: list[_Client] | None = None) -> None:
         for client in list(self._clients):
@@ -357,10 +391,24 @@ class Listener:
                 sent = client.sock.send(client.outbox)
             except (BlockingIOError, InterruptedError):
                 return
-            except OSError:
+            except OSError:  # it hung up: what it sent before is still to be read
+                self._read_rest(client)
                 self._drop(client)
                 return
+            client.sent_bytes += sent
             del client.outbox[:sent]
+
+    def _read_rest(self, client: _Client) -> None:
+        """Take the commands a client sent before it hung up (a one-shot client sends one
+        command and closes: it was dropped unread when its hello could not be sent)."""
+        while client in self._clients:
+            try:
+                data = client.sock.recv(65536)
+            except OSError:
+                return
+            if not data:
+                return
+            self._take(client, data)
 
     def _drop(self, client: _Client) -> None:
         if client in self._clients:
@@ -383,6 +431,16 @@ class Listener:
 
 OTHER_USER = "another user's connection"
 _UCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
+
+
+def _unread_bytes(sock: socket.socket) -> int:
+    """What the peer has not read of what we sent (0 where the system cannot say)."""
+    if ioctl is None:
+        return 0
+    try:
+        return int(struct.unpack("i", ioctl(sock.fileno(), TIOCOUTQ, b"\0" * 4))[0])
+    except (OSError, ValueError):
+        return 0
 
 
 def _same_user(sock: socket.socket) -> bool:

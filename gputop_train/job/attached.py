@@ -58,6 +58,7 @@ class AttachedJob:
         for signum, grace_s in zip((signal.SIGINT, signal.SIGTERM), STOP_GRACE_S, strict=True):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.pid, signum)
+                os.kill(self.pid, signal.SIGCONT)  # a stopped job runs its handlers
             deadline = time.monotonic() + grace_s
             while self.running() and time.monotonic() < deadline:
                 time.sleep(POLL_S)

@@ -98,9 +98,13 @@ def start_job(
 
 
 def signal_job(job: subprocess.Popen[bytes], signum: int) -> None:
-    """Deliver a signal to the job's whole process group (ranks and workers too)."""
+    """Deliver a signal to the job's whole process group (ranks and workers too), then
+    SIGCONT: a stopped job (SIGSTOP, Ctrl+Z) runs its own handlers rather than waiting for
+    SIGKILL (issue 31: a stopped job's "stop" ended in SIGKILL after 15 s)."""
     with contextlib.suppress(ProcessLookupError):
         os.killpg(job.pid, signum)
+        if signum != signal.SIGKILL:
+            os.killpg(job.pid, signal.SIGCONT)
 
 
 def ignores_signal(pid: int, signum: int) -> bool:

@@ -9,12 +9,21 @@ import time
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from .. import wire
+from .. import events, wire
 from ..session.model import Session
 
 # Frames that carry a fact about the job; the session keeps the latest of each.
-FACTS = (wire.LOADER, wire.SYNCS, wire.FLOPS, wire.MODEL, wire.STEP_PARTS, wire.MEMORY_AUDIT)
+FACT_FRAMES: tuple[type[wire.Frame], ...] = (
+    wire.Loader,
+    wire.Syncs,
+    wire.Flops,
+    wire.Model,
+    wire.StepParts,
+    wire.MemoryAudit,
+)
+FACTS = tuple(cls.TYPE for cls in FACT_FRAMES)
 # How often to look for sockets of new processes (ranks start late, workers never listen).
 # Each look wakes this thread and lists the runtime directory: once a second finds a new rank
 # within a second.
@@ -36,6 +45,7 @@ class _Connection:
         self.decoder = wire.FrameDecoder()
         self.said_hello = False
         self.said_bye = False
+        self.refusal: str | None = None  # the notice of a hook that turned us away
 
 
 class HookClient:
@@ -163,40 +173,93 @@ class HookClient:
             self._dispatch(connection, frame)
         malformed = connection.decoder.malformed + connection.decoder.unsupported_version
         if malformed:
-            self._session.count_dropped(malformed)
+            self._session.apply(events.FramesDropped(malformed))
             connection.decoder.malformed = connection.decoder.unsupported_version = 0
 
-    def _dispatch(self, connection: _Connection, frame: dict) -> None:
-        kind, pid = frame["type"], connection.pid  # trust the socket's PID, not the frame's
-        if kind == wire.HELLO:
-            connection.said_hello = True
-            self._session.process_hello(pid, frame)
-            self._session.set_knobs(pid, frame.get("knobs"))
-            for outcome in frame.get("knob_history") or []:
-                if isinstance(outcome, dict):
-                    self._session.knob_outcome(pid, outcome)
-            for fact in frame.get("latest") or []:
-                if isinstance(fact, dict) and fact.get("type") in FACTS:
-                    self._session.add_fact(pid, fact)
-        elif kind in FACTS:
-            self._session.add_fact(pid, frame)
-        elif kind == wire.KNOBS:
-            self._session.set_knobs(pid, frame.get("knobs"))
-        elif kind == wire.KNOB_APPLIED:
-            self._session.knob_outcome(pid, frame)
-            if not frame.get("ok"):
-                self._session.add_notice(
-                    f"knob {frame.get('name')}: {frame.get('error')} (value in force: "
-                    f"{frame.get('value')})"
+    def _dispatch(self, connection: _Connection, raw: dict) -> None:
+        """One frame to its handler, by its class; an unknown type or a field of the wrong
+        type is counted as dropped."""
+        frame = wire.decode_frame(raw)
+        handler = _HANDLERS.get(type(frame)) if frame is not None else None
+        if handler is not None:
+            handler(self, connection, frame)
+            return
+        item = events.from_frame(connection.pid, frame) if frame is not None else None
+        self._session.apply(item if item is not None else events.FramesDropped(1))
+
+    # -- handlers, one per frame the monitor reads (the PID is the socket's, not the frame's) --
+
+    def _on_hello(self, connection: _Connection, frame: wire.Hello) -> None:
+        connection.said_hello = True
+        pid, apply = connection.pid, self._session.apply
+        apply(
+            events.ProcessHello(
+                pid,
+                tuple(frame.argv or ()),
+                frame.rank,
+                frame.local_rank,
+                frame.torch,
+                frame.host,
+            )
+        )
+        if frame.knobs is not None:
+            apply(events.KnobsDeclared(pid, tuple(frame.knobs)))
+        for outcome in frame.knob_history or ():
+            self._on_knob_applied(
+                connection, wire.decode_frame({"type": wire.KNOB_APPLIED, **outcome}), quiet=True
+            )
+        for fact in frame.latest or ():
+            if fact.get("type") in FACTS:
+                self._on_fact(connection, wire.decode_frame(fact))
+
+    def _on_fact(self, connection: _Connection, frame: wire.Frame | None) -> None:
+        if frame is None:
+            self._session.apply(events.FramesDropped(1))
+            return
+        self._session.apply(events.FactSeen(connection.pid, frame.fields()))
+
+    def _on_knobs(self, connection: _Connection, frame: wire.Knobs) -> None:
+        self._session.apply(events.KnobsDeclared(connection.pid, tuple(frame.knobs)))
+
+    def _on_knob_applied(
+        self, connection: _Connection, frame: wire.Frame | None, quiet: bool = False
+    ) -> None:
+        if not isinstance(frame, wire.KnobApplied):
+            self._session.apply(events.FramesDropped(1))
+            return
+        if isinstance(frame.name, str):  # a refusal echoes whatever name was sent
+            self._session.apply(
+                events.KnobOutcome(
+                    connection.pid,
+                    frame.name,
+                    frame.value,
+                    frame.ok,
+                    previous=frame.previous,
+                    step=frame.step,
+                    seq=frame.seq,
+                    error=frame.error or None,
+                    t=frame.t,
+                    reverted=frame.reverted,
+                    request_id=frame.id,
                 )
-        elif kind == wire.STEPS and isinstance(frame.get("rows"), list):
-            self._session.add_step_rows(pid, frame["rows"])
-        elif kind == wire.NOTICE and isinstance(frame.get("text"), str):
-            self._session.add_notice(f"[pid {pid}] {frame['text']}")
-        elif kind == wire.BYE:
-            connection.said_bye = True
-        else:
-            self._session.count_dropped(1)
+            )
+        if not quiet and not frame.ok:
+            self._session.apply(
+                events.NoticeAdded(
+                    f"knob {frame.name}: {frame.error} (value in force: {frame.value})"
+                )
+            )
+
+    def _on_steps(self, connection: _Connection, frame: wire.Steps) -> None:
+        self._session.apply(events.StepRows(connection.pid, tuple(frame.rows)))
+
+    def _on_notice(self, connection: _Connection, frame: wire.Notice) -> None:
+        if not connection.said_hello:  # a notice before any hello says why we are refused
+            connection.refusal = frame.text.removeprefix("hook refused this monitor: ")
+        self._session.apply(events.NoticeAdded(f"[pid {connection.pid}] {frame.text}"))
+
+    def _on_bye(self, connection: _Connection, frame: wire.Bye) -> None:
+        connection.said_bye = True
 
     def _disconnect(self, connection: _Connection) -> None:
         self._connections.pop(connection.pid, None)
@@ -206,6 +269,22 @@ class HookClient:
             self._selector.unregister(connection.sock)
         connection.sock.close()
         if connection.said_hello:
-            self._session.process_disconnected(connection.pid)
+            self._session.apply(events.ProcessGone(connection.pid))
         else:  # refused (its notice, if any, is in the Log): not again at once
             self._retry_at[connection.pid] = time.monotonic() + REFUSED_RETRY_S
+            if connection.refusal is not None:
+                self._session.apply(events.HookRefused(connection.pid, connection.refusal))
+
+
+# Each frame the monitor reads that needs more than one event, to its handler; a frame that
+# is one event needs no line here: its event class names it (events.FROM_FRAME,
+# docs/architecture.md, "Add a fact").
+_HANDLERS: dict[type[wire.Frame], Callable[[HookClient, _Connection, Any], None]] = {
+    wire.Hello: HookClient._on_hello,
+    wire.Steps: HookClient._on_steps,
+    wire.Notice: HookClient._on_notice,
+    wire.Bye: HookClient._on_bye,
+    wire.Knobs: HookClient._on_knobs,
+    wire.KnobApplied: HookClient._on_knob_applied,
+    **{cls: HookClient._on_fact for cls in FACT_FRAMES},
+}

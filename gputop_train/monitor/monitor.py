@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .. import wire
+from .. import events, wire
 from ..autopilot.pilot import DEFAULT_BUDGET_S, Pilot
 from ..collect.base import COSTLY, Sampler, SamplerUnavailable
 from ..collect.nvml import GpuSampling
@@ -87,8 +87,8 @@ class Monitor:
         except ValueError as error:
             return str(error)
         self._request_id += 1
-        self.session.knob_requested(name, value)
-        self.client.send(wire.encode(wire.SET_KNOB, id=self._request_id, name=name, value=value))
+        self.session.apply(events.KnobRequested(name, value))
+        self.client.send(wire.SetKnob(self._request_id, name, value).encode())
         return None
 
     def start_pilot(
@@ -130,7 +130,7 @@ class Monitor:
         model = self.session.facts("model")
         if model and model[-1].get("cuda") is False:
             return "the job runs on the CPU: it has no host-device syncs to scan"
-        self.client.send(wire.encode(wire.SCAN_SYNCS))
+        self.client.send(wire.ScanSyncs().encode())
         return "sync scan requested: the next step is scanned (file:line of each sync)"
 
     def start(self) -> None:
@@ -139,7 +139,7 @@ class Monitor:
             try:
                 sampler.open(self.session)
             except SamplerUnavailable as error:
-                self.session.add_notice(str(error))
+                self.session.apply(events.NoticeAdded(str(error)))
                 continue
             self._spawn(sampler.name, self._sampler_loop(sampler))
         self._spawn("hook-client", self._client_loop)
@@ -176,12 +176,14 @@ class Monitor:
                     try:
                         sampler.sample(self.session, self._stop)
                     except SamplerUnavailable as error:
-                        self.session.add_notice(str(error))
+                        self.session.apply(events.NoticeAdded(str(error)))
                         return
                     except Exception as error:  # a sampler bug must not end the session
                         errors += 1
                         if errors <= MAX_ERROR_NOTICES:
-                            self.session.add_notice(f"{sampler.name} sampler error: {error!r}")
+                            self.session.apply(
+                                events.NoticeAdded(f"{sampler.name} sampler error: {error!r}")
+                            )
                         if not sampler.period_s:
                             self._stop.wait(1.0)  # a blocking sampler that fails must not spin
             finally:
@@ -200,7 +202,7 @@ class Monitor:
             try:
                 action()
             except Exception as error:  # a bug here must not end the session
-                self.session.add_notice(f"monitor error: {error!r}")
+                self.session.apply(events.NoticeAdded(f"monitor error: {error!r}"))
 
     def _note_findings(self) -> None:
         """Record the findings when the headline changes (the record's view of the advice)."""
@@ -208,14 +210,14 @@ class Monitor:
         headline = found[0]["id"] if found else None
         if headline != self._last_headline:
             self._last_headline = headline
-            self.session.note_findings(found)
+            self.session.apply(events.FindingsShown(tuple(found)))
 
     def _client_loop(self) -> None:
         while not self._stop.is_set():
             try:
                 self.client.poll()
             except Exception as error:
-                self.session.add_notice(f"hook client error: {error!r}")
+                self.session.apply(events.NoticeAdded(f"hook client error: {error!r}"))
                 self._stop.wait(0.5)
 
 

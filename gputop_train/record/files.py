@@ -76,11 +76,28 @@ def describe_os_error(error: OSError, path: Path) -> str:
         errno.EDQUOT: "the disk quota is used up",
         errno.EROFS: "the file system is read-only",
         errno.EACCES: "permission denied",
+        errno.EPERM: "not permitted (a protected file: check its owner and directory)",
         errno.EEXIST: "it exists already",
         errno.ELOOP: "it is a symlink",
         errno.EIO: "the disk failed (I/O error)",
     }
+    if error.errno in (errno.EACCES, errno.EPERM):
+        owner = _other_owner(path)
+        if owner is not None:
+            return (
+                f"{path}: it belongs to another user (uid {owner}); remove it as that user, "
+                "or write elsewhere"
+            )
     return f"{path}: {reasons.get(error.errno or 0, error.strerror or str(error))}"
+
+
+def _other_owner(path: Path) -> int | None:
+    """The uid owning ``path`` when it is not ours: why EPERM on a file in /tmp."""
+    try:
+        uid = path.lstat().st_uid
+    except OSError:
+        return None
+    return uid if uid != os.getuid() else None
 
 
 def temporary_log_path() -> Path:

@@ -5,13 +5,16 @@ from __future__ import annotations
 import functools
 import json
 import math
+import stat
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..samples import STACK_WINDOW_S, GpuProcess, GpuSample, ProcSample, StackShares
+from .. import events
 from ..session.model import Session
+from ..wire import shown
+from .files import describe_os_error
 from .recorder import FORMAT_VERSION
 
 
@@ -44,17 +47,20 @@ class Recording:
 
 
 def read(path: Path) -> Recording:
-    """Parse a JSONL recording; bad lines are skipped and their numbers kept for a warning."""
+    """Parse a JSONL recording; bad lines are skipped and their numbers kept for a warning.
+    Only a regular file is read (a FIFO would hang, /dev/zero never end), and a line is read
+    at most ``MAX_LINE_BYTES`` at a time: memory follows the events, not a line's length."""
+    _check_regular(path)
     meta: dict[str, Any] | None = None
     events: list[dict[str, Any]] = []
     skipped: list[int] = []
-    with path.open(encoding="utf-8", errors="replace") as handle:
-        for number, line in enumerate(handle, start=1):
+    with path.open("rb") as handle:
+        for number, line in enumerate(_bounded_lines(handle), start=1):
             try:
-                event = json.loads(line)
+                event = json.loads(line) if line is not None else None
             except (ValueError, RecursionError):
                 event = None
-            if not isinstance(event, dict) or not _finite(event.get("t")):
+            if not isinstance(event, dict) or not _plausible_time(event.get("t")):
                 skipped.append(number)
                 continue
             if event.get("kind") == "meta" and meta is None:
@@ -64,13 +70,55 @@ def read(path: Path) -> Recording:
     if meta is None:
         raise UnreadableRecording(f"{path}: no gputop-train header line (is it a recording?)")
     version = meta.get("format", 0)
-    if not isinstance(version, int) or version > FORMAT_VERSION:
+    if not isinstance(version, int) or isinstance(version, bool):
         raise UnreadableRecording(
-            f"{path}: format {meta.get('format')} is newer than this gputop-train reads "
+            f"{path}: its header's format ({shown(version)}) is not a version number: "
+            "the file is damaged or not a gputop-train recording"
+        )
+    if version > FORMAT_VERSION:
+        raise UnreadableRecording(
+            f"{path}: format {version} is newer than this gputop-train reads "
             f"({FORMAT_VERSION}); upgrade gputop-train"
         )
     events.sort(key=lambda e: e["t"])
     return Recording(path, meta, events, skipped)
+
+
+# No recorded event comes near this: the largest is a backlog of 512 step rows (~60 KB).
+MAX_LINE_BYTES = 16 * 1024 * 1024
+# Unix time of 2100-01-01: a `t` past it (1e308 printed a 300-digit duration) is damage.
+_LATEST_T = 4_102_444_800.0
+
+
+def _check_regular(path: Path) -> None:
+    try:
+        mode = path.stat().st_mode
+    except OSError as error:
+        raise UnreadableRecording(describe_os_error(error, path)) from error
+    if not stat.S_ISREG(mode):
+        kind = "a directory" if stat.S_ISDIR(mode) else "not a regular file (a pipe or device)"
+        raise UnreadableRecording(f"{path} is {kind}: a recording is a .jsonl file")
+
+
+def _bounded_lines(handle: typing.BinaryIO) -> typing.Iterator[str | None]:
+    """Each line of ``handle`` as text, or None for one longer than ``MAX_LINE_BYTES`` (its
+    rest is read past in pieces, never held)."""
+    while True:
+        line = handle.readline(MAX_LINE_BYTES + 1)
+        if not line:
+            return
+        if len(line) > MAX_LINE_BYTES and not line.endswith(b"\n"):
+            while True:
+                rest = handle.readline(MAX_LINE_BYTES)
+                if not rest or rest.endswith(b"\n"):
+                    break
+            yield None
+            continue
+        yield line.decode("utf-8", errors="replace")
+
+
+def _plausible_time(value: object) -> bool:
+    return _finite(value) and 0 <= value <= _LATEST_T  # type: ignore[operator]
 
 
 class ReplayClock:
@@ -96,87 +144,23 @@ def new_session(recording: Recording) -> tuple[Session, ReplayClock]:
 
 def apply(session: Session, event: dict[str, Any]) -> bool:
     """Feed one recorded event to a session, as the live monitor did; False for one that makes
-    no sense (skipped). Informational events (phases, findings) are skipped too: the session
-    derives those again."""
-    kind = event.get("kind")
-    if kind not in _APPLY:
-        return kind in _INFORMATIONAL
+    no sense (an unknown kind, a field of the wrong type: skipped). Informational events
+    (phases, findings) are skipped too: the session derives those again."""
     try:
-        _APPLY[kind](session, event)
-    except Exception:  # a corrupt event: skipped, counted by the caller; never fatal
+        item = events.decode(event)
+    except events.BadEvent:
+        return False
+    if item.informational:
+        return True
+    try:
+        session.apply(item)
+    except Exception:  # a corrupt event the checks let through: skipped, counted; never fatal
         return False
     return True
 
 
-_INFORMATIONAL = ("phase", "findings")
-
-
 def _finite(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _checked(cls: Any, data: object) -> Any:
-    """A sample dataclass from recorded data, its fields checked against their declared kinds
-    (a number where a number goes, a string where a string goes), or TypeError. A field this
-    version does not have is left out: a recording from a version that had it (a process's
-    thread count, until 2026-11) still plays."""
-    if not isinstance(data, dict):
-        raise TypeError("not an object")
-    hints = _hints(cls)
-    data = {name: value for name, value in data.items() if name in hints}
-    for name, value in data.items():
-        hint = hints[name]
-        if value is None or name == "processes" or name == "throttle":
-            continue
-        if ("float" in hint or "int" in hint) and not _finite(value):
-            raise TypeError(f"{name} is not a number")
-        if hint.startswith("str") and not isinstance(value, str):
-            raise TypeError(f"{name} is not text")
-    return cls(**data)
-
-
-@functools.cache
-def _hints(cls: type) -> dict[str, str]:
-    return {name: str(hint) for name, hint in typing.get_type_hints(cls).items()}
-
-
-def _gpu_sample(data: dict[str, Any]) -> GpuSample:
-    processes = tuple(_checked(GpuProcess, p) for p in data.get("processes") or ())
-    throttle = data.get("throttle")
-    return _checked(
-        GpuSample,
-        {
-            **data,
-            "processes": processes,
-            "throttle": tuple(str(t) for t in throttle) if throttle is not None else None,
-        },
-    )
-
-
-_APPLY = {
-    "gpus": lambda s, e: s.set_gpus(e["names"], e.get("error"), e.get("driver")),
-    "hello": lambda s, e: s.process_hello(e["pid"], e["frame"]),
-    "disconnected": lambda s, e: s.process_disconnected(e["pid"]),
-    "knobs": lambda s, e: s.set_knobs(e["pid"], e["knobs"]),
-    "knob_requested": lambda s, e: s.knob_requested(e["name"], e["value"]),
-    "knob_outcome": lambda s, e: s.knob_outcome(e["pid"], e["frame"]),
-    "steps": lambda s, e: s.add_step_rows(e["pid"], e["rows"]),
-    "gpu": lambda s, e: s.add_gpu_samples(tuple(_gpu_sample(g) for g in e["samples"])),
-    "procs": lambda s, e: s.set_processes(
-        tuple(_checked(ProcSample, p) for p in e["samples"]),
-        e["system_cpu_pct"] if _finite(e.get("system_cpu_pct")) else None,
-    ),
-    "fact": lambda s, e: s.add_fact(e["pid"], e["frame"]),
-    "notice": lambda s, e: s.add_notice(e["text"]),
-    "stacks": lambda s, e: s.set_stack_shares(
-        StackShares(e["thread"], e["samples"], e["shares"], e.get("window_s", STACK_WINDOW_S))
-    ),
-    "autopilot": lambda s, e: s.set_autopilot(e["status"]),
-    "reading": lambda s, e: s.add_reading(e["source"], e["value"]),
-    "dropped": lambda s, e: s.count_dropped(e["frames"]),
-    "stop": lambda s, e: s.note_stop(e["reason"]),
-    "job_ended": lambda s, e: s.job_ended(e["exit_code"], tuple(e.get("stderr_tail") or ())),
-}
 
 
 def replay_all(recording: Recording) -> Session:

@@ -1,6 +1,6 @@
 """Append-only JSONL recording of a session, written as it happens.
 
-The session calls ``record(kind, payload)`` from whichever thread wrote to it; lines are
+The session calls ``record_event(event)`` from whichever thread wrote to it; lines are
 buffered and a background thread appends them to the file at least once a second, so a
 monitor killed outright loses at most the last second (a machine that goes down, at most the
 last FSYNC_PERIOD_S). Format: docs/recording.md.
@@ -12,6 +12,7 @@ memory stays bounded), and what it wrote stays readable.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
@@ -20,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .. import events
 from .files import create_private, describe_os_error
 
 FORMAT_VERSION = 1
@@ -50,6 +52,7 @@ class Recorder:
         self._pending: list[str] = []
         self.failed: str | None = None  # why recording stopped
         self.dropped_lines = 0
+        self.renamed_from: Path | None = None  # the path it had, if moved while recording
         self._stop = threading.Event()
         self._synced_at = 0.0  # monotonic time of the last fsync: the first flush syncs
         self.record("meta", {"format": FORMAT_VERSION, **meta})
@@ -66,11 +69,32 @@ class Recorder:
                 return
             self._pending.append(line)
 
+    def record_event(self, item: events.Event) -> None:
+        """Queue one event's line (the session's listener): its kind and fields, as the
+        events registry names them."""
+        self.record(*events.encode(item))
+
     def close(self) -> None:
         self._stop.set()
         self._thread.join(timeout=2.0)
         self._flush(sync=True)
+        self._follow_rename()
         os.close(self._fd)
+
+    def _follow_rename(self) -> None:
+        """Where the file is now: renamed while recording (``mv``), the closing lines and the
+        summaries name its new path; deleted, ``failed`` says so."""
+        with contextlib.suppress(OSError):
+            if os.path.samestat(os.fstat(self._fd), os.stat(self.path)):
+                return
+        try:  # Linux: the open file's current name
+            now = os.readlink(f"/proc/self/fd/{self._fd}")
+        except OSError:
+            return
+        if now.endswith(" (deleted)"):
+            self.failed = self.failed or f"{self.path} was deleted while recording"
+        else:
+            self.renamed_from, self.path = self.path, Path(now)
 
     def _run(self) -> None:
         while not self._stop.wait(FLUSH_PERIOD_S):

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import events
 from ..session.model import Session
 from .files import RecordError, create_private, describe_os_error, recording_stem
 from .files import temporary_log_path as _temporary_log_path
@@ -47,13 +48,13 @@ class SessionFiles:
             recording = Path(f"{stem}.jsonl")
 
             def failed(message: str) -> None:
-                session.add_notice(message)
+                session.apply(events.NoticeAdded(message))
 
             try:
                 recorder = Recorder(recording, meta, on_failure=failed)
             except OSError as error:
                 raise RecordError(f"cannot record: {describe_os_error(error, recording)}") from None
-            session.listener = recorder.record
+            session.listener = recorder.record_event
             files = cls(stem, recorder, Path(f"{stem}.log"), temporary=False)
         files.meta = meta
         return files
@@ -78,6 +79,11 @@ class SessionFiles:
             session.listener = None
             self.recorder.close()
             closed.written.append(self.recorder.path)
+            if self.recorder.renamed_from is not None:
+                closed.problems.append(
+                    f"the recording was moved from {self.recorder.renamed_from} while it ran: "
+                    "its summaries are beside its new path"
+                )
             if self.recorder.failed:
                 closed.problems.append(f"the recording stopped early: {self.recorder.failed}")
             written, problems = write_all(session, self.meta, self.recorder.path)

@@ -7,6 +7,7 @@ computed once, so no front end computes statistics of its own.
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections import deque
@@ -15,9 +16,10 @@ from dataclasses import asdict, dataclass, field
 from dataclasses import replace as _replace
 from typing import Any
 
-from ..samples import DATA_WAIT, GpuSample, ProcSample, StackShares
-from . import stats
-from .phases import WARMUP_STEPS, KnobState, Phase, PhaseRow, PhaseTable, knob_state
+from .. import events
+from ..samples import GpuSample, ProcSample, StackShares
+from . import observe, stats
+from .phases import KnobState, Phase, PhaseRow, PhaseTable, knob_state
 from .series import ChartBinner, ChartSeries
 from .steps import Step
 
@@ -29,12 +31,6 @@ MAX_PROC_TICKS = 7200  # two hours of 1 Hz process samples
 MAX_FACTS = 10_000  # of each kind: one per epoch, scan or knob change; years of those
 # The default window for the live figures: long enough to hold several slow steps.
 DEFAULT_WINDOW_S = 10.0
-# The advisor judges a window only with this many measured (post-warm-up) steps covering this
-# many seconds: short runs on the H100 drew "GPU under-used" and "launch-bound" headlines from
-# the seconds before their first steps, and a single epoch's worker start-up read as a
-# per-epoch restart (issue: diagnosis). Two seconds hold 20 NVML and 2 process samples.
-MIN_ADVICE_STEPS = 5
-MIN_ADVICE_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -129,6 +125,7 @@ class Session:
         self._processes: tuple[ProcSample, ...] = ()
         self._hooked: dict[int, HookedProcess] = {}
         self._notices: deque[str] = deque(maxlen=MAX_NOTICES)
+        self._refused: dict[int, str] = {}  # PIDs whose hook turned us away, and why
         self._notice_count = 0
         self._readings: dict[str, dict[str, Any]] = {}
         self._job = JobState()
@@ -147,8 +144,8 @@ class Session:
         self._proc_ticks: deque[stats.ProcTick] = deque(maxlen=MAX_PROC_TICKS)
         self.cpu_count: int | None = None
         self.driver: str | None = None
-        # Called as listener(kind, payload) for every write: the recorder's way in.
-        self.listener: Callable[[str, dict[str, Any]], None] | None = None
+        # Called with every event applied: the recorder's way in.
+        self.listener: Callable[[events.Event], None] | None = None
         self._phases: list[Phase] = [Phase(1, "start", 1, self.started_at)]
         self._binners: dict[tuple[float, int], ChartBinner] = {}  # per chart window
         self._phase_table = PhaseTable()
@@ -158,85 +155,95 @@ class Session:
         self._stacks_expected: float | None = None  # seconds after start of py-spy's 1st window
         self._run_cache: tuple[int, stats.StepStats] | None = None
 
-    def _tell(self, kind: str, **payload: Any) -> None:
+    def _tell(self, item: events.Event) -> None:
         if self.listener is not None:
-            self.listener(kind, payload)
+            self.listener(item)
 
-    # -- writers (any thread) -----------------------------------------------------------
+    # -- the one input (any thread) -------------------------------------------------------
 
-    def set_gpus(
-        self, names: list[str | None], error: str | None = None, driver: str | None = None
-    ) -> None:
-        self._tell("gpus", names=names, error=error, driver=driver)
-        self.driver = driver
+    def apply(self, item: events.Event) -> None:
+        """Take one event: tell it to the listener (the recorder), then change the state.
+        Informational events (phases, findings) are recorded and change nothing."""
+        handler = _HANDLERS.get(type(item))
+        if handler is None:
+            if not item.informational:
+                raise TypeError(f"the session takes no {type(item).__name__} event")
+            self._tell(item)
+            return
+        if type(item) is not events.AutopilotChanged:  # told only when it changed
+            self._tell(item)
+        handler(self, item)
+
+    # -- handlers, one per event (lock taken inside) ----------------------------------------
+
+    def _on_gpus(self, item: events.GpusFound) -> None:
+        self.driver = item.driver
         with self._lock:
-            self._gpu_names = tuple(names)
-            self._nvml_error = error
+            self._gpu_names = tuple(item.names)
+            self._nvml_error = item.error
 
-    def process_hello(self, pid: int, hello: dict[str, Any]) -> None:
-        self._tell("hello", pid=pid, frame=hello)
-        argv = hello.get("argv")
+    def _on_hello(self, item: events.ProcessHello) -> None:
         process = HookedProcess(
-            pid=pid,
-            argv=tuple(str(a) for a in argv) if isinstance(argv, list) else (),
-            rank=_int_or_none(hello.get("rank")),
-            torch_version=hello.get("torch") if isinstance(hello.get("torch"), str) else None,
-            host=hello.get("host") if isinstance(hello.get("host"), str) else None,
+            pid=item.pid,
+            argv=item.argv,
+            rank=item.rank,
+            torch_version=item.torch,
+            host=item.host,
             connected=True,
-            local_rank=_int_or_none(hello.get("local_rank")),
+            local_rank=item.local_rank,
         )
         with self._lock:
-            self._hooked[pid] = process
+            self._hooked[item.pid] = process
+            self._refused.pop(item.pid, None)
 
-    def process_disconnected(self, pid: int) -> None:
-        self._tell("disconnected", pid=pid)
+    def _on_refused(self, item: events.HookRefused) -> None:
         with self._lock:
-            if pid in self._hooked:
-                self._hooked[pid] = _replace(self._hooked[pid], connected=False)
+            self._refused[item.pid] = item.reason
 
-    def set_knobs(self, pid: int, specs: Any) -> None:
+    def _on_disconnected(self, item: events.ProcessGone) -> None:
+        with self._lock:
+            if item.pid in self._hooked:
+                self._hooked[item.pid] = _replace(self._hooked[item.pid], connected=False)
+
+    def _on_knobs(self, item: events.KnobsDeclared) -> None:
         """The knobs a process advertised (hello or knobs frame); the primary's are shown."""
-        if not isinstance(specs, list):
-            return
-        self._tell("knobs", pid=pid, knobs=specs)
         with self._lock:
-            if pid != self._primary_pid_locked():
+            if item.pid != self._primary_pid_locked():
                 return
-            for spec in specs:
+            for spec in item.knobs:
                 state = knob_state(spec)
                 if state is not None:
                     old = self._knobs.get(state.name)
                     pending = old.pending if old else None
                     self._knobs[state.name] = KnobState(**{**state.__dict__, "pending": pending})
 
-    def knob_requested(self, name: str, value: Any) -> None:
-        self._tell("knob_requested", name=name, value=value)
+    def _on_knob_requested(self, item: events.KnobRequested) -> None:
         with self._lock:
-            if name in self._knobs:
-                self._knobs[name] = _replace(self._knobs[name], pending=value, error=None)
+            if item.name in self._knobs:
+                self._knobs[item.name] = _replace(
+                    self._knobs[item.name], pending=item.value, error=None
+                )
 
-    def knob_outcome(self, pid: int, frame: dict[str, Any]) -> None:
-        """A knob_applied frame: the value in force; a real change opens a phase."""
-        name, seq = frame.get("name"), frame.get("seq")
-        self._tell("knob_outcome", pid=pid, frame=frame)
+    def _on_knob_outcome(self, item: events.KnobOutcome) -> None:
+        """The value in force; a real change opens a phase."""
+        pid, name, seq, step = item.pid, item.name, item.seq, item.step
         with self._lock:
             if pid != self._primary_pid_locked() or name not in self._knobs:
                 return
-            if isinstance(seq, int):  # the hello's history and a live frame can overlap
+            if seq is not None:  # the hello's history and a live frame can overlap
                 if seq <= self._knob_seq.get(pid, 0):
                     return
                 self._knob_seq[pid] = seq
-            ok, value, step = frame.get("ok"), frame.get("value"), frame.get("step")
+            ok, value = item.ok, item.value
             if not isinstance(value, (bool, int, str)):
                 return  # not an outcome a hook sends: no value in force to show
-            error = None if ok else str(frame.get("error") or "refused")
+            error = None if ok else (item.error or "refused")
             self._knobs[name] = _replace(self._knobs[name], value=value, pending=None, error=error)
-            if not isinstance(step, int):
+            if step is None:
                 return
-            sent = frame.get("t")
-            t = float(sent) if isinstance(sent, (int, float)) else self.clock()
+            t = item.t if item.t is not None else self.clock()
             before = list(self._phases)
-            if frame.get("reverted"):
+            if item.reverted:
                 current = self._phases[-1]
                 revert = f"revert {name}={value}"
                 if current.first_step == step + 1 and current.change.startswith("revert"):
@@ -244,7 +251,7 @@ class Session:
                 else:
                     self._phases[-1] = _replace(current, failed=error)
                     self._phases.append(Phase(len(self._phases) + 1, revert, step + 1, t))
-            elif ok and value != frame.get("previous"):
+            elif ok and value != item.previous:
                 current = self._phases[-1]
                 change = f"{name}={value}"
                 if current.first_step == step + 1:  # several changes at one boundary
@@ -253,12 +260,12 @@ class Session:
                     self._phases.append(Phase(len(self._phases) + 1, change, step + 1, t))
             for index, phase in enumerate(self._phases):  # only the phases that changed
                 if index >= len(before) or phase != before[index]:
-                    self._tell("phase", phase=asdict(phase))
+                    self._tell(events.PhaseOpened(asdict(phase)))
 
-    def add_step_rows(self, pid: int, rows: list[Any]) -> int:
-        """Append steps from a wire frame; returns how many rows were malformed."""
-        self._tell("steps", pid=pid, rows=rows)
-        parsed = [Step.from_row(pid, row) if isinstance(row, list) else None for row in rows]
+    def _on_steps(self, item: events.StepRows) -> None:
+        """Append steps from a wire frame; a malformed row counts as a dropped frame."""
+        pid = item.pid
+        parsed = [Step.from_row(pid, row) if isinstance(row, list) else None for row in item.rows]
         good = [s for s in parsed if s is not None]
         with self._lock:
             for step in good:
@@ -271,29 +278,24 @@ class Session:
                     self._total_samples = (self._total_samples or 0) + step.samples
                     self._samples_by_pid[pid] = self._samples_by_pid.get(pid, 0) + step.samples
             self._dropped_frames += len(parsed) - len(good)
-        return len(parsed) - len(good)
 
-    def add_gpu_samples(self, samples: tuple[GpuSample, ...]) -> None:
-        self._tell("gpu", samples=[_gpu_record(s) for s in samples])
+    def _on_gpu(self, item: events.GpuSampled) -> None:
         with self._lock:
-            self._gpu.append(samples)
-            for gpu in samples:
+            self._gpu.append(item.samples)
+            for gpu in item.samples:
                 for proc in gpu.processes:
                     self._gpus_by_pid.setdefault(proc.pid, set()).add(gpu.index)
 
-    def set_processes(
-        self, processes: tuple[ProcSample, ...], system_cpu_pct: float | None = None
-    ) -> None:
+    def _on_procs(self, item: events.ProcsSampled) -> None:
         """One process sample, and the busy share of all the machine's cores meanwhile. When the
         job's tree is gone, the last sample stays on screen, marked ended."""
-        self._tell(  # flat: no asdict() copy
-            "procs", samples=[vars(p) for p in processes], system_cpu_pct=system_cpu_pct
-        )
+        processes = item.samples
         workers = tuple(
             p.cpu_pct for p in processes if p.role == "worker" and p.cpu_pct is not None
         )
         mains = [p.cpu_pct for p in processes if p.role == "main" and p.cpu_pct is not None]
-        tick = stats.ProcTick(self.clock(), workers, sum(mains) if mains else None, system_cpu_pct)
+        system = item.system_cpu_pct
+        tick = stats.ProcTick(self.clock(), workers, sum(mains) if mains else None, system)
         with self._lock:
             if not processes and self._processes:
                 processes = tuple(
@@ -303,30 +305,26 @@ class Session:
             self._processes = processes
             self._proc_ticks.append(tick)
 
-    def set_stack_shares(self, stacks: StackShares) -> None:
-        """A window of py-spy samples of the training thread (a job without the hook)."""
-        self._tell("stacks", **vars(stacks))
+    def _on_stacks(self, item: events.StacksSampled) -> None:
         with self._lock:
-            self._stacks = (self.clock(), stacks)
+            self._stacks = (self.clock(), item.stacks)
 
-    def add_fact(self, pid: int, frame: dict[str, Any]) -> None:
+    def _on_fact(self, item: events.FactSeen) -> None:
         """The primary process's latest loader / syncs / flops / model frame; the fields the
         advisor reads are checked here, so a corrupt frame cannot break a later snapshot."""
-        self._tell("fact", pid=pid, frame=frame)
-        kind = frame.get("type")
-        checked = stats.checked_fact(kind, frame) if isinstance(kind, str) else None
+        kind = item.frame.get("type")
+        checked = stats.checked_fact(kind, item.frame) if isinstance(kind, str) else None
         if checked is None:
             return
         with self._lock:
-            if pid == self._primary_pid_locked():
+            if item.pid == self._primary_pid_locked():
                 facts = self._facts.setdefault(kind, [])  # type: ignore[arg-type]
                 facts.append((self.clock(), checked))
                 del facts[:-MAX_FACTS]
 
-    def set_autopilot(self, status: Any) -> None:
-        """The autopilot's state (autopilot/pilot.py PilotStatus, or its recorded dict); the
-        record gets it whenever its state or a trial changes."""
-        record = status if isinstance(status, dict) else asdict(status)
+    def _on_autopilot(self, item: events.AutopilotChanged) -> None:
+        """The autopilot's state; the record gets it whenever its state or a trial changes."""
+        record = item.status
         with self._lock:
             previous = self._autopilot
             self._autopilot = record
@@ -334,45 +332,32 @@ class Session:
             previous.get(key) != record.get(key) for key in ("state", "trials", "done")
         )
         if changed:
-            self._tell("autopilot", status=record)
+            self._tell(item)
 
-    def note_findings(self, findings: list[dict[str, Any]]) -> None:
-        """For the record: the advisor's findings, as shown live (replay recomputes them)."""
-        self._tell("findings", findings=findings)
-
-    def add_notice(self, text: str) -> None:
-        self._tell("notice", text=text)
+    def _on_notice(self, item: events.NoticeAdded) -> None:
         with self._lock:
-            self._notices.append(text)
+            self._notices.append(item.text)
             self._notice_count += 1
 
-    def add_reading(self, source: str, value: dict[str, Any]) -> None:
-        """The latest sample of a sampler whose data has no place of its own (collect/base.py):
-        kept, recorded and replayed, shown by whichever panel reads it."""
-        self._tell("reading", source=source, value=value)
+    def _on_reading(self, item: events.ReadingTaken) -> None:
+        """Kept, recorded and replayed, shown by whichever panel reads it."""
         with self._lock:
-            self._readings[source] = value
+            self._readings[item.source] = item.value
 
-    def count_dropped(self, frames: int) -> None:
-        """Frames from a hook that could not be read (recorded: a replay shows them too)."""
-        self._tell("dropped", frames=frames)
+    def _on_dropped(self, item: events.FramesDropped) -> None:
         with self._lock:
-            self._dropped_frames += frames
+            self._dropped_frames += item.frames
 
-    def note_stop(self, reason: str) -> None:
-        """The user asked the job to stop (its exit code is then no failure)."""
-        self._tell("stop", reason=reason)
+    def _on_stop(self, item: events.StopAsked) -> None:
         with self._lock:
-            self._job = _replace(self._job, stopped_by=reason)
+            self._job = _replace(self._job, stopped_by=item.reason)
 
-    def job_ended(self, exit_code: int | None, stderr_tail: tuple[str, ...] = ()) -> None:
-        """``exit_code`` is None when it cannot be known (a process we attached to)."""
-        self._tell("job_ended", exit_code=exit_code, stderr_tail=list(stderr_tail))
+    def _on_job_ended(self, item: events.JobEnded) -> None:
         with self._lock:
             self._job = JobState(
                 running=False,
-                exit_code=exit_code,
-                stderr_tail=stderr_tail,
+                exit_code=item.exit_code,
+                stderr_tail=tuple(item.stderr_tail),
                 stopped_by=self._job.stopped_by,
             )
             self._job_ended_at = self.clock()
@@ -439,13 +424,15 @@ class Session:
                 key = (chart_window_s, chart_points)
                 binner = self._binners.setdefault(key, ChartBinner(*key))
                 charts = binner.series(self._steps, self._gpu, now, self._primary_pid_locked())
-            recent_steps = _tail_between(self._steps, since, end)
-            recent_gpu = _ticks_between(self._gpu, since, end)
+            recent_steps = observe.tail_between(self._steps, since, end)
+            recent_gpu = observe.ticks_between(self._gpu, since, end)
             primary = self._primary_pid_locked()
             figures = stats.step_stats(recent_steps, primary)
             processes = self._processes
-            observation, advice_wait = self._advice_window(
-                recent_steps, recent_gpu, since, end, figures
+            last_second = observe.ticks_between(self._gpu, end - 1.0, end)
+            series = self._series()
+            observation, advice_wait = observe.advice_window(
+                series, recent_steps, recent_gpu, since, end, figures
             )
             snapshot = Snapshot(
                 t=now,
@@ -464,7 +451,7 @@ class Session:
                 gpu=stats.gpu_stats(recent_gpu),
                 procs=stats.proc_stats(processes),
                 latest_gpus=self._gpu[-1] if self._gpu else (),
-                recent_util_pct=_mean_util_per_gpu(_ticks_between(self._gpu, end - 1.0, end)),
+                recent_util_pct=_mean_util_per_gpu(last_second),
                 processes=processes,
                 notices=tuple(self._notices),
                 dropped_frames=self._dropped_frames,
@@ -472,7 +459,11 @@ class Session:
                 knobs=tuple(self._knobs.values()),
                 phases=tuple(
                     self._phase_table.rows(
-                        self._phases, self._steps, self._gpu, primary, self._observe_measured
+                        self._phases,
+                        self._steps,
+                        self._gpu,
+                        primary,
+                        functools.partial(observe.observe_measured, series),
                     )
                 )
                 if with_phases
@@ -487,8 +478,8 @@ class Session:
                 activity_note=self._activity_note(now, primary),
                 run_steps=self._run_steps(primary),
                 ranks=self._rank_stats(recent_steps, self._known_figures(primary, figures)),
-                memory=stats.MemoryAudit.from_frame(self._fact_at("memory_audit", end)),
-                step_parts_fact=self._fact_at("step_parts", end),
+                memory=stats.MemoryAudit.from_frame(observe.fact_at(series, "memory_audit", end)),
+                step_parts_fact=observe.fact_at(series, "step_parts", end),
             )
         return snapshot
 
@@ -518,6 +509,12 @@ class Session:
             )
         if self._stacks is not None and not self._hooked:
             return None  # py-spy's window is on screen
+        if self._refused and not self._hooked:
+            pid, reason = next(iter(self._refused.items()))
+            return (
+                f"PID {pid} is hooked but its hook turned this monitor away ({reason}); "
+                "asking again every few seconds"
+            )
         if self._hooked:
             pids = ", ".join(str(pid) for pid in sorted(self._hooked))
             return (
@@ -527,6 +524,22 @@ class Session:
         return (
             f"waiting for the first training step ({elapsed:.0f} s): the hook starts at the "
             "first DataLoader batch or optimizer.step() of a process that imports torch"
+        )
+
+    def _series(self) -> observe.Series:
+        """The series an observation reads (lock held)."""
+        return observe.Series(
+            primary=self._primary_pid_locked(),
+            phases=self._phases,
+            last_step=self._last_step,
+            gpu=self._gpu,
+            proc_ticks=self._proc_ticks,
+            facts=self._facts,
+            stacks=self._stacks,
+            hooked=len(self._hooked),
+            gpu_names=self._gpu_names,
+            cpu_count=self.cpu_count,
+            rank_stats=self._rank_stats,
         )
 
     def _known_figures(
@@ -576,123 +589,28 @@ class Session:
             return observation.steps
         return figures
 
-    def _advice_window(
-        self,
-        recent: list[Step],
-        recent_gpu: list[tuple[GpuSample, ...]],
-        since: float,
-        end: float,
-        figures: stats.StepStats,
-    ) -> tuple[stats.Observation | None, str | None]:
-        """The observation the advisor judges over a live window, or why there is none;
-        ``figures`` are the window's own step figures (``recent``'s)."""
-        primary = self._primary_pid_locked()
-        if primary is None or not recent:
-            if self._stacks and not self._hooked:
-                seen, stacks = self._stacks  # current until the next window is due
-                if since - stacks.window_s <= seen <= end:
-                    return self._observe([], recent_gpu, since, end), None
-            if primary is None:
-                return None, "no training step seen yet"
-            return None, f"no training step in the last {end - since:g} s"
-        phase = self._phases[-1]
-        # The phase's first steps pay for its start (workers forking, cuDNN autotuning, a
-        # compile): the advisor skips them, as the phase table does (phases.WARMUP_STEPS).
-        first = phase.first_step + WARMUP_STEPS
-        if self._last_step.get(primary, 0) < first:
-            return None, f"phase {phase.index} ({phase.change}) is warming up"
-        own = [s for s in recent if s.pid == primary and s.step >= first]
-        others = [s for s in recent if s.pid != primary]
-        # One process past its phase's warm-up: the same steps as the window's figures, which
-        # were a third of a view's cost when computed again (py-spy, H200, 2026-11-24).
-        same = figures if not others and len(own) == len(recent) else None
-        return self._observe_measured(own, others, same)
 
-    def _observe_measured(
-        self,
-        measured: Sequence[Step],
-        other_ranks: Sequence[Step] = (),
-        known: stats.StepStats | None = None,
-    ) -> tuple[stats.Observation | None, str | None]:
-        """An observation of measured steps (one phase, warm-up excluded) over the time they
-        ran; None, with the reason, when they are too few to judge. ``known``: their step
-        figures, where already computed."""
-        timed = [s for s in measured if s.step_ms is not None]
-        if len(timed) < MIN_ADVICE_STEPS:
-            return None, f"needs {MIN_ADVICE_STEPS} measured steps (has {len(timed)})"
-        start = timed[0].t - timed[0].step_ms / 1000.0  # type: ignore[operator]
-        stop = timed[-1].t
-        if stop - start < MIN_ADVICE_S:
-            return None, f"needs {MIN_ADVICE_S:g} s of measured steps (has {stop - start:.1f} s)"
-        ranks = [s for s in other_ranks if start < s.t <= stop]
-        ticks = _ticks_between(self._gpu, start, stop)
-        return self._observe(timed + ranks, ticks, start, stop, known), None
-
-    def _fact_at(self, kind: str, t: float) -> dict[str, Any] | None:
-        """The latest fact of a kind known at time ``t`` (lock held)."""
-        found = None
-        for seen, frame in self._facts.get(kind, ()):
-            if seen > t:
-                break
-            found = frame
-        return found
-
-    def _observe(
-        self,
-        steps: list[Step],
-        gpu_ticks: list[tuple[GpuSample, ...]],
-        start: float,
-        end: float,
-        known: stats.StepStats | None = None,
-    ) -> stats.Observation:
-        """What the advisor needs over [start, end] (called with the lock held); ``known``:
-        the step figures of ``steps``, where already computed."""
-        primary = self._primary_pid_locked()
-        procs = _ticks_covering(self._proc_ticks, start, end)
-        workers, worker_cpu, main_cpu, system_cpu = stats.mean_worker_cpu(procs)
-        loader = self._fact_at("loader", end) or {}
-        epochs = sum(1 for seen, _ in self._facts.get("loader", ()) if start <= seen <= end)
-        syncs = self._fact_at("syncs", end)
-        flops = self._fact_at("flops", end) or {}
-        per_sample = None
-        if isinstance(flops.get("flops"), int) and flops.get("samples"):
-            per_sample = flops["flops"] / flops["samples"]
-        shape = loader.get("shape")
-        step_stats, wait_source = known or stats.step_stats(steps, primary), "hook"
-        if not steps and self._stacks:
-            step_stats = _replace(step_stats, data_wait_pct=self._stacks[1].shares[DATA_WAIT])
-            wait_source = "py-spy"
-        return stats.Observation(
-            ranks=self._rank_stats(steps) if len(self._hooked) > 1 else (),
-            steps=step_stats,
-            gpu=stats.gpu_stats(gpu_ticks),
-            gpu_name=next((n for n in self._gpu_names if n), None),
-            pcie_rx_mibps=stats.mean_pcie_rx(gpu_ticks),
-            workers=workers,
-            worker_cpu_pct=worker_cpu,
-            main_cpu_pct=main_cpu,
-            cpu_count=self.cpu_count,
-            batch_dtype=loader.get("dtype"),
-            batch_shape=tuple(shape) if isinstance(shape, list) else None,
-            batch_bytes=loader.get("bytes"),
-            pin_memory=loader.get("pin_memory"),
-            persistent_workers=loader.get("persistent_workers"),
-            syncs_per_step=syncs.get("count") if syncs else None,
-            sync_sites=tuple(syncs.get("sites") or ()) if syncs else (),
-            flops_per_sample=per_sample,
-            model=stats.ModelFacts.from_frame(self._fact_at("model", end)),
-            data_wait_source=wait_source,
-            system_cpu_pct=system_cpu,
-            epochs=epochs,
-            window_s=end - start,
-            memory=stats.MemoryAudit.from_frame(self._fact_at("memory_audit", end)),
-            step_parts_reason=(self._fact_at("step_parts", end) or {}).get("reason"),
-            timed_model=(self._fact_at("step_parts", end) or {}).get("model"),
-        )
-
-
-def _int_or_none(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+# Each event's handler: the session's whole input, in one table.
+_HANDLERS: dict[type[events.Event], Callable[[Session, Any], None]] = {
+    events.GpusFound: Session._on_gpus,
+    events.ProcessHello: Session._on_hello,
+    events.ProcessGone: Session._on_disconnected,
+    events.KnobsDeclared: Session._on_knobs,
+    events.KnobRequested: Session._on_knob_requested,
+    events.KnobOutcome: Session._on_knob_outcome,
+    events.StepRows: Session._on_steps,
+    events.GpuSampled: Session._on_gpu,
+    events.ProcsSampled: Session._on_procs,
+    events.StacksSampled: Session._on_stacks,
+    events.FactSeen: Session._on_fact,
+    events.AutopilotChanged: Session._on_autopilot,
+    events.NoticeAdded: Session._on_notice,
+    events.HookRefused: Session._on_refused,
+    events.ReadingTaken: Session._on_reading,
+    events.FramesDropped: Session._on_dropped,
+    events.StopAsked: Session._on_stop,
+    events.JobEnded: Session._on_job_ended,
+}
 
 
 def _mean_util_per_gpu(ticks: list[tuple[GpuSample, ...]]) -> tuple[float | None, ...]:
@@ -704,53 +622,3 @@ def _mean_util_per_gpu(ticks: list[tuple[GpuSample, ...]]) -> tuple[float | None
         known = [g.util_pct for g in samples if g.util_pct is not None]
         means.append(sum(known) / len(known) if known else None)
     return tuple(means)
-
-
-def _gpu_record(sample: GpuSample) -> dict[str, Any]:
-    """What asdict() returns, without its deep copy: 20 times cheaper, and it runs at every
-    GPU sample."""
-    return {**vars(sample), "processes": [vars(p) for p in sample.processes]}
-
-
-def _ticks_covering(ticks: deque[stats.ProcTick], start: float, end: float) -> list[Any]:
-    """Process samples whose period (since the sample before) overlaps [start, end]: psutil's
-    CPU % of a sample is its average since the previous one."""
-    out: list[stats.ProcTick] = []
-    previous_t = float("-inf")
-    for tick in ticks:
-        if tick.t > start and previous_t < end:
-            out.append(tick)
-        if tick.t >= end:
-            break
-        previous_t = tick.t
-    return out
-
-
-def _tail_between(steps: deque[Step], since: float, end: float) -> list[Step]:
-    """The steps in (since, end], walking back from the newest (windows are short)."""
-    out = []
-    for step in reversed(steps):
-        if step.t > end:
-            continue
-        if step.t <= since:
-            break
-        out.append(step)
-    out.reverse()
-    return out
-
-
-def _ticks_between(
-    ticks: deque[tuple[GpuSample, ...]], since: float, end: float
-) -> list[tuple[GpuSample, ...]]:
-    """The GPU ticks in (since, end], walking back from the newest."""
-    out = []
-    for tick in reversed(ticks):
-        if not tick:
-            continue
-        if tick[0].t > end:
-            continue
-        if tick[0].t <= since:
-            break
-        out.append(tick)
-    out.reverse()
-    return out

@@ -31,7 +31,7 @@ NOISE_BLOCKS = 4
 
 
 # An observation of one phase's measured steps (and other ranks' steps meanwhile), or None
-# with the reason it is too few: session.model.Session._observe_measured.
+# with the reason it is too few: session/observe.py observe_measured.
 Observe = Callable[
     [Sequence[Step], Sequence[Step]], tuple["stats.Observation | None", "str | None"]
 ]

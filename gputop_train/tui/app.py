@@ -19,6 +19,7 @@ from textual.binding import Binding
 from textual.widgets import Footer, TabbedContent, TabPane
 
 from .. import format as fmt
+from .. import wire
 from ..job.log import LogTail
 from ..record.replay import ReplayController
 from ..session.model import Snapshot
@@ -35,8 +36,9 @@ from .screens import HelpScreen, QuitScreen
 CHART_WINDOWS_S = (60.0, 300.0, 1800.0)
 # One bucket per second at the 1-minute window: charts move once a second.
 CHART_POINTS = 60
-# 2 Hz is the default: fresh enough to watch a step-time change, cheap over SSH.
-DEFAULT_REFRESH_S = 0.5
+# One redraw per frame the hook sends (2 Hz): fresh enough to watch a step-time change,
+# cheap over SSH; a faster redraw would draw the same figures again.
+DEFAULT_REFRESH_S = wire.SEND_PERIOD_S
 # Processes are sampled, chart buckets close and the header's clock moves once a second: the
 # panels of that data (tier SLOW) are redrawn together in one frame a second.
 SLOW_PANELS_S = 1.0

@@ -1,0 +1,467 @@
+"""What happens to a session: one frozen dataclass per event, and the one registry that names
+them in a recording.
+
+An event is the session's only input (``Session.apply``): the samplers, the hook client, the
+autopilot, the CLI and the replay all build one. The recorder writes each as a line
+``{"kind": KIND, "t": ..., **payload()}`` and the reader reads it back with ``decode``, which
+checks every field against its declared type, so a corrupt line is refused (BadEvent) and
+never reaches the session. Adding a fact: one class here, decorated with ``@event("kind")``,
+and one handler in session/model.py (docs/architecture.md, "Add a fact").
+
+This module sits below the samplers (collect/ builds sampler events) and above the wire and
+the sample types: it imports nothing else of gputop-train.
+"""
+
+from __future__ import annotations
+
+import math
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from typing import Any, ClassVar, TypeGuard, TypeVar
+
+from . import wire
+from .samples import STACK_WINDOW_S, GpuProcess, GpuSample, ProcSample, StackShares
+
+
+class BadEvent(ValueError):
+    """A recorded event whose kind is unknown or whose fields are not of their types."""
+
+
+@dataclass(frozen=True)
+class Event:
+    """One thing that happened to a session. ``kind`` names it in a recording."""
+
+    kind: ClassVar[str] = ""
+    # Recorded for the reader, never applied on replay: the session derives it again.
+    informational: ClassVar[bool] = False
+
+    def payload(self) -> dict[str, Any]:
+        """The recorded fields (JSON values; tuples are written as lists)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_frame(cls, pid: int, frame: wire.Frame) -> Event:
+        """This event from a hook's frame: ``pid`` (the socket's) and the frame's fields of the
+        same names. Override where the names differ."""
+        names = [f.name for f in fields(cls) if f.name != "pid"]
+        return cls(pid=pid, **{name: getattr(frame, name) for name in names})  # type: ignore[call-arg]
+
+    @classmethod
+    def from_payload(cls, data: dict[str, Any]) -> Event:
+        """The event a recorded line holds, every field checked (BadEvent if one is wrong).
+        Fields this version does not know are ignored; a missing field takes its default."""
+        hints = _hints(cls)
+        values = {}
+        for f in fields(cls):
+            if f.name in data:
+                values[f.name] = _checked(data[f.name], hints[f.name], f.name)
+        try:
+            return cls(**values)
+        except TypeError as error:  # a required field missing
+            raise BadEvent(f"{cls.kind}: {error}") from None
+
+
+EVENTS: dict[str, type[Event]] = {}  # kind -> class: the recording's schema, in one place
+# Frame class -> the event a hook's frame of that class becomes (the hook client applies it,
+# with the socket's PID, for a frame it has no handler of its own for).
+FROM_FRAME: dict[type[wire.Frame], type[Event]] = {}
+E = TypeVar("E", bound=type[Event])
+
+
+def event(
+    kind: str, informational: bool = False, frame: type[wire.Frame] | None = None
+) -> Callable[[E], E]:
+    """Register an event class under ``kind`` (its name in a recording; never reuse one);
+    with ``frame``, the wire frame class that becomes this event (``from_frame``)."""
+
+    def register(cls: E) -> E:
+        if kind in EVENTS or (frame is not None and frame in FROM_FRAME):
+            raise ValueError(f"event kind {kind!r} or its frame registered twice")
+        cls.kind, cls.informational = kind, informational
+        EVENTS[kind] = cls
+        if frame is not None:
+            FROM_FRAME[frame] = cls
+        return cls
+
+    return register
+
+
+def from_frame(pid: int, frame: wire.Frame) -> Event | None:
+    """The event a hook's frame becomes (``FROM_FRAME``), or None for a frame no event takes."""
+    cls = FROM_FRAME.get(type(frame))
+    return cls.from_frame(pid, frame) if cls is not None else None
+
+
+def encode(item: Event) -> tuple[str, dict[str, Any]]:
+    """The kind and payload a recorder writes for ``item``."""
+    return item.kind, item.payload()
+
+
+def decode(line: dict[str, Any]) -> Event:
+    """The event of one recorded line (its ``kind`` and fields; ``t`` is the recorder's);
+    BadEvent for an unknown kind or a field of the wrong type."""
+    cls = EVENTS.get(line.get("kind"))  # type: ignore[arg-type]
+    if cls is None:
+        raise BadEvent(f"unknown event kind {str(line.get('kind'))[:40]!r}")
+    try:
+        return cls.from_payload(line)
+    except (TypeError, ValueError, KeyError, AttributeError) as error:
+        raise BadEvent(f"{cls.kind}: {error}") from None
+
+
+# -- the events ---------------------------------------------------------------------------
+
+
+@event("gpus")
+@dataclass(frozen=True)
+class GpusFound(Event):
+    """The GPUs NVML found (names), or why it cannot read them (error)."""
+
+    names: tuple[str | None, ...]
+    error: str | None = None
+    driver: str | None = None
+
+
+@event("hello")
+@dataclass(frozen=True)
+class ProcessHello(Event):
+    """A hooked process said who it is (its hello frame)."""
+
+    pid: int
+    argv: tuple[str, ...] = ()
+    rank: int | None = None
+    local_rank: int | None = None
+    torch: str | None = None
+    host: str | None = None
+
+    def payload(self) -> dict[str, Any]:
+        frame = {name: getattr(self, name) for name in _HELLO_FIELDS}
+        return {"pid": self.pid, "frame": frame}
+
+    @classmethod
+    def from_payload(cls, data: dict[str, Any]) -> ProcessHello:
+        return cls.of(_checked(data["pid"], int, "pid"), _checked(data["frame"], dict, "frame"))
+
+    @classmethod
+    def of(cls, pid: int, frame: dict[str, Any]) -> ProcessHello:
+        """From a hello frame's fields; a field of the wrong type is left unknown, as the
+        session always did (a recording holds whole hello frames)."""
+        argv = frame.get("argv")
+        return cls(
+            pid=pid,
+            argv=tuple(str(a) for a in argv) if isinstance(argv, list | tuple) else (),
+            rank=_int_or_none(frame.get("rank")),
+            local_rank=_int_or_none(frame.get("local_rank")),
+            torch=frame.get("torch") if isinstance(frame.get("torch"), str) else None,
+            host=frame.get("host") if isinstance(frame.get("host"), str) else None,
+        )
+
+
+_HELLO_FIELDS = ("argv", "rank", "local_rank", "torch", "host")
+
+
+@event("disconnected")
+@dataclass(frozen=True)
+class ProcessGone(Event):
+    """The connection to a hooked process closed."""
+
+    pid: int
+
+
+@event("knobs")
+@dataclass(frozen=True)
+class KnobsDeclared(Event):
+    """The knobs a process declared (its hook's Knob.describe() each)."""
+
+    pid: int
+    knobs: tuple[dict[str, Any], ...]
+
+
+@event("knob_requested")
+@dataclass(frozen=True)
+class KnobRequested(Event):
+    """The user asked for a knob change (it is pending until the hook's outcome)."""
+
+    name: str
+    value: Any
+
+
+@event("knob_outcome")
+@dataclass(frozen=True)
+class KnobOutcome(Event):
+    """A hook's knob_applied frame: the value in force after a change, or why not."""
+
+    pid: int
+    name: str
+    value: Any  # the value in force; the session ignores one a hook never sends
+    ok: bool
+    previous: Any = None
+    step: int | None = None  # the step after which it applied; None: refused on arrival
+    seq: int | None = None  # the hook's count of outcomes: the hello's history overlaps
+    error: str | None = None
+    t: float | None = None  # when the hook applied it
+    reverted: bool = False
+    request_id: Any = None
+
+    def payload(self) -> dict[str, Any]:
+        frame = {
+            "seq": self.seq,
+            "id": self.request_id,
+            "name": self.name,
+            "value": self.value,
+            "previous": self.previous,
+            "ok": self.ok,
+            "error": self.error,
+            "step": self.step,
+            "reverted": self.reverted,
+            "t": self.t,
+        }
+        return {"pid": self.pid, "frame": frame}
+
+    @classmethod
+    def from_payload(cls, data: dict[str, Any]) -> KnobOutcome:
+        return cls.of(_checked(data["pid"], int, "pid"), _checked(data["frame"], dict, "frame"))
+
+    @classmethod
+    def of(cls, pid: int, frame: dict[str, Any]) -> KnobOutcome:
+        """From a knob_applied frame's fields (a recording holds whole frames); TypeError
+        for one without a knob's name."""
+        name, seq, step, sent = (frame.get(k) for k in ("name", "seq", "step", "t"))
+        if not isinstance(name, str):
+            raise TypeError("a knob outcome names no knob")
+        error = frame.get("error")
+        return cls(
+            pid=pid,
+            name=name,
+            value=frame.get("value"),
+            ok=bool(frame.get("ok")),
+            previous=frame.get("previous"),
+            step=step if isinstance(step, int) else None,
+            seq=seq if isinstance(seq, int) else None,
+            error=str(error) if error else None,
+            t=float(sent) if _finite(sent) else None,
+            reverted=bool(frame.get("reverted")),
+            request_id=frame.get("id"),
+        )
+
+
+@event("phase", informational=True)
+@dataclass(frozen=True)
+class PhaseOpened(Event):
+    """A phase began or changed (told by the session for the record; replay derives it)."""
+
+    phase: dict[str, Any]
+
+
+@event("steps")
+@dataclass(frozen=True)
+class StepRows(Event):
+    """A batch of step rows from a hook (columns: wire.STEP_FIELDS); bad rows are counted."""
+
+    pid: int
+    rows: tuple[Any, ...]
+
+
+@event("gpu")
+@dataclass(frozen=True)
+class GpuSampled(Event):
+    """One NVML sample of every GPU."""
+
+    samples: tuple[GpuSample, ...]
+
+    def payload(self) -> dict[str, Any]:
+        return {"samples": [_gpu_record(s) for s in self.samples]}
+
+    @classmethod
+    def from_payload(cls, data: dict[str, Any]) -> GpuSampled:
+        return cls(tuple(_gpu_sample(g) for g in _checked(data["samples"], list, "samples")))
+
+
+@event("procs")
+@dataclass(frozen=True)
+class ProcsSampled(Event):
+    """One sample of the job's processes, and the machine's busy share of all cores."""
+
+    samples: tuple[ProcSample, ...]
+    system_cpu_pct: float | None = None
+
+    def payload(self) -> dict[str, Any]:  # flat: no asdict() copy
+        return {"samples": [vars(p) for p in self.samples], "system_cpu_pct": self.system_cpu_pct}
+
+    @classmethod
+    def from_payload(cls, data: dict[str, Any]) -> ProcsSampled:
+        samples = _checked(data["samples"], list, "samples")
+        cpu = data.get("system_cpu_pct")
+        return cls(
+            tuple(_sample(ProcSample, p) for p in samples), float(cpu) if _finite(cpu) else None
+        )
+
+
+@event("fact")
+@dataclass(frozen=True)
+class FactSeen(Event):
+    """A loader / syncs / flops / model frame (its ``type`` says which): the session keeps
+    the fields the advisor reads, checked (session/stats.py checked_fact)."""
+
+    pid: int
+    frame: dict[str, Any]
+
+
+@event("notice")
+@dataclass(frozen=True)
+class NoticeAdded(Event):
+    """A line for the Log."""
+
+    text: str
+
+
+@event("refused")
+@dataclass(frozen=True)
+class HookRefused(Event):
+    """A process's hook turned this monitor away (too many monitors, too many new
+    connections): said at once, not only in the closing notes."""
+
+    pid: int
+    reason: str
+
+
+@event("stacks")
+@dataclass(frozen=True)
+class StacksSampled(Event):
+    """A window of py-spy samples of the training thread (a job without the hook)."""
+
+    stacks: StackShares
+
+    def payload(self) -> dict[str, Any]:
+        return dict(vars(self.stacks))
+
+    @classmethod
+    def from_payload(cls, data: dict[str, Any]) -> StacksSampled:
+        shares = _checked(data["shares"], dict, "shares")
+        return cls(
+            StackShares(
+                _checked(data["thread"], str, "thread"),
+                _checked(data["samples"], int, "samples"),
+                {str(k): _checked(v, float, k) for k, v in shares.items()},
+                _checked(data.get("window_s", STACK_WINDOW_S), float, "window_s"),
+            )
+        )
+
+
+@event("autopilot")
+@dataclass(frozen=True)
+class AutopilotChanged(Event):
+    """The autopilot's (or --try's) state and trial table (autopilot/pilot.py PilotStatus as
+    a dict); recorded when its state, trials or end change."""
+
+    status: dict[str, Any]
+
+
+@event("findings", informational=True)
+@dataclass(frozen=True)
+class FindingsShown(Event):
+    """The advisor's findings as shown live (for the record: a replay recomputes them)."""
+
+    findings: tuple[dict[str, Any], ...]
+
+
+@event("reading")
+@dataclass(frozen=True)
+class ReadingTaken(Event):
+    """The latest sample of a sampler whose data has no place of its own (collect/base.py)."""
+
+    source: str
+    value: dict[str, Any]
+
+
+@event("dropped")
+@dataclass(frozen=True)
+class FramesDropped(Event):
+    """Frames from a hook that could not be read."""
+
+    frames: int
+
+
+@event("stop")
+@dataclass(frozen=True)
+class StopAsked(Event):
+    """The user asked the job to stop (its exit code is then no failure)."""
+
+    reason: str
+
+
+@event("job_ended")
+@dataclass(frozen=True)
+class JobEnded(Event):
+    """The job's process exited; ``exit_code`` None when it cannot be known (attached)."""
+
+    exit_code: int | None
+    stderr_tail: tuple[str, ...] = ()
+
+
+# -- checking recorded values ---------------------------------------------------------------
+
+
+def _finite(value: object) -> TypeGuard[int | float]:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _int_or_none(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    """A class's field types, resolved once."""
+    if cls not in _HINTS:
+        _HINTS[cls] = typing.get_type_hints(cls)
+    return _HINTS[cls]
+
+
+def _checked(value: Any, hint: Any, name: str) -> Any:
+    """``value`` if it is of type ``hint`` (the wire's check: JSON's types, strictly)."""
+    return wire.checked(value, hint, name)
+
+
+def _sample(cls: Any, data: object) -> Any:
+    """A sample dataclass from recorded data, its fields checked against their declared kinds
+    (a number where a number goes, a string where a string goes), or TypeError. A field this
+    version does not have is left out: a recording from a version that had it (a process's
+    thread count, until 2026-11) still plays."""
+    if not isinstance(data, dict):
+        raise TypeError("not an object")
+    hints = _hints(cls)
+    data = {name: value for name, value in data.items() if name in hints}
+    for name, value in data.items():
+        if value is None or name in ("processes", "throttle"):
+            continue
+        hint = str(hints[name])
+        if ("float" in hint or "int" in hint) and not _finite(value):
+            raise TypeError(f"{name} is not a number")
+        if hint.startswith("str") and not isinstance(value, str):
+            raise TypeError(f"{name} is not text")
+    return cls(**data)
+
+
+def _gpu_sample(data: dict[str, Any]) -> GpuSample:
+    if not isinstance(data, dict):
+        raise TypeError("not an object")
+    processes = tuple(_sample(GpuProcess, p) for p in data.get("processes") or ())
+    throttle = data.get("throttle")
+    return _sample(
+        GpuSample,
+        {
+            **data,
+            "processes": processes,
+            "throttle": tuple(str(t) for t in throttle) if throttle is not None else None,
+        },
+    )
+
+
+def _gpu_record(sample: GpuSample) -> dict[str, Any]:
+    """What asdict() returns, without its deep copy: 20 times cheaper, and it runs at every
+    GPU sample."""
+    return {**vars(sample), "processes": [vars(p) for p in sample.processes]}
