@@ -116,10 +116,10 @@ def test_the_window_shares_add_up_and_a_missing_phase_stays_missing() -> None:
     assert step_parts([_step(1)]) is None  # nothing split: N/A, not zeros
 
 
-def test_the_latest_clock_wins_a_window_that_saw_both() -> None:
-    host = _step(1, part_data_ms=9.0, part_fwd_ms=1.0, part_rest_ms=0.0, part_clock="host")
-    gpu = _step(2, part_data_ms=1.0, part_fwd_ms=9.0, part_rest_ms=0.0, part_clock="gpu")
-    parts = step_parts([host, gpu])
+def test_the_gpu_clock_wins_a_window_that_saw_both() -> None:
+    gpu = _step(1, part_data_ms=1.0, part_fwd_ms=9.0, part_rest_ms=0.0, part_clock="gpu")
+    host = _step(2, part_data_ms=9.0, part_fwd_ms=1.0, part_rest_ms=0.0, part_clock="host")
+    parts = step_parts([gpu, host, host])
     assert parts is not None and parts.clock == "gpu" and parts.pct["forward"] == 90.0
 
 
@@ -170,3 +170,54 @@ def test_no_audit_without_cuda_or_before_the_optimizer_state() -> None:
     audit = HookAudit(SimpleNamespace())
     assert audit.due(100.0, None, cuda=False) is None
     assert audit.due(200.0, None, cuda=True) is None  # step 2: state not there yet
+
+
+class _FakeEvent:
+    """A CUDA event on a fake GPU clock: ``record`` reads it, ``elapsed_time`` subtracts."""
+
+    clock = 0.0
+    created = 0
+
+    def __init__(self, enable_timing: bool = False) -> None:
+        _FakeEvent.created += 1
+        self.at: float | None = None
+
+    def record(self) -> None:
+        self.at = _FakeEvent.clock
+
+    def query(self) -> bool:
+        return True
+
+    def elapsed_time(self, end: _FakeEvent) -> float:
+        assert self.at is not None and end.at is not None
+        return end.at - self.at
+
+
+def test_one_step_in_four_is_split_on_the_gpu_clock_and_events_are_reused() -> None:
+    from gputop_train.hook.model_probe import GPU_SPLIT_EVERY
+    from gputop_train.hook.step_parts import StepTimeline
+
+    timeline = StepTimeline(SimpleNamespace(cuda=SimpleNamespace(Event=_FakeEvent)))
+    clocks = []
+    for step in range(1, 41):
+        for kind, gpu_ms in ((FWD_START, 2.0), (FWD_END, 5.0), (BWD_START, 0.5), (BWD_END, 9.0)):
+            _FakeEvent.clock += gpu_ms
+            timeline.mark(kind)
+        _FakeEvent.clock += 0.5
+        timeline.mark(OPT_START)
+        _FakeEvent.clock += 1.0
+        pending = timeline.end_step(cuda_next=(step + 1) % GPU_SPLIT_EVERY == 0)
+        timeline.mark_hook_end()  # the hook's own work: host clock only, no event
+        parts = timeline.resolve(pending)
+        clocks.append(parts.clock)
+        if parts.clock == "gpu":
+            assert (parts.data, parts.fwd, parts.bwd, parts.opt, parts.rest) == (
+                2.0,
+                5.0,
+                9.0,
+                1.0,
+                1.0,
+            )
+    assert clocks[0] is None  # the first step has no start mark
+    assert [i + 1 for i, c in enumerate(clocks) if c == "gpu"] == list(range(4, 41, 4))
+    assert _FakeEvent.created <= 8  # a step's seven marks, then the pool

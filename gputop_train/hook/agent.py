@@ -218,6 +218,7 @@ class Agent:
             self._syncs.due_at = self._probe_due_step
         if not self._dataloader_seen:
             self._begin_step()  # no DataLoader: the next step starts now
+        self._model.timeline.mark_hook_end()
 
     def _feed(self, iterator: Any) -> _Feed:
         feed = self._feeds.get(id(iterator))

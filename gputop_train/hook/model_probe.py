@@ -29,6 +29,11 @@ from .step_parts import (
 # Output tensors looked at for the backward's start: a model returns logits and a loss, or
 # a dict of a few.
 _MAX_OUTPUT_TENSORS = 8
+# Steps split on the GPU's clock (CUDA events at each mark): one in this many. A window of
+# a fast loop still holds hundreds, and the seven events and six elapsed-time reads of a
+# split step cost a quarter as much. A 2 ms H100 loop read +23-25% with every step split
+# (hook_overhead.py tiny and gpt, 2026-11-24, docs/benchmarks.md).
+GPU_SPLIT_EVERY = 4
 # The step columns ``ModelProbe.row`` fills, in its order (wire.STEP_FIELDS names them).
 MODEL_COLUMNS = (
     "tokens",
@@ -68,6 +73,7 @@ class ModelProbe:
         self._training_call = False
         self._several_optimizers = False
         self._new_reason = False
+        self._steps = 0
         self._reset_counts()
 
     def _reset_counts(self) -> None:
@@ -128,10 +134,11 @@ class ModelProbe:
         self.timeline.mark(OPT_START)
 
     def end_step(self, cuda: bool) -> StepCounts:
-        """The step's counts and marks; what the step's forwards received resets."""
-        self.timeline.cuda = cuda
+        """The step's counts and marks; what the step's forwards received resets. With
+        CUDA in use, one step in GPU_SPLIT_EVERY is split on the GPU's clock."""
         self._depth, self._training_call = 0, False
-        parts = self.timeline.end_step()
+        self._steps += 1
+        parts = self.timeline.end_step(cuda and self._steps % GPU_SPLIT_EVERY == 0)
         usable = self.model is not None and not self._several_optimizers
         counts = StepCounts(
             samples=self._samples if usable else None,

@@ -14,20 +14,23 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
 
-FWD_START, FWD_END, BWD_START, BWD_END, OPT_START, STEP_END = range(6)
+FWD_START, FWD_END, BWD_START, BWD_END, OPT_START, STEP_END, HOOK_END = range(7)
+_KINDS = 7
 
 # The part of the interval between two marks, by (earlier mark, later mark); any other pair
 # is the rest (a loss computed outside the model, gradient clipping, a GradScaler's checks).
 _NAMED = {
     (STEP_END, FWD_START): 0,  # data: the end of the last step to this forward
     (BWD_END, FWD_START): 0,  # data: the next micro-batch's fetch under accumulation
+    (HOOK_END, FWD_START): 0,  # data, after the hook's own work at the step's end
     (FWD_START, FWD_END): 1,
     (BWD_START, BWD_END): 2,
     (OPT_START, STEP_END): 3,
 }
 _REST = 4
-# The same as a flat table, indexed earlier * 6 + later: one list lookup per interval.
-_PART_OF = [_NAMED.get((a, b), _REST) for a in range(6) for b in range(6)]
+# The same as a flat table, indexed earlier * _KINDS + later: one list lookup an interval.
+# The hook's own work at a step's end (STEP_END -> HOOK_END) is rest, never data.
+_PART_OF = [_NAMED.get((a, b), _REST) for a in range(_KINDS) for b in range(_KINDS)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +61,7 @@ def split(kinds: list[int], durations_ms: list[float], clock: str, clean_data: b
     sums = [0.0, 0.0, 0.0, 0.0, 0.0]
     previous = STEP_END
     for kind, duration in zip(kinds[1:], durations_ms[1:], strict=True):
-        sums[_PART_OF[previous * 6 + kind]] += duration
+        sums[_PART_OF[previous * _KINDS + kind]] += duration
         previous = kind
     if not clean_data:
         sums[_REST] += sums[0]
@@ -91,7 +94,7 @@ class StepTimeline:
         self._marks: list[tuple[int, float, Any]] = []
         self._free: list[Any] = []
         self.eval_forward = False  # a forward without grad (evaluation) ran within the step
-        self.cuda = False  # record CUDA events too (set once CUDA is in use)
+        self.cuda = False  # record CUDA events at this step's marks (a sampled CUDA step)
 
     def mark(self, kind: int) -> None:
         event = None
@@ -100,20 +103,29 @@ class StepTimeline:
             event.record()
         self._marks.append((kind, time.perf_counter(), event))
 
-    def end_step(self) -> PendingStep:
-        """Close the step with its end mark; the next step starts at this mark."""
+    def end_step(self, cuda_next: bool = False) -> PendingStep:
+        """Close the step with its end mark; the next step starts at this mark, and records
+        CUDA events at its marks when ``cuda_next`` (a step split on the GPU's clock)."""
+        self.cuda = self.cuda or cuda_next  # the end mark opens the next step too
         self.mark(STEP_END)
+        self.cuda = cuda_next
         marks, self._marks = self._marks, [self._marks[-1]]
         clean, self.eval_forward = not self.eval_forward, False
         kinds, times, events = zip(*marks, strict=True)
         host_ms = [0.0, *((b - a) * 1000.0 for a, b in pairwise(times))]
         host = split(list(kinds), host_ms, "host", clean)
-        with_events = None not in events
+        with_events = all(
+            e is not None for k, e in zip(kinds, events, strict=True) if k != HOOK_END
+        )
         if not with_events:
             self.recycle(list(events[:-1]))
         return PendingStep(
             list(kinds), list(events) if with_events else None, host, clean, host.data
         )
+
+    def mark_hook_end(self) -> None:
+        """The hook's own work at the step's end is done (host clock only: no GPU work)."""
+        self._marks.append((HOOK_END, time.perf_counter(), None))
 
     def ready(self, pending: PendingStep) -> bool:
         """Whether the step's GPU split can be read now (its last event has run)."""
@@ -124,10 +136,15 @@ class StepTimeline:
         it has no events. Frees its events but the last (the next step's first)."""
         if pending.events is None:
             return pending.host
-        events = pending.events
+        # The hook-end mark has no event (nothing ran on the GPU): the GPU's split skips it.
+        marked = [
+            (k, e) for k, e in zip(pending.kinds, pending.events, strict=True) if e is not None
+        ]
+        kinds = [k for k, _ in marked]
+        events = [e for _, e in marked]
         durations = [0.0] + [events[i - 1].elapsed_time(events[i]) for i in range(1, len(events))]
         self.recycle(events[:-1])
-        return split(pending.kinds, durations, "gpu", pending.clean_data)
+        return split(kinds, durations, "gpu", pending.clean_data)
 
     def drop(self, pending: PendingStep) -> None:
         """Give up on a step's GPU split (the GPU is far behind): its events go back."""

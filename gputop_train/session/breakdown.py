@@ -32,12 +32,14 @@ class StepParts:
 
 
 def step_parts(steps: Sequence[Step]) -> StepParts | None:
-    """The breakdown of the steps split on the window's latest clock; None when none was
+    """The breakdown of the steps split on the GPU's clock, else the host's; None when none was
     (no model found, the first step, several optimizers: the step_parts fact says why)."""
     split = [s for s in steps if s.part_clock is not None]
     if not split:
         return None
-    clock = split[-1].part_clock or "host"
+    # A CUDA job splits one step in a few on the GPU's clock and the others on the host's:
+    # the GPU's is the one that says where the step's time goes (docs/steps.md).
+    clock = "gpu" if any(s.part_clock == "gpu" for s in split) else "host"
     split = [s for s in split if s.part_clock == clock]
     sums: dict[str, float | None] = {}
     for name, column in zip(PART_NAMES, _COLUMNS, strict=True):
