@@ -87,7 +87,7 @@ class Agent:
         self._awaiting_gpu: deque[list[Any]] = deque()
         self._awaiting_counts: deque[StepCounts] = deque()  # beside _awaiting_gpu, in step
         self._counted_tokens: int | None = None  # count_tokens() overrides the forward's
-        self._model = ModelProbe(torch_module, self._guard)
+        self._model = ModelProbe(torch_module, self._guard, self.fail, self._is_enabled)
         self._memory_audit = MemoryAudit(torch_module)
         self._next_memory_sample = 0.0
         self._started_at = time.time()
@@ -452,7 +452,10 @@ class Agent:
     def forget_model(self) -> None:
         """Remove the model's hooks (uninstall); the next step looks for the model again."""
         self._model.remove()
-        self._model = ModelProbe(self._torch, self._guard)
+        self._model = ModelProbe(self._torch, self._guard, self.fail, self._is_enabled)
+
+    def _is_enabled(self) -> bool:
+        return self.enabled
 
     def _guard(self, callback: Any) -> None:
         """Run a hook's work; an internal error disables the agent, never the job."""

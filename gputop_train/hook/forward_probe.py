@@ -101,7 +101,8 @@ def count_inputs(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> tuple[int,
     dimension; tokens batch x sequence for integer inputs of two or more dimensions; the
     2-D padding mask whose sum is the non-padding tokens, when one matches them (its sum is
     left to the caller, which must not wait for a GPU). ValueError when no tensor came in."""
-    leaf = first_input(args, kwargs)
+    # The common call, model(x, ...): its first argument, without the search below.
+    leaf = args[0] if args and not kwargs and _is_tensor(args[0]) else first_input(args, kwargs)
     if leaf is None or not len(leaf.shape):
         raise ValueError("the model's forward took no tensor with a batch dimension")
     samples = int(leaf.shape[0])

@@ -60,9 +60,17 @@ class StepCounts:
 class ModelProbe:
     """Hooks the model once found; one per training process, driven by the agent."""
 
-    def __init__(self, torch_module: Any, guard: Callable[[Callable[[], None]], None]) -> None:
+    def __init__(
+        self,
+        torch_module: Any,
+        guard: Callable[[Callable[[], None]], None],
+        fail: Callable[[BaseException], None],
+        enabled: Callable[[], bool],
+    ) -> None:
         self._torch = torch_module
         self._guard = guard  # runs a callback; an internal error disables the agent
+        self._fail = fail  # disables the agent, said once
+        self._enabled = enabled
         self.timeline = StepTimeline(torch_module)
         self.searched = False
         self.model: str | None = None  # the hooked module, described
@@ -167,15 +175,21 @@ class ModelProbe:
     # -- module hooks (training thread; backward marks on autograd's thread) ----------
 
     def _pre_forward(self, module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        self._guard(lambda: self._forward_started(module, args, kwargs))
+        try:  # inline, not through the guard: a forward runs several times a step
+            self._forward_started(module, args, kwargs)
+        except Exception as error:
+            self._fail(error)
 
     def _post_forward(
         self, module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any
     ) -> None:
-        self._guard(lambda: self._forward_ended(output))
+        try:
+            self._forward_ended(output)
+        except Exception as error:
+            self._fail(error)
 
     def _forward_started(self, module: Any, args: tuple[Any, ...], kwargs: Any) -> None:
-        if threading.get_ident() != self._thread:
+        if threading.get_ident() != self._thread or not self._enabled():
             return
         self._depth += 1
         if self._depth > 1:
