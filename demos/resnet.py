@@ -295,7 +295,9 @@ class Trainer:
     def run(self, max_steps: int, epochs: int) -> None:
         last_log = time.monotonic()
         epoch = 0
-        while epoch < epochs:
+        # Under gputop-train --autopilot the demo trains on until the autopilot is done: its
+        # own epochs end long before (143 s on the H100, mid-trial).
+        while epoch < epochs or (hook is not None and hook.autopilot_active()):
             self.loader_changed = False
             for images, labels in self.loader:
                 try:

@@ -398,6 +398,7 @@ class JobEnded(Event):
 
     exit_code: int | None
     stderr_tail: tuple[str, ...] = ()
+    at: float | None = None  # when it exited (Unix s): the drain after it is not the job's
 
 
 # -- checking recorded values ---------------------------------------------------------------

@@ -8,6 +8,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from typing import Any, TextIO
 
 from . import events
@@ -220,15 +221,17 @@ def run_headless(
     """Print a status per interval until the job ends, and the job's output (its log, when
     we launched it) on ``err``. Returns the job's exit code (0 when it keeps running).
 
-    Ctrl+C is passed on to a job we started; from a monitor attached by PID it detaches.
-    SIGTERM or SIGHUP (an SSH drop), or a terminal that is gone, stop the monitor only: the
-    job runs in its own session and carries on, ready for a later attach. A closed pipe
+    Ctrl+C and SIGTERM are passed on to a job we started (``timeout`` and schedulers stop a
+    command with SIGTERM); from a monitor attached by PID they detach. SIGHUP (an SSH drop)
+    or a terminal that is gone stop the monitor only: the job runs in its own session and
+    carries on, ready for a later attach. A closed pipe
     (``| head``) ends the pipeline: a job we started is stopped as Ctrl+C would, and the
     summaries are still written (docs/exits.md).
     """
     session = monitor.session
     stop_waiting = threading.Event()
     ended: list[int | None] = []
+    ended_at: list[float] = []
     echo = log is not None
 
     def forward_interrupt(signum: int, frame: Any) -> None:
@@ -242,8 +245,18 @@ def run_headless(
     def detach(signum: int, frame: Any) -> None:
         stop_waiting.set()
 
+    def forward_terminate(signum: int, frame: Any) -> None:
+        session.apply(events.StopAsked("SIGTERM"))
+        sent = job.terminate()
+        again = "; SIGKILL in 30 s, or at once if asked again" if sent == "SIGTERM" else ""
+        with contextlib.suppress(OSError):
+            err.write(f"gputop-train: got SIGTERM: sent {sent} to the job{again}\n")
+            err.flush()
+
     def wait_for_job() -> None:
-        ended.append(job.wait())
+        code = job.wait()
+        ended_at.append(time.time())
+        ended.append(code)
         stop_waiting.set()
 
     def copy_output() -> None:
@@ -258,7 +271,7 @@ def run_headless(
             echo = False
 
     signal.signal(signal.SIGINT, forward_interrupt if job.owned else detach)
-    signal.signal(signal.SIGTERM, detach)
+    signal.signal(signal.SIGTERM, forward_terminate if job.owned else detach)
     signal.signal(signal.SIGHUP, detach)
     threading.Thread(target=wait_for_job, daemon=True).start()
     try:
@@ -274,7 +287,7 @@ def run_headless(
     if ended:
         monitor.drain(DRAIN_S)
         copy_output()
-        session.apply(events.JobEnded(ended[0]))
+        session.apply(events.JobEnded(ended[0], at=ended_at[0]))
         monitor.forget_sockets()
     monitor.stop()
     final = view_of(

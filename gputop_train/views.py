@@ -248,7 +248,24 @@ def status_fields(view: View) -> dict[str, Any]:
         "findings": [finding_dict(f) for f in view.findings],
         "advice_wait": snap.advice_wait,
         "autopilot": snap.autopilot,
+        "knobs": knob_dicts(snap),
     }
+
+
+def knob_dicts(snap: Snapshot) -> list[dict[str, Any]]:
+    """The knobs in force: the script's, then the hook's built-in ones (docs/knobs.md)."""
+    return [
+        {
+            "name": k.name,
+            "value": k.value,
+            "builtin": k.builtin,
+            "role": k.role,
+            "unavailable": k.unavailable,
+            "numerics": k.numerics,
+            "error": k.error,
+        }
+        for k in sorted(snap.knobs, key=lambda k: k.builtin)
+    ]
 
 
 def rank_dicts(snap: Snapshot) -> list[dict[str, Any]]:
@@ -298,6 +315,7 @@ def phase_dicts(view: View) -> list[dict[str, Any]]:
             "steps": p.row.steps,
             "warmup_steps": p.row.warmup_steps,
             "warmup_s": _round(p.row.warmup_s, 2),
+            "measured_s": _round(p.row.measured_s, 2),
             "samples_per_s": _round(p.row.samples_per_s, 1),
             "step_ms_p50": _round(p.row.step_ms_p50, 2),
             "data_wait_pct": _round(p.row.data_wait_pct, 1),
@@ -312,7 +330,17 @@ def phase_dicts(view: View) -> list[dict[str, Any]]:
     ]
 
 
-TRIAL_COLUMNS = ("change", "from", "baseline", "samples/s", "gain", "needed", "decision")
+TRIAL_COLUMNS = (
+    "change",
+    "from",
+    "predicted",
+    "baseline",
+    "samples/s",
+    "gain",
+    "needed",
+    "vs start",
+    "decision",
+)
 
 
 def trial_rows(autopilot: dict[str, Any] | None) -> list[tuple[str, ...]]:
@@ -323,18 +351,27 @@ def trial_rows(autopilot: dict[str, Any] | None) -> list[tuple[str, ...]]:
             (
                 str(trial.get("change")),
                 str(trial.get("source")),
-                _rate(trial.get("baseline_samples_per_s"), trial.get("baseline_phase")),
-                _rate(trial.get("samples_per_s"), trial.get("phase")),
+                _times(trial.get("predicted_gain")),
+                _rate(trial.get("baseline_samples_per_s"), trial.get("baseline_phase"))
+                + _per_step(trial),
+                _rate(trial.get("samples_per_s"), trial.get("phase")) + _per_step(trial),
                 _times(trial.get("gain")),
                 _times(trial.get("needed_gain")),
+                _times(trial.get("gain_vs_start")),
                 f"{trial.get('decision')}: {trial.get('reason')}",
             )
         )
     return rows
 
 
+def _per_step(trial: dict[str, Any]) -> str:
+    """Rates in steps/s (a job whose samples are unknown) say so."""
+    return " steps/s" if trial.get("unit") == "steps/s" else ""
+
+
 def _rate(value: Any, phase: Any) -> str:
-    rate = fmt.NA if value is None else f"{value:,.0f}"
+    # a few steps/s keep their digits
+    rate = fmt.NA if value is None else f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
     return f"{rate} (phase {phase})" if phase is not None else rate
 
 

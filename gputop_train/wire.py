@@ -43,6 +43,7 @@ MEMORY_AUDIT = "memory_audit"  # parameters, gradients, optimizer state, allocat
 # Monitor -> hook.
 SET_KNOB = "set_knob"  # change one knob at the next step boundary
 SCAN_SYNCS = "scan_syncs"  # run a sync scan on the next step
+AUTOPILOT_DONE = "autopilot_done"  # the autopilot has finished: hook.autopilot_active() is False
 
 # How often the hook sends what is new (steps, facts, notices): one frame per redraw of the
 # TUI is all a screen can show; the figures are sums of rows, so a batch loses nothing. The
@@ -60,6 +61,9 @@ MONITOR_PID_ENV = "GPUTOP_TRAIN_MONITOR_PID"  # an exiting job waits briefly for
 # so that every entry applies at exactly its step, however late the monitor connects.
 SCHEDULE_ENV = "GPUTOP_TRAIN_SCHEDULE"
 RUNTIME_DIR_ENV = "GPUTOP_TRAIN_RUNTIME_DIR"  # where the sockets live (docs/security.md)
+# "1" when the launcher runs the job under --autopilot: a script may train on until it is
+# done (hook.autopilot_active(), demos/resnet.py).
+AUTOPILOT_ENV = "GPUTOP_TRAIN_AUTOPILOT"
 
 # Columns of a step row, in order. None means "not measured" (shown as N/A, never 0).
 STEP_FIELDS: tuple[str, ...] = (
@@ -555,9 +559,18 @@ class MemoryAudit(Frame):
 @frame(SET_KNOB)
 @dataclass(frozen=True)
 class SetKnob(Frame):
+    ABSENT_WHEN_NONE = ("at_step",)
+
     id: Any
     name: Any
     value: Any
+    at_step: int | None = None  # several ranks: each applies it after exactly this step
+
+
+@frame(AUTOPILOT_DONE)
+@dataclass(frozen=True)
+class AutopilotDone(Frame):
+    """The autopilot has finished: ``hook.autopilot_active()`` turns False."""
 
 
 @frame(SCAN_SYNCS)

@@ -259,7 +259,8 @@ def test_fp32_on_a_busy_tensor_core_gpu_asks_for_mixed_precision_whatever_tf32_s
     )
     finding = headline(o)
     assert finding.id == "gpu.mixed_precision" and finding.gain == 2.0
-    assert finding.changes == (rules.Change("precision", "bf16"),)
+    tf32 = () if transformer.tf32_matmul else (rules.Change("matmul_precision", "high"),)
+    assert finding.changes == (rules.Change("precision", "bf16"), *tf32)  # TF32 matmuls next
     assert "no autocast" in " ".join(finding.evidence) and "TF32 on" in " ".join(finding.evidence)
 
 

@@ -124,10 +124,9 @@ def test_a_monitor_killed_with_sigkill_still_yields_a_summary(tmp_path: Path) ->
     assert (tmp_path / "run.summary.md").stat().st_mode & 0o777 == 0o600  # private
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
-def test_sigterm_and_sighup_write_the_summary_and_leave_the_job_running(
-    tmp_path: Path, signum: int
-) -> None:
+@pytest.mark.parametrize("signum", [signal.SIGHUP])
+def test_sighup_writes_the_summary_and_leaves_the_job_running(tmp_path: Path, signum: int) -> None:
+    """(SIGTERM stops a launched job: tests/test_stop_means_stop.py.)"""
     record = tmp_path / "run.jsonl"
     monitor = start_monitor(record, "forever")
     try:

@@ -526,7 +526,9 @@ def mixed_precision(o: Observation) -> Finding | None:
         f"up to {gain:g}x",
         0.8,
         gain,
-        changes=(Change("precision", "bf16" if bf16 else "fp16"),),
+        # TF32 matmuls next: the fix that leaves the parameters and activations in fp32.
+        changes=(Change("precision", "bf16" if bf16 else "fp16"),)
+        + ((Change("matmul_precision", "high"),) if bf16 and not facts.tf32_matmul else ()),
     )
 
 

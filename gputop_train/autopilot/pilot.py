@@ -74,6 +74,12 @@ class Trial:
     needed_gain: float | None = None  # what keeping it took: 1 + the baseline's noise
     decision: str = "trying"  # "trying", "kept", "reverted", "failed", "measured"
     reason: str = ""
+    predicted_gain: float | None = None  # what the finding expected, where it says
+    # A kept change: the phase with every kept change in force over the first baseline of
+    # the run, both measured (the final gain is this, never a product of trial gains).
+    gain_vs_start: float | None = None
+    numerics: str | None = None  # how the change alters the numerics, where it does
+    unit: str = "samples/s"  # of the rates: steps/s where the job's samples are unknown
 
 
 @dataclass(frozen=True)
@@ -88,6 +94,8 @@ class PilotStatus:
     stopped_because: str | None
     elapsed_s: float
     budget_s: float
+    start_samples_per_s: float | None = None  # the first baseline, phase 1 as a rule
+    gain_vs_start: float | None = None  # the kept set in force, measured, over the start
 
 
 @dataclass
@@ -132,6 +140,7 @@ class Pilot:
         self._reverting: tuple[int, float] | None = None  # (phase before, asked at)
         self._restoring: PhaseRow | None = None  # the baseline a revert must come back to
         self._stopped: str | None = None
+        self._start: PhaseRow | None = None  # the first baseline measured
 
     # -- any thread ------------------------------------------------------------------------
 
@@ -149,6 +158,10 @@ class Pilot:
             stopped_because=self._stopped,
             elapsed_s=self._clock() - self._started,
             budget_s=self._budget_s,
+            start_samples_per_s=_rate(self._start) if self._start else None,
+            gain_vs_start=next(
+                (t.gain_vs_start for t in reversed(self._trials) if t.gain_vs_start), None
+            ),
         )
 
     def stop(self, reason: str = "stopped by the user; the settings in force are kept") -> None:
@@ -202,6 +215,8 @@ class Pilot:
         if lost:
             self._state = f"warning: {lost}"
         self._baseline = row
+        if self._start is None:
+            self._start = row
         candidate, why_not = self._next_candidate(snap, row)
         if candidate is None:
             self._finish(why_not)
@@ -211,7 +226,7 @@ class Pilot:
     def _next_candidate(self, snap: Snapshot, row: PhaseRow) -> tuple[Candidate | None, str]:
         if self.mode == "try":
             if not self._tries:
-                return None, "every requested change was measured"
+                return None, self._survey_outcome()
             asked = self._tries.pop(0)
             previous = tuple((name, _value_of(snap, name)) for name, _ in asked)
             settings = tuple((name, resolve(value, _value_of(snap, name))) for name, value in asked)
@@ -228,6 +243,15 @@ class Pilot:
                 return None, _why_stop(finding)
             # every change it proposes was tried or is in force: on to the next finding
         return None, "no finding left to act on"
+
+    def _survey_outcome(self) -> str:
+        """How the --try survey ended: a change refused or failed was not measured."""
+        unmeasured = [t for t in self._trials if t.decision != "measured"]
+        if not unmeasured:
+            return "every requested change was measured"
+        listed = "; ".join(f"{t.change} {t.decision}: {t.reason}" for t in unmeasured)
+        measured = len(self._trials) - len(unmeasured)
+        return f"{measured} of {len(self._trials)} requested changes measured; {listed}"
 
     def _not_to_retry(self) -> set[str]:
         """A change that failed is never tried again; one that did not pay, not until a change
@@ -247,8 +271,11 @@ class Pilot:
             change=candidate.label,
             source=candidate.source,
             baseline_phase=row.phase.index,
-            baseline_samples_per_s=row.samples_per_s,
+            baseline_samples_per_s=_rate(row),
+            unit=_unit(row),
             baseline_headline=headline[0].id if headline else None,
+            predicted_gain=candidate.predicted_gain,
+            numerics=self._numerics(candidate),
         )
         self._trials.append(trial)
         index = len(self._trials) - 1
@@ -259,7 +286,16 @@ class Pilot:
                 self._state = f"{candidate.label} was refused: {error}"
                 return
         self._pending = _Pending(candidate, index, snap.phase, self._clock())
-        self._state = f"trying {candidate.label} (from {candidate.source})"
+        numerics = f"; {trial.numerics}" if trial.numerics else ""
+        self._state = f"trying {candidate.label} (from {candidate.source}{numerics})"
+
+    def _numerics(self, candidate: Candidate) -> str | None:
+        notes = []
+        for name, _ in candidate.settings:
+            state = self._session.knob(name)
+            if state is not None and state.numerics:
+                notes.append(state.numerics)
+        return "; ".join(notes) or None
 
     def _follow_trial(self, snap: Snapshot) -> None:
         pending = self._pending
@@ -294,14 +330,15 @@ class Pilot:
 
     def _decide(self, pending: _Pending, row: PhaseRow) -> None:
         baseline = self._baseline
-        base_rate = baseline.samples_per_s if baseline else None
-        gain = row.samples_per_s / base_rate if row.samples_per_s and base_rate else None
+        base_rate = _rate(baseline) if baseline else None
+        rate = _rate(row)
+        gain = rate / base_rate if rate and base_rate else None
         noise = max(MIN_GAIN_PCT, baseline.noise_pct or 0.0) if baseline else MIN_GAIN_PCT
         needed = 1.0 + noise / 100.0
         self._trials[pending.index] = replace(
             self._trials[pending.index],
             phase=row.phase.index,
-            samples_per_s=row.samples_per_s,
+            samples_per_s=rate,
             gain=gain,
             needed_gain=needed,
         )
@@ -314,6 +351,11 @@ class Pilot:
             return
         if self.mode == "autopilot" and gain is not None and gain >= needed:
             self._record(pending.index, decision="kept", reason=_compared(gain, ">=", needed))
+            start = _rate(self._start) if self._start else None
+            if start and rate:
+                self._trials[pending.index] = replace(
+                    self._trials[pending.index], gain_vs_start=rate / start
+                )
             self._pending = None
             self._baseline = row
             self._state = f"kept {pending.candidate.label} ({gain:.2f}x)"
@@ -386,15 +428,30 @@ class Pilot:
 
 def _lost_throughput(before: PhaseRow, after: PhaseRow) -> str | None:
     """What a revert failed to bring back, in words; None when it came back (tolerance)."""
-    if not before.samples_per_s or not after.samples_per_s:
+    rate_before, rate_after = _rate(before), _rate(after)
+    if not rate_before or not rate_after:
         return None
-    if after.samples_per_s >= (1.0 - RESTORE_TOLERANCE) * before.samples_per_s:
+    if rate_after >= (1.0 - RESTORE_TOLERANCE) * rate_before:
         return None
     return (
-        f"phase {after.phase.index} runs {after.samples_per_s:,.0f} samples/s, "
-        f"{1 - after.samples_per_s / before.samples_per_s:.0%} below the same settings in "
-        f"phase {before.phase.index} ({before.samples_per_s:,.0f})"
+        f"phase {after.phase.index} runs {rate_after:,.4g} {_unit(after)}, "
+        f"{1 - rate_after / rate_before:.0%} below the same settings in "
+        f"phase {before.phase.index} ({rate_before:,.4g})"
     )
+
+
+def _rate(row: PhaseRow) -> float | None:
+    """A phase's throughput: samples/s, or steps/s where the job's samples are unknown (a
+    loop without a DataLoader: the same batch every step, so steps compare as samples do)."""
+    if row.samples_per_s is not None:
+        return row.samples_per_s
+    if row.steps and row.measured_s:
+        return row.steps / row.measured_s
+    return None
+
+
+def _unit(row: PhaseRow) -> str:
+    return "samples/s" if row.samples_per_s is not None else "steps/s"
 
 
 def _compared(gain: float, sign: str, needed: float) -> str:
@@ -407,14 +464,17 @@ def _measured_enough(row: PhaseRow) -> bool:
     return (
         row.steps >= MIN_TRIAL_STEPS
         and (row.measured_s or 0.0) >= MIN_TRIAL_S
-        and row.samples_per_s is not None
+        and _rate(row) is not None
     )
 
 
 def _why_stop(finding: Finding) -> str:
     if finding.id in HEALTHY:
         return f"the advisor says: {finding.title}"
-    return f"no declared knob can carry the next action ({finding.id}: {finding.action})"
+    return (
+        f"no knob, declared or built-in, can carry the next action: edit the script "
+        f"({finding.id}: {finding.action})"
+    )
 
 
 def _value_of(snap: Snapshot, name: str) -> Any:

@@ -20,6 +20,7 @@ class Candidate:
     settings: tuple[tuple[str, object], ...]  # (knob, value), applied at one step boundary
     previous: tuple[tuple[str, object], ...]  # the values they replace (a revert sets these)
     source: str  # the finding's id, or "requested" for --try
+    predicted_gain: float | None = None  # the speed-up the finding expects, where it says one
 
     @property
     def label(self) -> str:
@@ -38,16 +39,26 @@ def _text(value: Any) -> str:
 def candidates(
     found: Sequence[Finding], knobs: Iterable[KnobState], observation: Observation | None
 ) -> list[Candidate]:
-    """Every change the findings propose that a declared knob can carry, best finding first
-    (those already in force included: a finding can outlive its fix by a window)."""
-    by_role = {k.role: k for k in knobs if k.role}
+    """Every change the findings propose that a knob can carry, best finding first (those
+    already in force included: a finding can outlive its fix by a window). A knob the script
+    declared carries its role before the hook's built-in one; one this job cannot take
+    (``unavailable``) carries nothing."""
+    usable = [k for k in knobs if k.role and not k.unavailable]
+    by_role = {k.role: k for k in sorted(usable, key=lambda k: not k.builtin)}
     out: list[Candidate] = []
     for finding in found:
         for change in finding.changes:
             knob = by_role.get(change.role)
             value = concrete_value(change, knob, observation) if knob else None
             if knob is not None and value is not None:
-                out.append(Candidate(((knob.name, value),), ((knob.name, knob.value),), finding.id))
+                out.append(
+                    Candidate(
+                        ((knob.name, value),),
+                        ((knob.name, knob.value),),
+                        finding.id,
+                        finding.gain if finding.expected_gain else None,
+                    )
+                )
     return out
 
 
@@ -62,6 +73,8 @@ def concrete_value(
         choices = knob.choices or ()
         if target in choices:
             return target
+        if target is True:  # "compile: true" on a choice of modes: the default mode
+            return next((c for c in ("on", "default") if c in choices), None)
         # "gpu" is carried by a choice named "gpu-resize", "gpu-augment", ...
         return next((c for c in choices if isinstance(c, str) and c.startswith(f"{target}-")), None)
     if not isinstance(knob.value, int):

@@ -13,6 +13,7 @@ import signal
 import socket
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ from ..collect.stacks import StackSampler, StacksUnavailable
 from ..export.prometheus import Exporter, ExporterError, Tls, job_name, serve
 from ..job import Job
 from ..job.attached import AttachError, find_job, no_hook_advice, output_of, python_process
-from ..job.launched import LaunchError, build_command, start_job
+from ..job.launched import TERMINATE_GRACE_S, LaunchError, build_command, start_job
 from ..job.log import LogTail
 from ..monitor.monitor import Monitor
 from ..monitor.priority import yield_to_job
@@ -52,7 +53,7 @@ def launch(args: argparse.Namespace) -> int:
         _close(exporter)
         return 2
     try:
-        job = start_job(command, log_fd, schedule=args.schedule)
+        job = start_job(command, log_fd, schedule=args.schedule, autopilot=args.autopilot)
     except LaunchError as error:
         _say(str(error))
         _report(files.finish(session, job_running=False))
@@ -263,14 +264,21 @@ def _run_tui(
         toggle_autopilot=monitor.toggle_autopilot,
         job_owned=job.owned,
     )
-    # An SSH drop (SIGHUP) or a SIGTERM ends the monitor, never the job (its own session).
-    for signum in (signal.SIGHUP, signal.SIGTERM):
-        signal.signal(signum, lambda signum, frame: app.exit("leave"))
+    # An SSH drop (SIGHUP) ends the monitor, never the job (its own session); a SIGTERM
+    # (``timeout``, a scheduler) is passed on to a job we started, as torchrun does.
+    signal.signal(signal.SIGHUP, lambda signum, frame: app.exit("leave"))
+    on_term = "terminate" if job.owned else "leave"
+    signal.signal(signal.SIGTERM, lambda signum, frame: app.exit(on_term))
     choice = app.run()
     code = 0
     if choice == "leave" and job.running():
         _leave(job, files)
     else:
+        if choice == "terminate" and job.running():
+            session.apply(events.StopAsked("SIGTERM"))
+            _say(f"got SIGTERM: sent {job.terminate()} to the job")
+            signal.signal(signal.SIGTERM, lambda signum, frame: job.terminate())
+            job_watch.join(timeout=TERMINATE_GRACE_S + 10.0)
         if job.running():  # "stop", or the app ended some other way (a crash)
             session.apply(events.StopAsked("stopped from the monitor"))
             job.stop()
@@ -288,12 +296,13 @@ def _watch_job_end(job: Job, monitor: Monitor, log: LogTail | None) -> threading
 
     def wait() -> None:
         code = job.wait()
+        ended_at = time.time()  # the drain's seconds are not the job's
         monitor.drain(3.0)
         tail: tuple[str, ...] = ()
         if log is not None:
             log.read_new()
             tail = log.last(20)
-        monitor.session.apply(events.JobEnded(code, tail))
+        monitor.session.apply(events.JobEnded(code, tail, at=ended_at))
         monitor.forget_sockets()
 
     thread = threading.Thread(target=wait, name="gputop-train-job", daemon=True)

@@ -84,6 +84,22 @@ def revert_last_change(error: str) -> bool:
     return bool(agent is not None and agent.enabled and agent.revert_last_change(error))
 
 
+def autopilot_active() -> bool:
+    """True while ``gputop-train --autopilot`` drives this job and has not finished: a script
+    whose own run is short (a demo's few epochs) can train on until the autopilot is done."""
+    import os
+
+    from .. import wire
+    from .agent import _monitor_alive
+
+    if os.environ.get(wire.AUTOPILOT_ENV) != "1":
+        return False
+    agent = current_agent()
+    # A hook that is off never hears the monitor: the job must not wait for it forever.
+    usable = agent is not None and agent.enabled
+    return usable and not agent.autopilot_done and _monitor_alive()  # type: ignore[union-attr]
+
+
 def arm() -> None:
     """Install the hook as soon as torch is imported, or right away if it already is."""
     if "torch" in sys.modules:

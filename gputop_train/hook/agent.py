@@ -19,8 +19,10 @@ from typing import Any
 
 from .. import wire
 from .batch_size import describe_batch, infer_batch_size
+from .builtin_knobs import BuiltinKnobs
 from .cuda_timer import CudaStepTimer
 from .knobs import KnobBoard
+from .loss_guard import LossGuard
 from .memory_audit import MemoryAudit
 from .model_probe import MODEL_COLUMNS, ModelProbe, StepCounts
 from .probes import (
@@ -39,6 +41,10 @@ RING_STEPS = 8192
 MEMORY_PERIOD_S = 0.1
 # Steps whose GPU time is still outstanding; past this the GPU is hopelessly behind.
 MAX_STEPS_AWAITING_GPU = 256
+
+# The step after which the built-in knobs are declared: by then the optimizer has stepped
+# once and the loader that fed it, the model and the script's own autocast are known.
+BUILTIN_KNOBS_STEP = 1
 
 # How long an exiting job waits for the monitor that launched it to connect.
 WAIT_FOR_MONITOR_S = 3.0
@@ -102,6 +108,14 @@ class Agent:
         self._flops = FlopCounter()
         if os.environ.get(wire.SCHEDULE_ENV):
             self.board.set_schedule(os.environ[wire.SCHEDULE_ENV])
+        self.guard = LossGuard(torch_module)
+        self.autopilot_done = False  # the monitor said its autopilot has finished
+        self.builtins = BuiltinKnobs(torch_module, self._current_feed, self._builtin_failed)
+        self._script_autocast: str | None = None  # the autocast the script entered itself
+        # The loader of each live iterator, and the iterator that fed the last batch.
+        self._loaders: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+        self._train_iterator: weakref.ref[Any] | None = None
+        self._exhausted_iterator: weakref.ref[Any] | None = None
 
     # -- events from the patched torch entry points (training thread) ---------------------
 
@@ -114,6 +128,8 @@ class Agent:
         feed = self._feed(iterator)
         feed.data_s += seconds
         feed.started, feed.exhausted_pass = True, False
+        with contextlib.suppress(TypeError):  # an iterator that takes no weak reference
+            self._loaders[iterator] = loader
         feed.facts = {
             "num_workers": getattr(loader, "num_workers", None),
             "pin_memory": getattr(loader, "pin_memory", None),
@@ -129,6 +145,9 @@ class Agent:
         feed = self._feed(iterator)
         feed.data_s += seconds
         feed.batches += 1
+        if self._train_iterator is None or self._train_iterator() is not iterator:
+            with contextlib.suppress(TypeError):
+                self._train_iterator = weakref.ref(iterator)
         size = infer_batch_size(batch)
         if size is not None:
             feed.samples = (feed.samples or 0) + size
@@ -147,11 +166,23 @@ class Agent:
         feed = self._feed(iterator)
         feed.data_s += seconds
         feed.exhausted_pass = feed.started
+        with contextlib.suppress(TypeError):
+            self._exhausted_iterator = weakref.ref(iterator)
 
     def on_autocast(self, dtype: Any) -> None:
         if self._other_trainer and not self._on_primary_thread():
             return
         self._autocast_dtype = str(dtype).removeprefix("torch.")
+
+    def on_backward(self, tensor: Any) -> None:
+        if self._other_trainer and not self._on_primary_thread():
+            return
+        self.guard.on_backward(tensor)
+
+    def on_grad_norm(self, norm: Any) -> None:
+        if self._other_trainer and not self._on_primary_thread():
+            return
+        self.guard.on_grad_norm(norm)
 
     def count_samples(self, samples: int) -> None:
         """Samples a step consumed, for loops that do not use a DataLoader."""
@@ -213,12 +244,44 @@ class Agent:
         if audit is not None:
             self._publish(wire.MemoryAudit(step=self._step, **audit))
         self._end_probes(samples, optimizer)
+        self.guard.end_step()
         if self.board.apply_pending(self._step):
             self._probe_due_step = self._step + PROBE_AFTER_CHANGE_STEPS
             self._syncs.due_at = self._probe_due_step
+            self.guard.watch(self._step, self.board.applied_at(self._step))
+        verdict = self.guard.verdict()
+        if verdict is not None:
+            changes, why, figures = verdict
+            names = ", ".join(name for name, _, _ in changes)
+            if why is not None:
+                self.board.revert_changes(changes, why, self._step)
+            else:  # said once per change: what it did to the loss, over 10 steps each side
+                self._notices.append(f"numerics guard: {names} kept ({figures})")
+        if self._step == BUILTIN_KNOBS_STEP:
+            self._declare_builtins(optimizer)
         if not self._dataloader_seen:
             self._begin_step()  # no DataLoader: the next step starts now
         self._model.timeline.mark_hook_end()
+
+    def _declare_builtins(self, optimizer: Any) -> None:
+        """The hook's own knobs (builtin_knobs.py); a failure here leaves them out, said once."""
+        try:
+            knobs = self.builtins.build(optimizer, self._script_autocast)
+        except Exception as error:
+            self._notices.append(f"gputop-train built-in knobs left out: {error!r}")
+            return
+        self.board.declare_builtin(knobs)
+
+    def _current_feed(self) -> tuple[Any, Any]:
+        """(the DataLoader that fed the last step, its iterator while the epoch runs)."""
+        iterator = self._train_iterator() if self._train_iterator else None
+        loader = self._loaders.get(iterator) if iterator is not None else None
+        exhausted = self._exhausted_iterator() if self._exhausted_iterator else None
+        return loader, (iterator if iterator is not exhausted else None)
+
+    def _builtin_failed(self, error: str) -> None:
+        """A built-in change failed after it applied (a compile error at its first call)."""
+        self.board.revert_last_change(error, self._step)
 
     def _feed(self, iterator: Any) -> _Feed:
         feed = self._feeds.get(id(iterator))
@@ -271,6 +334,8 @@ class Agent:
         if self._flops.active:
             self._publish(wire.Flops(step=self._step, flops=self._flops.stop(), samples=samples))
         autocast, self._autocast_dtype = self._autocast_dtype, None
+        if self._step <= BUILTIN_KNOBS_STEP and autocast:
+            self._script_autocast = autocast
         if self._step == self._probe_due_step or self._step % SYNC_SCAN_EVERY_STEPS == 0:
             facts = model_facts(self._torch, optimizer, autocast)
             self._publish(wire.Model(step=self._step, **facts))
@@ -420,6 +485,8 @@ class Agent:
             self.board.request(frame)
         elif frame["type"] == wire.ScanSyncs.TYPE:
             self._syncs.requested = True
+        elif frame["type"] == wire.AutopilotDone.TYPE:
+            self.autopilot_done = True
 
     def revert_last_change(self, error: str) -> bool:
         return self.board.revert_last_change(error, self._step)

@@ -29,6 +29,9 @@ class Knob:
     minimum: int | None = None
     maximum: int | None = None
     role: str | None = None  # what it does, for the autopilot (docs/knobs.md)
+    builtin: bool = False  # offered by the hook to any job (builtin_knobs.py), not declared
+    unavailable: str | None = None  # why this job cannot take it: every change is refused
+    numerics: str | None = None  # how a change alters the job's numerics, said with it
 
     @property
     def kind(self) -> str:
@@ -46,6 +49,9 @@ class Knob:
             "min": self.minimum,
             "max": self.maximum,
             "role": self.role,
+            "builtin": self.builtin,
+            "unavailable": self.unavailable,
+            "numerics": self.numerics,
         }
 
 
@@ -59,6 +65,7 @@ class _Change:
     name: str
     value: Any
     typed_by_hand: bool = False  # a --schedule entry: "8" for 8, "on" for true
+    at_step: int | None = None  # several ranks: apply after exactly this step, on each
 
 
 @dataclass
@@ -81,6 +88,12 @@ class KnobBoard:
         self.knobs[knob.name] = knob
         self._outbox.append(wire.Knobs(self.describe()).encode())
 
+    def declare_builtin(self, knobs: list[Knob]) -> None:
+        """The hook's own knobs, in one frame; a name the script declared stays the script's."""
+        for knob in knobs:
+            self.knobs.setdefault(knob.name, knob)
+        self._outbox.append(wire.encode(wire.KNOBS, knobs=self.describe()))
+
     def describe(self) -> list[dict[str, Any]]:
         return [k.describe() for k in self.knobs.values()]
 
@@ -94,13 +107,18 @@ class KnobBoard:
             error = f"no knob named {wire.shown(name)}"
             self._refuse(request_id, _echoed(name), None, error)
             return
+        if knob.unavailable:
+            self._refuse(request_id, knob.name, knob.value, knob.unavailable)
+            return
         try:
             value = wire.validate_knob(knob.describe(), frame.get("value"))
         except ValueError as error:
             self._refuse(request_id, knob.name, knob.value, str(error))
             return
+        at_step = frame.get("at_step")
+        at_step = at_step if type(at_step) is int else None
         with self._lock:
-            self._queue.append(_Change(request_id, knob.name, value))
+            self._queue.append(_Change(request_id, knob.name, value, at_step=at_step))
 
     def set_schedule(self, entries_json: str) -> None:
         """Scheduled changes from the launcher (``wire.SCHEDULE_ENV``); bad JSON raises."""
@@ -126,14 +144,27 @@ class KnobBoard:
             self._last_applied = None
         if not self._queue and not (self.schedule and self.schedule[0][0] <= step):
             return False
+        if self._queue and not self.schedule:
+            with self._lock:  # the listener thread appends to the queue
+                later = all(c.at_step is not None and c.at_step > step for c in self._queue)
+            if later:
+                return False  # only changes meant for a later step wait
         with self._lock:
             due: list[_Change] = []
             while self.schedule and self.schedule[0][0] <= step:
                 _, settings = self.schedule.pop(0)
                 due += [_Change(f"schedule@{step}", n, v, True) for n, v in settings.items()]
-            due += list(self._queue)
-            self._queue.clear()
+            waiting = [c for c in self._queue if c.at_step is not None and c.at_step > step]
+            due += [c for c in self._queue if c.at_step is None or c.at_step <= step]
+            self._queue = deque(waiting)
         for change in due:
+            if change.at_step is not None and change.at_step < step:
+                # Another rank applies it after step at_step: this one is past it already.
+                error = f"arrived after step {change.at_step}, the step every rank applies it at"
+                knob = self.knobs.get(change.name)
+                value = knob.value if knob is not None else None
+                self._ack(change.request_id, change.name, value, value, False, error, step)
+                continue
             self._apply(change, step)
         return self._last_applied is not None and self._last_applied[0] == step
 
@@ -164,19 +195,30 @@ class KnobBoard:
         self._last_applied[1].append((knob.name, previous, change.request_id))
         self._ack(change.request_id, knob.name, value, previous, True, None, step)
 
+    def applied_at(self, step: int) -> list[tuple[str, Any, Any]]:
+        """The changes applied at the boundary after ``step``: (knob, previous, request id)."""
+        if self._last_applied is None or self._last_applied[0] != step:
+            return []
+        return list(self._last_applied[1])
+
     def revert_last_change(self, error: str, step: int) -> bool:
         """The last changes failed after they were applied (OOM, compile error): undo all
         that were applied at that boundary, newest first."""
         if self._last_applied is None:
             return False
         _, changes = self._last_applied
-        self._last_applied = None
+        self.revert_changes(changes, error, step)
+        return True
+
+    def revert_changes(self, changes: list[tuple[str, Any, Any]], error: str, step: int) -> None:
+        """Undo ``changes`` (as ``applied_at`` gave them), newest first, and say why."""
+        if self._last_applied is not None and self._last_applied[1] == changes:
+            self._last_applied = None
         for name, previous, request_id in reversed(changes):
             knob = self.knobs[name]
             failed_value = knob.value
             self._restore(knob, previous)
             self._ack(request_id, name, knob.value, failed_value, False, error, step, reverted=True)
-        return True
 
     def _restore(self, knob: Knob, previous: Any) -> None:
         try:

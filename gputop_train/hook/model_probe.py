@@ -71,6 +71,10 @@ class ModelProbe:
         self._guard = guard  # runs a callback; an internal error disables the agent
         self._fail = fail  # disables the agent, said once
         self._enabled = enabled
+        # Traced by torch.compile (the compile knob compiles the model's call in place, its
+        # hooks with it): our hooks then do nothing, so they add no graph break.
+        compiler = getattr(torch_module, "compiler", None)
+        self._compiling: Callable[[], bool] = getattr(compiler, "is_compiling", lambda: False)
         self.timeline = StepTimeline(torch_module)
         self.searched = False
         self.model: str | None = None  # the hooked module, described
@@ -189,7 +193,7 @@ class ModelProbe:
             self._fail(error)
 
     def _forward_started(self, module: Any, args: tuple[Any, ...], kwargs: Any) -> None:
-        if threading.get_ident() != self._thread or not self._enabled():
+        if self._compiling() or threading.get_ident() != self._thread or not self._enabled():
             return
         self._depth += 1
         if self._depth > 1:
@@ -215,7 +219,7 @@ class ModelProbe:
             self._masks.add(mask)
 
     def _forward_ended(self, output: Any) -> None:
-        if threading.get_ident() != self._thread:
+        if self._compiling() or threading.get_ident() != self._thread:
             return
         self._depth = max(0, self._depth - 1)
         if self._depth > 0 or not self._training_call:

@@ -14,6 +14,7 @@ import os
 import time
 from typing import Any
 
+from . import loader_handover
 from .agent import Agent
 
 _state: dict[str, Any] = {"agent": None, "installed": False, "undo": []}
@@ -29,6 +30,7 @@ def install(torch_module: Any) -> Agent:
         return _state["agent"]
     _patch_dataloader()
     _patch_autocast()
+    _patch_backward_and_clipping(torch_module)
     _register_optimizer_hook()
     _state["installed"] = True
     if _state["agent"] is None:
@@ -70,7 +72,8 @@ def _patch_dataloader() -> None:
     def __next__(self: Any) -> Any:
         started = time.perf_counter()
         try:
-            batch = original_next(self)
+            handover = loader_handover.active(self)  # a live settings change took it over
+            batch = handover.take_next() if handover is not None else original_next(self)
         except StopIteration:
             _guarded("on_iterator_exhausted", time.perf_counter() - started, self)
             raise
@@ -111,6 +114,35 @@ def _patch_autocast() -> None:
 
     def undo() -> None:
         autocast_cls.__enter__ = original_enter
+
+    _state["undo"].append(undo)
+
+
+def _patch_backward_and_clipping(torch_module: Any) -> None:
+    """Note the loss (the scalar backward() is called on) and the gradient norm the script
+    clips to, for the numerics guard (loss_guard.py): a reference each, no copy, no sync."""
+    tensor_cls = torch_module.Tensor
+    original_backward = tensor_cls.backward
+    utils = importlib.import_module("torch.nn.utils")
+    original_clip = utils.clip_grad_norm_
+
+    def backward(self: Any, *args: Any, **kwargs: Any) -> Any:
+        _guarded("on_backward", self)
+        return original_backward(self, *args, **kwargs)
+
+    def clip_grad_norm_(*args: Any, **kwargs: Any) -> Any:
+        norm = original_clip(*args, **kwargs)
+        _guarded("on_grad_norm", norm)
+        return norm
+
+    backward.__wrapped__ = original_backward  # type: ignore[attr-defined]
+    clip_grad_norm_.__wrapped__ = original_clip  # type: ignore[attr-defined]
+    tensor_cls.backward = backward
+    utils.clip_grad_norm_ = clip_grad_norm_  # type: ignore[attr-defined]
+
+    def undo() -> None:
+        tensor_cls.backward = original_backward
+        utils.clip_grad_norm_ = original_clip  # type: ignore[attr-defined]
 
     _state["undo"].append(undo)
 

@@ -53,6 +53,10 @@ class AttachedJob:
             os.kill(self.pid, signal.SIGINT)
         return "SIGINT"
 
+    def terminate(self) -> str:
+        """A job we only watch is not ours to end: a SIGTERM of the monitor detaches."""
+        return "nothing (attached: the job runs on)"
+
     def stop(self) -> None:
         """SIGINT (as Ctrl+C), then SIGTERM, then SIGKILL, to this process alone."""
         for signum, grace_s in zip((signal.SIGINT, signal.SIGTERM), STOP_GRACE_S, strict=True):

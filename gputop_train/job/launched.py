@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -38,10 +39,15 @@ def build_command(target: Sequence[str], raw_command: bool) -> list[str]:
 
 
 def hook_environment(
-    base: Mapping[str, str], schedule: Sequence[tuple[int, dict[str, str]]] = ()
+    base: Mapping[str, str],
+    schedule: Sequence[tuple[int, dict[str, str]]] = (),
+    autopilot: bool = False,
 ) -> dict[str, str]:
-    """The job's environment: the boot dir first on PYTHONPATH, where to find us, a schedule."""
+    """The job's environment: the boot dir first on PYTHONPATH, where to find us, a schedule,
+    and whether the autopilot drives it."""
     env = dict(base)
+    if autopilot:
+        env[wire.AUTOPILOT_ENV] = "1"
     if schedule:
         entries = [{"step": step, "set": settings} for step, settings in schedule]
         env[wire.SCHEDULE_ENV] = json.dumps(entries)
@@ -59,12 +65,13 @@ def start_job(
     command: Sequence[str],
     log_fd: int,
     schedule: Sequence[tuple[int, dict[str, str]]] = (),
+    autopilot: bool = False,
 ) -> LaunchedJob:
     """Start the job in a new session (a hang-up of our terminal does not reach it), its
     output through a relay into the log (``log_fd``): the job never writes to anything of the
     monitor's, so neither a lost terminal nor a full disk can fail its writes (job/relay.py)."""
     try:
-        env = hook_environment(os.environ, schedule)
+        env = hook_environment(os.environ, schedule, autopilot)
     except wire.UnsafeRuntimeDir as error:
         raise LaunchError(f"cannot use the hook's socket directory: {error}") from error
     reader, writer = os.pipe()
@@ -128,6 +135,9 @@ def exit_status(returncode: int) -> int:
 RELAY_DRAIN_S = 5.0
 # How long a job gets to finish after Ctrl+C, then after SIGTERM, before SIGKILL.
 STOP_GRACE_S = (10.0, 5.0)
+# After a SIGTERM passed on from ours (``timeout``, a scheduler), as torchrun's agent does for
+# its workers: 30 s to save and exit, then SIGKILL.
+TERMINATE_GRACE_S = 30.0
 
 
 def stop_job(job: subprocess.Popen[bytes]) -> None:
@@ -157,6 +167,7 @@ class LaunchedJob:
         self.relay = relay
         self.pid = process.pid
         self._interrupts = 0
+        self._terminating: threading.Timer | None = None
 
     def running(self) -> bool:
         return self.process.poll() is None
@@ -184,3 +195,20 @@ class LaunchedJob:
 
     def stop(self) -> None:
         stop_job(self.process)
+
+    def terminate(self) -> str:
+        """Pass on a SIGTERM the monitor got: SIGTERM to the job's group now, SIGKILL after
+        TERMINATE_GRACE_S (or at once, asked again). Returns what was sent, to show."""
+        if self._terminating is not None:
+            self._terminating.cancel()
+            signal_job(self.process, signal.SIGKILL)
+            return "SIGKILL"
+        signal_job(self.process, signal.SIGTERM)
+        self._terminating = threading.Timer(TERMINATE_GRACE_S, self._kill_if_running)
+        self._terminating.daemon = True
+        self._terminating.start()
+        return "SIGTERM"
+
+    def _kill_if_running(self) -> None:
+        if self.running():
+            signal_job(self.process, signal.SIGKILL)

@@ -26,6 +26,12 @@ from .hook_client import HookClient
 
 FINDINGS_PERIOD_S = 5.0
 PILOT_PERIOD_S = 1.0
+# Several ranks take a change after one common step this far ahead of the furthest step any
+# reported: the hooks send rows every 0.5 s (listener.SEND_PERIOD_S), so a rank may be up to
+# that far past what the monitor knows; four times that covers a late send and the frame's
+# way back. At least a few steps, for slow steps.
+RANKS_AHEAD_S = 2.0
+RANKS_AHEAD_MIN_STEPS = 3
 # The machine counts as saturated at this busy share of all its cores (psutil); a costly
 # sampler then runs this many times less often.
 SATURATED_CPU_PCT = 95.0
@@ -82,13 +88,17 @@ class Monitor:
         state = self.session.knob(name)
         if state is None:
             return f"no knob named {name!r}"
+        if state.unavailable:
+            return f"{name}: {state.unavailable}"
         try:
             value = wire.parse_knob(state.spec, value)
         except ValueError as error:
             return str(error)
         self._request_id += 1
         self.session.apply(events.KnobRequested(name, value))
-        self.client.send(wire.SetKnob(self._request_id, name, value).encode())
+        # Several ranks: each applies it after this same step (None: at the next boundary).
+        at_step = self.session.common_step(RANKS_AHEAD_S, RANKS_AHEAD_MIN_STEPS)
+        self.client.send(wire.SetKnob(self._request_id, name, value, at_step).encode())
         return None
 
     def start_pilot(
@@ -99,7 +109,15 @@ class Monitor:
         """The autopilot (or, with ``tries``, the --try survey), ticking on its own thread."""
         pilot = Pilot(self.session, self.request_knob, self.window_s, tries, budget_s)
         self.pilot = pilot
-        self._spawn("autopilot", lambda: self._every(PILOT_PERIOD_S, pilot.tick))
+        told = [False]
+
+        def tick() -> None:
+            pilot.tick()
+            if pilot.status().done and not told[0]:  # a job waiting on it may finish now
+                told[0] = True
+                self.client.send(wire.AutopilotDone().encode())
+
+        self._spawn("autopilot", lambda: self._every(PILOT_PERIOD_S, tick))
         return pilot
 
     def toggle_autopilot(self) -> str:

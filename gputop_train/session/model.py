@@ -8,6 +8,7 @@ computed once, so no front end computes statistics of its own.
 from __future__ import annotations
 
 import functools
+import math
 import threading
 import time
 from collections import deque
@@ -101,6 +102,7 @@ class Snapshot:
     run_steps: stats.StepStats | None = None  # the whole run's figures, once the job ended
     # Each hooked process's own figures over the window, by rank (torchrun), then PID.
     ranks: tuple[stats.RankStats, ...] = ()
+    ended_at: float | None = None  # when the job ended (Unix s); None while it runs
     # The hook's latest memory audit, and its step_parts fact: the module whose forwards
     # are counted and timed, or why none is (docs/steps.md).
     memory: stats.MemoryAudit | None = None
@@ -108,7 +110,9 @@ class Snapshot:
 
     @property
     def elapsed_s(self) -> float:
-        return self.t - self.started_at
+        """The run's duration so far; once the job has ended, its whole run (the clock stops
+        with the job, however long the screen stays open)."""
+        return (self.ended_at if self.ended_at is not None else self.t) - self.started_at
 
 
 @dataclass
@@ -360,7 +364,8 @@ class Session:
                 stderr_tail=tuple(item.stderr_tail),
                 stopped_by=self._job.stopped_by,
             )
-            self._job_ended_at = self.clock()
+            now = self.clock()
+            self._job_ended_at = min(item.at, now) if item.at is not None else now
 
     # -- readers ------------------------------------------------------------------------
 
@@ -399,6 +404,22 @@ class Session:
         """The primary process's ``kind`` frames (loader, syncs, flops, model), oldest first."""
         with self._lock:
             return [frame for _, frame in self._facts.get(kind, ())]
+
+    def common_step(self, ahead_s: float, min_ahead: int) -> int | None:
+        """A step every rank of a multi-process job has still to reach: the furthest step
+        any has reported, plus ``ahead_s`` at the primary's recent pace (``min_ahead`` at
+        least); None with a single process, where a change applies at its next boundary."""
+        with self._lock:
+            if len(self._last_step) < 2:
+                return None
+            furthest = max(self._last_step.values())
+            primary = self._primary_pid_locked()
+            recent = [s for s in list(self._steps)[-200:] if s.pid == primary]
+        ahead = min_ahead
+        if len(recent) >= 2 and recent[-1].t > recent[0].t:
+            pace = (recent[-1].step - recent[0].step) / (recent[-1].t - recent[0].t)
+            ahead = max(min_ahead, math.ceil(pace * ahead_s))
+        return furthest + ahead
 
     def knob(self, name: str) -> KnobState | None:
         with self._lock:
@@ -478,6 +499,7 @@ class Session:
                 activity_note=self._activity_note(now, primary),
                 run_steps=self._run_steps(primary),
                 ranks=self._rank_stats(recent_steps, self._known_figures(primary, figures)),
+                ended_at=None if self._job.running else self._job_ended_at,
                 memory=stats.MemoryAudit.from_frame(observe.fact_at(series, "memory_audit", end)),
                 step_parts_fact=observe.fact_at(series, "step_parts", end),
             )

@@ -49,6 +49,9 @@ class KnobState:
     pending: KnobValue | None = None
     error: str | None = None
     role: str | None = None  # what the knob does (docs/knobs.md), for the autopilot
+    builtin: bool = False  # the hook's own knob (docs/knobs.md, "Built-in knobs")
+    unavailable: str | None = None  # why this job cannot take it
+    numerics: str | None = None  # how a change alters the numerics
 
     @property
     def spec(self) -> dict[str, Any]:
@@ -107,7 +110,14 @@ def knob_state(spec: dict[str, Any]) -> KnobState | None:
         minimum=spec.get("min") if isinstance(spec.get("min"), int) else None,
         maximum=spec.get("max") if isinstance(spec.get("max"), int) else None,
         role=spec.get("role") if isinstance(spec.get("role"), str) else None,
+        builtin=spec.get("builtin") is True,
+        unavailable=_text_or_none(spec.get("unavailable")),
+        numerics=_text_or_none(spec.get("numerics")),
     )
+
+
+def _text_or_none(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
 
 
 def split_warmup(steps: Sequence[Step]) -> tuple[list[Step], list[Step]]:

@@ -29,16 +29,20 @@ class KnobsPanel(OptionList, Panel):
 
     def show_view(self, view: View, ui: UiState) -> None:
         snap = view.snap
-        self.knobs = {k.name: k for k in snap.knobs}
+        ordered = sorted(snap.knobs, key=lambda k: k.builtin)  # the script's, then the hook's
+        self.knobs = {k.name: k for k in ordered}
         names = tuple(self.knobs)
-        prompts = {k.name: text.knob_prompt(k, snap) for k in snap.knobs}
+        prompts = {k.name: text.knob_prompt(k, snap) for k in ordered}
         if names != self._names:
             self._names = names
             highlighted = self.highlighted
             self.clear_options()
             if names:
-                self.add_options(Option(prompts[n], id=n) for n in names)
-                self.highlighted = min(highlighted or 0, len(names) - 1)
+                self.add_options(_with_headings(ordered, prompts))
+                index = min(highlighted or 0, self.option_count - 1)
+                if self.get_option_at_index(index).disabled:  # a heading: the knob under it
+                    index = min(index + 1, self.option_count - 1)
+                self.highlighted = index
             else:
                 self.add_option(
                     Option(Text("this script declares no knobs (see docs/knobs.md)", "dim"))
@@ -54,6 +58,22 @@ class KnobsPanel(OptionList, Panel):
         knob = self.knobs.get(event.option.id or "")
         if knob is not None:
             self.post_message(ApplyKnob(knob))
+
+
+BUILTIN_HEADING = "built-in (the hook's, any PyTorch job)"
+
+
+def _with_headings(knobs: list[Any], prompts: dict[str, Text]) -> list[Option]:
+    """The knobs' lines, under a heading for the script's and one for the hook's own."""
+    options: list[Option] = []
+    heading = None
+    for knob in knobs:
+        group = BUILTIN_HEADING if knob.builtin else "declared by the script"
+        if group != heading:
+            heading = group
+            options.append(Option(Text(group, "bold underline"), disabled=True))
+        options.append(Option(prompts[knob.name], id=knob.name))
+    return options
 
 
 class AutopilotPanel(LiveText, Panel):

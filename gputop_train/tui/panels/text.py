@@ -408,7 +408,9 @@ def knob_prompt(knob: KnobState, snap: Snapshot) -> Text:
     value = ("on" if knob.value else "off") if knob.kind == "bool" else knob.value
     text = Text(f"{knob.name:<14}", style="bold")
     text.append(f"{value!s:<11}")
-    if knob.pending is not None:
+    if knob.unavailable and knob.pending is None:
+        text.append(f"n/a: {knob.unavailable}", style="dim")
+    elif knob.pending is not None:
         text.append(f"→ {knob.pending} (pending: applies at the next step)", style="yellow")
     elif knob.error:
         text.append(f"✗ {knob.error}", style="red")
@@ -417,6 +419,8 @@ def knob_prompt(knob: KnobState, snap: Snapshot) -> Text:
         text.append(busy, style="cyan")
     else:
         text.append(knob.help, style="dim")
+        if knob.numerics:
+            text.append(f" ({knob.numerics})", style="dim italic")
     return text
 
 

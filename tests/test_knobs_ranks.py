@@ -1,0 +1,73 @@
+"""Under torchrun every rank takes a knob change after the same step, or none does."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from gputop_train.hook.knobs import Knob, KnobBoard
+from tests.conftest import SCENARIOS
+from tests.test_cli_headless import gputop
+
+
+def test_a_change_for_a_later_step_waits_for_it_and_one_that_arrives_late_is_refused() -> None:
+    board = KnobBoard()
+    board.declare(Knob("n", 1, lambda v: None, minimum=0, maximum=9))
+    board.request({"type": "set_knob", "id": 1, "name": "n", "value": 2, "at_step": 5})
+    applied = [step for step in range(1, 8) if board.apply_pending(step)]
+    assert applied == [5]
+    board.request({"type": "set_knob", "id": 2, "name": "n", "value": 3, "at_step": 6})
+    assert not board.apply_pending(8)
+    late = board.history[-1]
+    assert (late["ok"], late["value"], late["error"]) == (
+        False, 2, "arrived after step 6, the step every rank applies it at",
+    )  # fmt: skip
+
+
+@pytest.mark.torch
+@pytest.mark.timeout(240)  # torchrun's start, a baseline, a trial and a revert
+def test_a_two_rank_gloo_job_gets_a_change_on_both_ranks_after_one_step(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    record = tmp_path / "ddp.jsonl"
+    result = gputop(
+        "--headless", "--format", "json", "--interval", "1", "--record", str(record),
+        "--try", "cudnn_benchmark=true", "--",
+        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+        str(SCENARIOS), "ddp", "batch=8", "steps=1200", "step_ms=15",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    events = [json.loads(line) for line in record.read_text().splitlines()]
+    outcomes = [e for e in events if e.get("kind", e.get("type")) == "knob_outcome"]
+    changes = {}
+    for event in outcomes:
+        frame = event["frame"]
+        if frame["name"] == "cudnn_benchmark" and frame["ok"]:
+            changes.setdefault(frame["value"], {})[event["pid"]] = frame["step"]
+    assert set(changes) == {True, False}  # tried, then put back
+    for value, steps_by_rank in changes.items():
+        assert len(steps_by_rank) == 2, (value, steps_by_rank)  # both ranks
+        assert len(set(steps_by_rank.values())) == 1, (value, steps_by_rank)  # one step
+
+
+@pytest.mark.torch
+@pytest.mark.timeout(240)  # a baseline, a trial and a revert, each measured: ~90 s when loaded
+def test_try_turns_a_builtin_knob_of_a_script_that_declares_none(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    result = gputop(
+        "--headless", "--format", "json", "--interval", "1", "--no-record",
+        "--try", "nosuchknob=4", "--try", "num_workers=1", "--",
+        sys.executable, str(SCENARIOS), "sleepy", "batch_ms=15", "step_ms=5", "steps=4000",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout.splitlines()[-1])
+    trials = summary["autopilot"]["trials"]
+    assert [(t["change"], t["decision"]) for t in trials] == [
+        ("nosuchknob=4", "failed"), ("num_workers=1", "measured"),
+    ]  # fmt: skip
+    assert trials[1]["phase"] is not None and trials[1]["gain"] is not None
+    knobs = {k["name"]: k for k in summary["knobs"]}
+    assert knobs["num_workers"]["builtin"] and knobs["num_workers"]["value"] == 0  # put back
+    assert knobs["channels_last"]["unavailable"] == "the model has no 2-D convolution"
