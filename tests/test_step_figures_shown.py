@@ -42,7 +42,9 @@ def gpt_session(split: bool = True) -> Session:
     for step in range(1, 500):
         t += 0.1
         parts = [10.0, 30.0, 50.0, 8.0, 2.0, "gpu"] if split else [None] * 6
-        rows.append([step, t, 100.0, None, 8, 0, 95.0, None, None, None, None, 8 * 1024, 9.0, *parts])
+        rows.append(
+            [step, t, 100.0, None, 8, 0, 95.0, None, None, None, None, 8 * 1024, 9.0, *parts]
+        )
     session.apply(events.StepRows(PID, tuple(rows)))
     fact = {"type": "step_parts", "step": 1, "model": "GPT"}
     if not split:
