@@ -219,5 +219,7 @@ def test_one_step_in_a_few_is_split_on_the_gpu_clock_and_events_are_reused() -> 
                 1.0,
             )
     assert clocks[0] is None  # the first step has no start mark
-    assert [i + 1 for i, c in enumerate(clocks) if c == "gpu"] == list(range(GPU_SPLIT_EVERY, 41, GPU_SPLIT_EVERY))
+    assert [i + 1 for i, c in enumerate(clocks) if c == "gpu"] == list(
+        range(GPU_SPLIT_EVERY, 41, GPU_SPLIT_EVERY)
+    )
     assert _FakeEvent.created <= 8  # a step's seven marks, then the pool

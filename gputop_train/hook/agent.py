@@ -237,7 +237,8 @@ class Agent:
         data_s, samples, batches = self._take_feeds()
         if self._counted_samples is not None:
             samples = (samples or 0) + self._counted_samples
-        counts = self._model.end_step(self._cuda_in_use())
+        cuda = self._cuda_in_use()  # read once a step: the model and the audit share it
+        counts = self._model.end_step(cuda)
         if samples is None:
             samples = counts.samples  # no DataLoader: what the model's forwards received
         if self._counted_tokens is not None:
@@ -263,7 +264,7 @@ class Agent:
         fact = self._model.take_fact()
         if fact is not None:
             self._publish(wire.StepParts(step=self._step, **fact))
-        audit = self._memory_audit.due(now, optimizer, self._cuda_in_use())
+        audit = self._memory_audit.due(now, optimizer, cuda)
         if audit is not None:
             self._publish(wire.MemoryAudit(step=self._step, **audit))
         self._end_probes(samples, optimizer)
@@ -720,8 +721,12 @@ def _fill(row: list[Any], model_columns: list[Any]) -> None:
     """Put the model's columns (``MODEL_COLUMNS``) in their places, wherever other columns
     put them in STEP_FIELDS."""
     row.extend([None] * (len(wire.STEP_FIELDS) - len(row)))
-    for name, value in zip(MODEL_COLUMNS, model_columns, strict=True):
-        row[wire.COLUMN[name]] = value
+    row[_MODEL_AT : _MODEL_AT + len(MODEL_COLUMNS)] = model_columns
+
+
+# Where the model's columns start; they follow each other in STEP_FIELDS (one slice a row).
+_MODEL_AT = wire.COLUMN[MODEL_COLUMNS[0]]
+assert wire.STEP_FIELDS[_MODEL_AT : _MODEL_AT + len(MODEL_COLUMNS)] == MODEL_COLUMNS
 
 
 def _env_int(name: str) -> int | None:
