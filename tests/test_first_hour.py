@@ -15,6 +15,7 @@ import pytest
 from textual.widgets import RichLog
 
 from gputop_train import events, wire
+from gputop_train.collect import stacks
 from gputop_train.collect.fake import FakeProcess, FakePsutil
 from gputop_train.collect.procs import ProcessSampler
 from gputop_train.collect.stacks import StackSampler
@@ -295,6 +296,7 @@ def test_py_spy_refused_to_root_names_the_missing_capability(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(os, "geteuid", lambda: 0)
+    monkeypatch.setattr(stacks, "may_trace_others", lambda: False)  # the capability withheld
     explained = StackSampler(1, executable="/bin/true")._explain("Operation not permitted")
     assert "even as root" in explained and "SYS_PTRACE" in explained and "sudo" not in explained
 

@@ -65,7 +65,7 @@ def test_try_turns_a_builtin_knob_of_a_script_that_declares_none(tmp_path: Path)
     summary = json.loads(result.stdout.splitlines()[-1])
     trials = summary["autopilot"]["trials"]
     assert [(t["change"], t["decision"]) for t in trials] == [
-        ("nosuchknob=4", "failed"), ("num_workers=1", "measured"),
+        ("nosuchknob=4", "refused"), ("num_workers=1", "measured"),
     ]  # fmt: skip
     assert trials[1]["phase"] is not None and trials[1]["gain"] is not None
     knobs = {k["name"]: k for k in summary["knobs"]}

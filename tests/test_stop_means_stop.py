@@ -21,6 +21,9 @@ import pytest
 
 from gputop_train import wire
 
+# Monitors of real CPU jobs: on a loaded 2-core box some took over 120 s.
+pytestmark = pytest.mark.timeout(300)
+
 pytest.importorskip("torch")
 
 REPO = Path(__file__).resolve().parents[1]

@@ -32,8 +32,9 @@ TRANSFORMERS = {
 }
 
 
-def monitored(script: str, steps: int = 14) -> Session:
-    """The scenario for ``steps`` steps (the advisor needs 5 past the warm-up) under the hook
+def monitored(script: str, steps: int = 40) -> Session:
+    """The scenario for ``steps`` steps (the advisor needs 5 past the warm-up, which is also
+    the phase's first 3 s: on a loaded box 14 steps fitted in it) under the hook
     and a monitor that sees a fake idle H100 beside the CPU job."""
     job = subprocess.Popen(
         [sys.executable, str(SCENARIOS / f"{script}.py"), "--steps", str(steps)],

@@ -93,6 +93,8 @@ _LATEST_T = 4_102_444_800.0
 def _check_regular(path: Path) -> None:
     try:
         mode = path.stat().st_mode
+    except FileNotFoundError:
+        raise  # the caller says where recordings are
     except OSError as error:
         raise UnreadableRecording(describe_os_error(error, path)) from error
     if not stat.S_ISREG(mode):
