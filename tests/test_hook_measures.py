@@ -92,3 +92,28 @@ def test_threads_training_side_by_side_are_not_merged_into_one_step(tmp_path: Pa
     assert {s.samples for s in steps[30:]} <= {8, None}
     notices = " ".join(run.session.snapshot(60.0).notices)
     assert "more than one thread" in notices and "MainThread" in notices
+
+
+def test_a_new_optimizer_per_fold_takes_over_the_step_count(tmp_path: Path) -> None:
+    # 3 folds of 8 steps, each fold's optimizer kept alive: the newest one is counted once it
+    # has stepped 3 times alone (its first 2 steps are left out), and the move is said once.
+    run = run_hooked("folds", "folds=3", "steps=8", tmp_path=tmp_path)
+    assert run.returncode == 0 and "folds trained 3" in run.stdout, run.stderr
+    assert [s.step for s in run.steps] == list(range(1, 8 + 6 + 6 + 1))
+    notices = [n for n in run.session.snapshot(60.0).notices if "moved to a new SGD" in n]
+    assert len(notices) == 1
+
+
+def test_a_gans_second_optimizer_never_takes_over(tmp_path: Path) -> None:
+    run = run_hooked("gan", "steps=10", tmp_path=tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert [s.step for s in run.steps] == list(range(1, 11))
+    assert not any("moved to a new" in n for n in run.session.snapshot(60.0).notices)
+
+
+def test_the_hook_holds_no_model_or_optimizer_the_script_dropped(tmp_path: Path) -> None:
+    # Past the built-in knobs' declaration and the probes: a sweep that drops a trial's model
+    # must get its memory back (an Adam's state is twice the model).
+    run = run_hooked("dropped", "steps=12", tmp_path=tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert "still held: [False, False]" in run.stdout

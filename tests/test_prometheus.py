@@ -215,7 +215,10 @@ def test_a_real_prometheus_scrapes_each_rank_of_a_torchrun_job(tmp_path: Path) -
             series = _query(prometheus_port, 'gputop_train_data_wait_ratio{job="gputop-train"}')
             ranks = {s["metric"]["rank"]: float(s["value"][1]) for s in series}
         assert set(ranks) == {"0", "1"}, "Prometheus never had both ranks"
-        assert ranks["1"] > 0.4 > 0.05 > ranks["0"]  # rank 1 waits 30 of its 52 ms
+        # Rank 1 sleeps 30 ms for each batch beside 20 ms of step: 0.58 planned, 0.19-0.35
+        # read on a 2-core CI box busy with other tests (the step's compute stretches, the
+        # sleep does not); rank 0 waits on the all-reduce, never on data.
+        assert ranks["1"] > 0.15 > 0.05 > ranks["0"]
         steps = _query(prometheus_port, "gputop_train_step_seconds")
         assert {s["metric"]["rank"] for s in steps} == {"0", "1"}
         assert all(0.03 < float(s["value"][1]) < 0.5 for s in steps)

@@ -52,6 +52,11 @@ MAX_STEPS_AWAITING_GPU = 256
 # once and the loader that fed it, the model and the script's own autocast are known.
 BUILTIN_KNOBS_STEP = 1
 
+# Steps in a row of another optimizer on the training thread, with none of the one we count,
+# after which the loop has moved to it (a new optimizer per fold, sweep trial or epoch). A GAN's
+# second optimizer steps once between two of the first: it never gets there.
+PRIMARY_HANDOVER_STEPS = 3
+
 # How long an exiting job waits for the monitor that launched it to connect.
 WAIT_FOR_MONITOR_S = 3.0
 
@@ -95,6 +100,9 @@ class Agent:
         self._primary_optimizer: weakref.ref[Any] | None = None
         self._primary_thread: int | None = None  # the thread whose optimizer steps we count
         self._other_trainer = False  # another thread steps an optimizer of its own too
+        self._successor: tuple[int, int] | None = None  # (id, steps in a row) of a newer one
+        self._rebind_builtins = False  # the loop moved to a new optimizer: knobs built anew
+        self._told_handover = False
         self._timer: CudaStepTimer | None = None
         self.collectives: CollectiveClock | None = None  # set by patches.install
         self._comm_pairs: dict[int, list[Any]] = {}  # step -> CUDA event pairs still to read
@@ -250,7 +258,8 @@ class Agent:
                 self.board.revert_changes(changes, why, self._step)
             else:  # said once per change: what it did to the loss, over 10 steps each side
                 self._notices.append(f"numerics guard: {names} kept ({figures})")
-        if self._step == BUILTIN_KNOBS_STEP:
+        if self._step == BUILTIN_KNOBS_STEP or self._rebind_builtins:
+            self._rebind_builtins = False
             self._declare_builtins(optimizer)
         if not self._dataloader_seen:
             self._begin_step()  # no DataLoader: the next step starts now
@@ -462,13 +471,40 @@ class Agent:
             self._last_end = time.perf_counter() - seconds
 
     def _is_primary(self, optimizer: Any) -> bool:
-        """With several optimizers (GANs), the first one to step marks the step boundary."""
+        """With several optimizers (GANs), the first one to step marks the step boundary; one
+        that steps alone on the training thread for PRIMARY_HANDOVER_STEPS takes over."""
         primary = self._primary_optimizer() if self._primary_optimizer else None
-        if primary is None:
-            self._primary_optimizer = weakref.ref(optimizer)
-            self._primary_thread = threading.get_ident()
+        if primary is optimizer:
+            self._successor = None
             return True
-        return primary is optimizer
+        if primary is not None and not self._takes_over(optimizer):
+            return False
+        moved = self._primary_optimizer is not None
+        self._primary_optimizer = weakref.ref(optimizer)
+        self._primary_thread = threading.get_ident()
+        self._successor = None
+        if moved:
+            if not self._told_handover:  # a sweep makes one per trial: said once
+                self._told_handover = True
+                self._notices.append(
+                    f"the training loop moved to a new {type(optimizer).__name__}: the steps of "
+                    "the newest optimizer are counted, and the built-in knobs act on its model"
+                )
+            self._rebind_builtins = self._step >= BUILTIN_KNOBS_STEP
+            # The model may differ (a sweep's trial): its facts and FLOPs are read again.
+            self._probe_due_step = self._step + PROBE_AFTER_CHANGE_STEPS
+            self._count_due_step = self._step + COUNT_AFTER_CHANGE_STEPS
+        return True
+
+    def _takes_over(self, optimizer: Any) -> bool:
+        """True once ``optimizer`` has stepped PRIMARY_HANDOVER_STEPS times in a row on the
+        training thread without the counted one stepping in between."""
+        if not self._on_primary_thread():
+            return False
+        key = id(optimizer)
+        steps = self._successor[1] + 1 if self._successor and self._successor[0] == key else 1
+        self._successor = (key, steps)
+        return steps >= PRIMARY_HANDOVER_STEPS
 
     def _on_primary_thread(self) -> bool:
         return self._primary_thread is None or threading.get_ident() == self._primary_thread

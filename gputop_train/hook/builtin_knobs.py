@@ -395,7 +395,12 @@ class BuiltinKnobs:
             choices.append(current)
 
         def apply(value: str) -> None:
-            _set_optimizer_impl(self._torch, optimizer, value)
+            # Through the weak reference: a knob must not keep a dropped optimizer (its state
+            # and the parameters it holds) alive when the script makes a new one.
+            current_optimizer = self._optimizer() if self._optimizer else None
+            if current_optimizer is None:
+                raise ValueError("the optimizer is gone")
+            _set_optimizer_impl(self._torch, current_optimizer, value)
 
         return Knob(
             "optimizer_impl",

@@ -89,9 +89,12 @@ class KnobBoard:
         self._outbox.append(wire.Knobs(self.describe()).encode())
 
     def declare_builtin(self, knobs: list[Knob]) -> None:
-        """The hook's own knobs, in one frame; a name the script declared stays the script's."""
+        """The hook's own knobs, in one frame; a name the script declared stays the script's.
+        Declared again (the loop moved to a new optimizer), they replace the earlier ones."""
         for knob in knobs:
-            self.knobs.setdefault(knob.name, knob)
+            earlier = self.knobs.get(knob.name)
+            if earlier is None or earlier.builtin:
+                self.knobs[knob.name] = knob
         self._outbox.append(wire.encode(wire.KNOBS, knobs=self.describe()))
 
     def describe(self) -> list[dict[str, Any]]:

@@ -267,6 +267,47 @@ def forever(p: dict[str, float]) -> None:
         sys.exit(130)
 
 
+def folds(p: dict[str, float]) -> None:
+    """K-fold training: a new model and optimizer per fold, every earlier one kept alive (in a
+    list, as scripts that compare folds do), ``steps`` steps each."""
+    kept = []
+    for _ in range(int(p.get("folds", 3))):
+        model, optimizer = _model()
+        kept.append((model, optimizer))
+        for _ in range(int(p.get("steps", 8))):
+            torch.nn.functional.cross_entropy(model(torch.zeros(4, 4)), torch.zeros(4).long())
+            optimizer.step()
+            optimizer.zero_grad()
+    print(f"folds trained {len(kept)}", flush=True)
+
+
+def dropped(p: dict[str, float]) -> None:
+    """Train, drop the model and optimizer, and say whether anything still holds them."""
+    import gc
+    import weakref
+
+    model, optimizer = _model()
+    for _ in range(int(p.get("steps", 12))):
+        model(torch.ones(4, 4)).sum().backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    refs = weakref.ref(model), weakref.ref(optimizer)
+    del model, optimizer
+    gc.collect()
+    print("still held:", [ref() is not None for ref in refs], flush=True)
+
+
+def gan(p: dict[str, float]) -> None:
+    """Two optimizers on one thread, each stepping once an iteration (a GAN's D then G)."""
+    disc, disc_opt = _model()
+    gen, gen_opt = _model()
+    for _ in range(int(p.get("steps", 10))):
+        for model, optimizer in ((disc, disc_opt), (gen, gen_opt)):
+            model(torch.ones(4, 4)).sum().backward()
+            optimizer.step()
+            optimizer.zero_grad()
+
+
 def two_trainers(p: dict[str, Any]) -> None:
     """The main thread trains (batches of 4); after its first step a second thread trains a
     model of its own (batches of 8) side by side, from its own first step on."""
