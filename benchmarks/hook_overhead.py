@@ -8,6 +8,7 @@ the same for each block's mean step time: a median cannot see a stall of one ste
 hundreds (the hook's thread holding the GIL twice a second), a mean can.
 
     python -m benchmarks.hook_overhead tiny            # ~2 ms/step MLP loop (GPU, or CPU)
+    python -m benchmarks.hook_overhead gpt             # nanoGPT-style, no DataLoader (fast)
     python -m benchmarks.hook_overhead resnet-rung8    # the demo at rung 8 (GPU)
 """
 
@@ -85,6 +86,36 @@ def tiny_workload(device: str) -> Callable[[], None]:
     return step
 
 
+def gpt_workload(device: str) -> Callable[[], None]:
+    """A nanoGPT-style step without a DataLoader: random windows of one token array (its
+    memmap get_batch), a small causal LM, AdamW; fast, so the hook's forward, backward and
+    optimizer marks weigh as much as they ever will."""
+    vocab, width, block, batch = 512, 256 if device == "cuda" else 64, 64, 16
+    tokens = torch.randint(0, vocab, (1_000_000,))
+    model = torch.nn.Sequential(
+        torch.nn.Embedding(vocab, width), torch.nn.Linear(width, width), torch.nn.GELU()
+    ).to(device)
+    head = torch.nn.Linear(width, vocab).to(device)
+    model.append(head)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+
+    def get_batch() -> tuple[torch.Tensor, torch.Tensor]:
+        starts = torch.randint(len(tokens) - block - 1, (batch,))
+        x = torch.stack([tokens[i : i + block] for i in starts])
+        y = torch.stack([tokens[i + 1 : i + 1 + block] for i in starts])
+        return x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+
+    def step() -> None:
+        x, y = get_batch()
+        logits = model(x)
+        loss = torch.nn.functional.cross_entropy(logits.view(-1, vocab), y.view(-1))
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    return step
+
+
 def resnet_rung8_workload(device: str) -> Callable[[], None]:
     sys.path.insert(0, str(REPO / "demos"))
     import resnet
@@ -137,7 +168,7 @@ def block_ms(step: Callable[[], None], steps: int, sync: Callable[[], None]) -> 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("workload", choices=("tiny", "resnet-rung8"))
+    parser.add_argument("workload", choices=("tiny", "gpt", "resnet-rung8"))
     parser.add_argument("--blocks", type=int, default=10, help="blocks per side")
     parser.add_argument("--steps", type=int, default=200, help="steps per block")
     parser.add_argument("--warmup", type=int, default=30)
@@ -145,7 +176,11 @@ def main() -> None:
     args = parser.parse_args()
     device = "cuda" if torch.cuda.is_available() else "cpu"
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
-    make = tiny_workload if args.workload == "tiny" else resnet_rung8_workload
+    if device == "cpu":
+        # One intra-op thread: on the shared 2-core dev box torch's pool spins against the
+        # other jobs and a 1 ms CPU step took 200-340 ms (2026-11-24).
+        torch.set_num_threads(1)
+    make = {"tiny": tiny_workload, "gpt": gpt_workload}.get(args.workload, resnet_rung8_workload)
 
     patches.install(torch)
     step = make(device)

@@ -75,13 +75,15 @@ def status_parts(view: View) -> list[str]:
     parts = [
         f"[{fmt.duration(snap.elapsed_s):>7}] phase {snap.phase} step {snap.total_steps}",
         f"{f.steps_per_s} steps/s {f.samples_per_s} samples/s",
+        f"{f.tokens_per_s} tokens/s",
         f"step {f.step_p50} (p95 {f.step_p95})",
         f"data-wait {f.data_wait}{_wait_source(snap)}",
     ]
     if snap.steps.gpu_time_pct is None and gpu.util_pct is None and gpu.mem_used_bytes is None:
-        parts.append("GPU N/A")  # no GPU measured: one segment, not three N/As
+        parts += ["GPU N/A", f"parts {f.breakdown}"]  # no GPU: one segment, not three N/As
     else:
-        parts += [f"GPU time {f.gpu_time}", f"GPU util {f.gpu_util}{gpm}", f"mem {f.gpu_mem}"]
+        parts += [f"GPU time {f.gpu_time}", f"parts {f.breakdown}"]
+        parts += [f"GPU util {f.gpu_util}{gpm}", f"mem {f.gpu_mem}"]
     parts += [workers, f"main {fmt.pct(procs.main_cpu_pct)} CPU"]
     if snap.autopilot:
         parts.append(f"autopilot: {snap.autopilot['state']}")
@@ -141,8 +143,11 @@ def summary_text(view: View) -> str:
         f"{steps_text(snap.total_steps, snap.steps_before_start)}, "
         f"{snap.total_samples if snap.total_samples is not None else fmt.NA} samples",
         f"  throughput {fmt.rate(steps.samples_per_s, 'samples/s')}, "
-        f"{fmt.rate(steps.steps_per_s, 'steps/s')}; step p50 {fmt.ms(steps.step_ms_p50)}, "
+        f"{fmt.rate(steps.steps_per_s, 'steps/s')}, "
+        f"{fmt.rate(steps.tokens_per_s, 'tokens/s')}; step p50 {fmt.ms(steps.step_ms_p50)}, "
         f"p95 {fmt.ms(steps.step_ms_p95)}",
+        f"  step parts: {view.figures.breakdown}",
+        f"  memory: {view.figures.memory}",
         f"  data-wait {fmt.pct(steps.data_wait_pct)} of "
         f"{'its samples (py-spy)' if _wait_source(snap) else 'step time'}; GPU time "
         f"{fmt.pct(steps.gpu_time_pct)}; GPU util {fmt.pct(gpu.util_pct)} (NVML mean)",

@@ -12,6 +12,7 @@ from . import format as fmt
 from .advise.mfu import Efficiency, efficiency
 from .advise.rules import Finding, findings
 from .advise.stall import stall_finding
+from .session.breakdown import PART_NAMES, MemoryAudit, StepParts
 from .session.model import Snapshot
 from .session.phases import PhaseRow
 from .session.stats import RankStats
@@ -46,6 +47,9 @@ class Figures:
     syncs: str
     mfu: str
     tflops: str
+    tokens_per_s: str = fmt.NA
+    breakdown: str = fmt.NA  # "data 40% | forward 20% | ..." or N/A with its reason
+    memory: str = fmt.NA  # the memory audit in words, or N/A
 
 
 @dataclass(frozen=True)
@@ -96,7 +100,7 @@ def _figures(snap: Snapshot, achieved: float | None, mfu: float | None) -> Figur
         steps_per_s=fmt.rate(steps.steps_per_s, "").strip(),
         step_p50=fmt.ms(steps.step_ms_p50),
         step_p95=fmt.ms(steps.step_ms_p95),
-        data_wait=fmt.pct(steps.data_wait_pct),
+        data_wait=_data_wait_text(steps.data_wait_pct, steps.host_gap_pct),
         gpu_time=fmt.pct(steps.gpu_time_pct),
         gpu_util=fmt.pct(gpu.util_pct),
         sm_active=fmt.pct(gpu.sm_active_pct),
@@ -105,7 +109,89 @@ def _figures(snap: Snapshot, achieved: float | None, mfu: float | None) -> Figur
         syncs=fmt.NA if syncs is None else f"{syncs}/step",
         mfu=fmt.pct(mfu),
         tflops=_tflops_text(achieved),
+        tokens_per_s=fmt.rate(steps.tokens_per_s, "").strip(),
+        breakdown=breakdown_text(steps.parts, parts_reason(snap)),
+        memory=memory_text(snap.memory),
     )
+
+
+def _data_wait_text(data_wait_pct: float | None, host_gap_pct: float | None) -> str:
+    """The DataLoader's wait; where there is none, the host gap before each forward."""
+    if data_wait_pct is None and host_gap_pct is not None:
+        return f"{fmt.pct(host_gap_pct)} (host gap)"
+    return fmt.pct(data_wait_pct)
+
+
+def parts_reason(snap: Snapshot) -> str | None:
+    return (snap.step_parts_fact or {}).get("reason")
+
+
+_PART_LABELS = {
+    "data": "data",
+    "forward": "fwd",
+    "backward": "bwd",
+    "optimizer": "opt",
+    "rest": "rest",
+}
+
+
+def breakdown_text(parts: StepParts | None, reason: str | None) -> str:
+    """The step's parts as shares, their clock and the data's source; N/A with why."""
+    if parts is None:
+        return f"{fmt.NA}: {reason}" if reason else fmt.NA
+    shares = " ".join(f"{_PART_LABELS[k]} {fmt.pct(parts.pct[k])}" for k in PART_NAMES)
+    source = f"data: {parts.data_source}" if parts.pct["data"] is not None else ""
+    return f"{shares} ({parts.clock} clock{', ' + source if source else ''})"
+
+
+def memory_text(audit: MemoryAudit | None) -> str:
+    if audit is None:
+        return fmt.NA
+    return (
+        f"peak {fmt.size(audit.allocated_peak)} = params {fmt.size(audit.params)} + grads "
+        f"{fmt.size(audit.grads)} + optimizer {fmt.size(audit.optimizer)} + activations "
+        f"{fmt.size(audit.activations)}; cache {fmt.size(audit.cache)}; "
+        f"retries {_count(audit.alloc_retries)}, OOMs {_count(audit.ooms)}"
+    )
+
+
+def _count(value: int | None) -> str:
+    return fmt.NA if value is None else str(value)
+
+
+def breakdown_dict(parts: StepParts | None, reason: str | None) -> dict[str, Any]:
+    """The step breakdown for JSON: a share and a mean ms per part (None: not observed)."""
+    if parts is None:
+        return {"clock": None, "reason": reason}
+    out: dict[str, Any] = {
+        "clock": parts.clock,
+        "data_source": parts.data_source,
+        "steps": parts.steps,
+        "step_ms": _round(parts.step_ms, 3),
+    }
+    for name in PART_NAMES:
+        out[f"{name}_pct"] = _round(parts.pct[name], 1)
+        out[f"{name}_ms"] = _round(parts.ms[name], 3)
+    out["reason"] = reason
+    return out
+
+
+def memory_dict(audit: MemoryAudit | None) -> dict[str, Any] | None:
+    """The memory audit for JSON (bytes); None before the first (or without CUDA)."""
+    if audit is None:
+        return None
+    return {
+        "params_bytes": audit.params,
+        "grads_bytes": audit.grads,
+        "optimizer_bytes": audit.optimizer,
+        "activations_bytes": audit.activations,
+        "allocated_peak_bytes": audit.allocated_peak,
+        "reserved_peak_bytes": audit.reserved_peak,
+        "cache_bytes": audit.cache,
+        "device_total_bytes": audit.device_total,
+        "alloc_retries": audit.alloc_retries,
+        "ooms": audit.ooms,
+    }
 
 
 def _tflops_text(achieved: float | None) -> str:
@@ -192,6 +278,11 @@ def status_fields(view: View) -> dict[str, Any]:
         "achieved_tflops": _significant(view.achieved_tflops),
         "mfu_pct": _significant(view.mfu_pct),
         "mfu": efficiency_fields(view.efficiency),
+        "tokens_per_s": _round(steps.tokens_per_s, 1),
+        "host_gap_pct": _round(steps.host_gap_pct, 1),
+        "step_parts": breakdown_dict(steps.parts, parts_reason(snap)),
+        "timed_model": (snap.step_parts_fact or {}).get("model"),
+        "memory": memory_dict(snap.memory),
         "ranks": rank_dicts(snap),
         "findings": [finding_dict(f) for f in view.findings],
         "advice_wait": snap.advice_wait,
@@ -247,6 +338,7 @@ def rank_dicts(snap: Snapshot) -> list[dict[str, Any]]:
             "data_wait_pct": _round(r.steps.data_wait_pct, 1),
             "gpu_time_pct": _round(r.steps.gpu_time_pct, 1),
             "samples_per_s": _round(r.steps.samples_per_s, 1),
+            "tokens_per_s": _round(r.steps.tokens_per_s, 1),
             "total_steps": r.total_steps,
             "total_samples": r.total_samples,
             **_comm_dict(r),

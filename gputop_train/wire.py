@@ -39,6 +39,8 @@ LOADER = "loader"  # facts about the DataLoader and its batches, once per epoch 
 MODEL = "model"  # facts about the forward pass: CUDA, autocast, parameter dtype, TF32, layout
 WORKLOAD = "workload"  # the step's census, analytic FLOPs, kernel profile, matmul peak
 WAITING = "waiting"  # answer to WHERE_WAITING: the collective the training thread is in now
+STEP_PARTS = "step_parts"  # the model whose forwards are timed and counted, or why none is
+MEMORY_AUDIT = "memory_audit"  # parameters, gradients, optimizer state, allocator peaks
 
 # Monitor -> hook.
 SET_KNOB = "set_knob"  # change one knob at the next step boundary
@@ -79,6 +81,15 @@ STEP_FIELDS: tuple[str, ...] = (
     "mem_reserved",  # CUDA bytes held by the caching allocator (sampled likewise)
     "mem_peak",  # peak CUDA bytes allocated so far (sampled likewise)
     "comm_ms",  # time waiting in collectives (DDP all-reduce, barrier, ...; hook/collectives.py)
+    # From the model's forwards and the step's marks (hook/model_probe.py, docs/steps.md):
+    "tokens",  # token ids its training forwards received (non-padding where masked)
+    "host_gap_ms",  # host time outside the phases before each training forward
+    "part_data_ms",  # the step's parts on the clock part_clock names: data (gap) ...
+    "part_fwd_ms",  # ... the model's training forwards
+    "part_bwd_ms",  # ... the backward they started
+    "part_opt_ms",  # ... the optimizer's step
+    "part_rest_ms",  # ... everything else in the step (loss, clipping, logging)
+    "part_clock",  # "gpu" (CUDA events) or "host"; None: the step was not split
 )
 # A field's position in a row: row[COLUMN["gpu_ms"]].
 COLUMN: dict[str, int] = {name: index for index, name in enumerate(STEP_FIELDS)}
@@ -530,6 +541,36 @@ class Workload(Frame):
     census: dict[str, Any] | None = None
     profile: dict[str, Any] | None = None
     peak: dict[str, Any] | None = None
+
+
+@frame(STEP_PARTS)
+@dataclass(frozen=True)
+class StepParts(Frame):
+    """The module whose training forwards are counted and timed, or why none is (then
+    samples and tokens from the forward and the step's parts read N/A; docs/steps.md)."""
+
+    step: int | None = None
+    model: str | None = None
+    reason: str | None = None
+
+
+@frame(MEMORY_AUDIT)
+@dataclass(frozen=True)
+class MemoryAudit(Frame):
+    """What GPU memory holds (bytes), from the optimizer's tensors and the allocator's
+    statistics (hook/memory_audit.py)."""
+
+    step: int | None = None
+    params_bytes: int | None = None
+    grads_bytes: int | None = None
+    optimizer_bytes: int | None = None
+    allocated_peak: int | None = None
+    reserved_peak: int | None = None
+    allocated: int | None = None
+    reserved: int | None = None
+    alloc_retries: int | None = None
+    ooms: int | None = None
+    device_total: int | None = None
 
 
 # Monitor -> hook.

@@ -31,6 +31,8 @@ EXAMPLES: list[wire.Frame] = [
     wire.Flops(flops=10**12, samples=32, step=3),
     wire.Model(step=2, cuda=True, capability=[9, 0], autocast="bfloat16", compiled=False),
     wire.Workload(step=3, census={"ops": 657, "analytic_flops": 7 * 10**12}, peak=None),
+    wire.StepParts(step=1, model="GPT", reason=None),
+    wire.MemoryAudit(step=3, params_bytes=10, grads_bytes=10, alloc_retries=0, ooms=0),
     wire.SetKnob(1, "num_workers", 4),
     wire.ScanSyncs(),
     wire.AutopilotDone(),

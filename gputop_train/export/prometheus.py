@@ -145,7 +145,13 @@ class JobCollector(Collector):
             "comm_share": _gauge(
                 "comm_wait_ratio", "share of step time waiting in collectives", RANK_LABELS
             ),
+            "tokens": _gauge("tokens_per_second", "tokens/s over the window", RANK_LABELS),
         }
+        part = _gauge(
+            "step_part_ratio",
+            "share of the step in each part (docs/steps.md); clock gpu or host",
+            (*RANK_LABELS, "part", "clock"),
+        )
         steps = _counter("steps", "optimizer steps taken", RANK_LABELS)
         samples = _counter("samples", "samples consumed", RANK_LABELS)
         for rank in view.snap.ranks:
@@ -164,9 +170,13 @@ class JobCollector(Collector):
             if rank.comm is not None:
                 _add(families["comm"], labels, _seconds(rank.comm.wait_ms_p50))
                 _add(families["comm_share"], labels, _ratio(rank.comm.wait_pct))
+            _add(families["tokens"], labels, figures.tokens_per_s)
+            if figures.parts is not None:
+                for name, share in figures.parts.pct.items():
+                    _add(part, [*labels, name, figures.parts.clock], _ratio(share))
             steps.add_metric(labels, rank.total_steps)
             _add(samples, labels, rank.total_samples)
-        yield from (*families.values(), steps, samples)
+        yield from (*families.values(), part, steps, samples)
 
     def _gpu_metrics(self, view: View) -> Iterator[Metric]:
         specs = {
@@ -208,6 +218,19 @@ class JobCollector(Collector):
         phase.add_metric(labels, snap.phase)
         rate = _gauge("job_samples_per_second", "samples/s of all ranks", JOB_LABELS)
         _add(rate, labels, snap.steps.samples_per_s)
+        tokens = _gauge("job_tokens_per_second", "tokens/s of all ranks", JOB_LABELS)
+        _add(tokens, labels, snap.steps.tokens_per_s)
+        memory = _gauge(
+            "gpu_memory_audit_bytes",
+            "the memory audit: params, grads, optimizer, activations, cache (docs/steps.md)",
+            (*JOB_LABELS, "kind"),
+        )
+        audit = snap.memory
+        if audit is not None:
+            for kind in ("params", "grads", "optimizer", "activations", "cache"):
+                _add(memory, [*labels, kind], getattr(audit, kind))
+        retries = _gauge("alloc_retries", "CUDA caching-allocator retries so far", JOB_LABELS)
+        _add(retries, labels, audit.alloc_retries if audit else None)
         mfu = _gauge("mfu_ratio", "achieved FLOP/s over the GPU's dense peak", JOB_LABELS)
         _add(mfu, labels, _ratio(view.mfu_pct))
         syncs = _gauge("syncs_per_step", "host-device syncs in a scanned step", JOB_LABELS)
@@ -229,7 +252,8 @@ class JobCollector(Collector):
         for process in snap.hooked:
             who = [_label(process.rank), _label(process.local_rank), str(process.pid)]
             connected.add_metric([*labels, *who], 1.0 if process.connected else 0.0)
-        yield from (running, phase, rate, mfu, syncs, finding, exit_code, connected)
+        yield from (running, phase, rate, tokens, memory, retries, mfu, syncs, finding)
+        yield from (exit_code, connected)
 
 
 def _gauge(name: str, documentation: str, labels: Sequence[str]) -> GaugeMetricFamily:

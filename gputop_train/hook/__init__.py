@@ -35,6 +35,14 @@ def count_samples(samples: int) -> None:
         agent.count_samples(samples)
 
 
+def count_tokens(tokens: int) -> None:
+    """Report the tokens of the current step, where the model's forward inputs do not say
+    (token ids made inside the model, packed sequences); overrides what the forwards saw."""
+    agent = current_agent()
+    if agent is not None and agent.enabled:
+        agent.count_tokens(tokens)
+
+
 def knob(
     name: str,
     value: bool | int | str,

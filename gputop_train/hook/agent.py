@@ -26,6 +26,8 @@ from .kernel_profile import KernelProfile
 from .knobs import KnobBoard
 from .loss_guard import LossGuard
 from .matmul_peak import MatmulPeak, matmul_precision
+from .memory_audit import MemoryAudit
+from .model_probe import MODEL_COLUMNS, ModelProbe, StepCounts
 from .probes import (
     COUNT_AFTER_CHANGE_STEPS,
     FLOP_COUNT_STEP,
@@ -107,6 +109,10 @@ class Agent:
         self.collectives: CollectiveClock | None = None  # set by patches.install
         self._comm_pairs: dict[int, list[Any]] = {}  # step -> CUDA event pairs still to read
         self._awaiting_gpu: deque[list[Any]] = deque()
+        self._awaiting_counts: deque[StepCounts] = deque()  # beside _awaiting_gpu, in step
+        self._counted_tokens: int | None = None  # count_tokens() overrides the forward's
+        self._model = ModelProbe(torch_module, self._guard, self.fail, self._is_enabled)
+        self._memory_audit = MemoryAudit(torch_module)
         self._next_memory_sample = 0.0
         self._started_at = time.time()
         self.board = KnobBoard()
@@ -214,10 +220,24 @@ class Agent:
             return
         self._counted_samples = (self._counted_samples or 0) + int(samples)
 
+    def count_tokens(self, tokens: int) -> None:
+        """Tokens a step consumed, where the model's forward inputs do not say."""
+        if self._other_trainer and not self._on_primary_thread():
+            return
+        self._counted_tokens = (self._counted_tokens or 0) + int(tokens)
+
+    def on_optimizer_pre_step(self, optimizer: Any) -> None:
+        """The optimizer phase starts (the step breakdown's mark)."""
+        primary = self._primary_optimizer() if self._primary_optimizer else None
+        if primary is None or primary is optimizer:
+            self._model.on_optimizer_pre_step()
+
     def on_optimizer_step(self, optimizer: Any) -> None:
         if not self._is_primary(optimizer):
             if not self._other_trainer and not self._on_primary_thread():
                 self._note_other_trainer()
+            elif self._on_primary_thread():
+                self._model.on_other_optimizer()
             return
         self._activate()
         now = time.perf_counter()
@@ -225,6 +245,12 @@ class Agent:
         data_s, samples, batches = self._take_feeds()
         if self._counted_samples is not None:
             samples = (samples or 0) + self._counted_samples
+        cuda = self._cuda_in_use()  # read once a step: the model and the audit share it
+        counts = self._model.end_step(cuda)
+        if samples is None:
+            samples = counts.samples  # no DataLoader: what the model's forwards received
+        if self._counted_tokens is not None:
+            counts.tokens, counts.masks = self._counted_tokens, None
         row = [
             self._step,
             time.time(),
@@ -238,9 +264,17 @@ class Agent:
             self._comm_ms(),
         ]
         self._last_end = now
-        self._counted_samples = None
+        self._counted_samples = self._counted_tokens = None
         self._batches = 0
-        self._finish_row(row)
+        self._finish_row(row, counts)
+        if not self._model.searched:
+            self._model.search(optimizer, sys._getframe(1))
+        fact = self._model.take_fact()
+        if fact is not None:
+            self._publish(wire.StepParts(step=self._step, **fact))
+        audit = self._memory_audit.due(now, optimizer, cuda)
+        if audit is not None:
+            self._publish(wire.MemoryAudit(step=self._step, **audit))
         self._end_probes(samples, optimizer)
         self.guard.end_step()
         if self.board.apply_pending(self._step):
@@ -263,6 +297,7 @@ class Agent:
             self._declare_builtins(optimizer)
         if not self._dataloader_seen:
             self._begin_step()  # no DataLoader: the next step starts now
+        self._model.timeline.mark_hook_end()
 
     def _comm_ms(self) -> float | None:
         """The step's wait in collectives: the host's now; the streams' once its events ran."""
@@ -494,6 +529,7 @@ class Agent:
             # The model may differ (a sweep's trial): its facts and FLOPs are read again.
             self._probe_due_step = self._step + PROBE_AFTER_CHANGE_STEPS
             self._count_due_step = self._step + COUNT_AFTER_CHANGE_STEPS
+            self.forget_model()  # its model is looked for again at this step's end
         return True
 
     def _takes_over(self, optimizer: Any) -> bool:
@@ -524,27 +560,35 @@ class Agent:
             "and any other are left out"
         )
 
-    def _finish_row(self, row: list[Any]) -> None:
+    def _finish_row(self, row: list[Any], counts: StepCounts) -> None:
         if self._timer is None and self._cuda_in_use():
             self._timer = CudaStepTimer(self._torch)
         if self._timer is None:
+            _fill(row, self._model.row(counts, resolved=True))
             self._ring.append(row)
             return
         self._timer.mark_end()
         self._awaiting_gpu.append(row)
+        self._awaiting_counts.append(counts)
         self._collect_gpu_times()
         while len(self._awaiting_gpu) > MAX_STEPS_AWAITING_GPU:
             self._timer.drop_oldest()
-            dropped = self._awaiting_gpu.popleft()
+            dropped = self._take_awaiting(resolved=False)
             if self._comm_pairs.pop(dropped[0], None):
                 dropped[wire.COLUMN["comm_ms"]] = None  # its streams' wait is not read
             self._ring.append(dropped)
+
+    def _take_awaiting(self, resolved: bool) -> list[Any]:
+        """The oldest row awaiting the GPU, with its model columns (N/A if not resolved)."""
+        row = self._awaiting_gpu.popleft()
+        _fill(row, self._model.row(self._awaiting_counts.popleft(), resolved))
+        return row
 
     def _collect_gpu_times(self) -> None:
         if self._timer is None:
             return
         for gpu_ms in self._timer.poll():
-            row = self._awaiting_gpu.popleft()
+            row = self._take_awaiting(resolved=True)
             row[wire.COLUMN["gpu_ms"]] = gpu_ms
             pairs = self._comm_pairs.pop(row[wire.COLUMN["step"]], None)
             if pairs:
@@ -672,6 +716,23 @@ class Agent:
 
     # -- lifecycle ------------------------------------------------------------------------
 
+    def forget_model(self) -> None:
+        """Remove the model's hooks (uninstall); the next step looks for the model again."""
+        self._model.remove()
+        self._model = ModelProbe(self._torch, self._guard, self.fail, self._is_enabled)
+
+    def _is_enabled(self) -> bool:
+        return self.enabled
+
+    def _guard(self, callback: Any) -> None:
+        """Run a hook's work; an internal error disables the agent, never the job."""
+        if not self.enabled:
+            return
+        try:
+            callback()
+        except Exception as error:
+            self.fail(error)
+
     def fail(self, error: BaseException) -> None:
         """Disable on any internal error: say so once, keep training."""
         if not self.enabled:
@@ -689,8 +750,20 @@ class Agent:
         if self._timer is not None:
             self._collect_gpu_times()
             while self._awaiting_gpu:
-                self._ring.append(self._awaiting_gpu.popleft())
+                self._ring.append(self._take_awaiting(resolved=False))
         self.listener.finish(wait_for_monitor_s=WAIT_FOR_MONITOR_S if _monitor_alive() else 0.0)
+
+
+def _fill(row: list[Any], model_columns: list[Any]) -> None:
+    """Put the model's columns (``MODEL_COLUMNS``) in their places, wherever other columns
+    put them in STEP_FIELDS."""
+    row.extend([None] * (len(wire.STEP_FIELDS) - len(row)))
+    row[_MODEL_AT : _MODEL_AT + len(MODEL_COLUMNS)] = model_columns
+
+
+# Where the model's columns start; they follow each other in STEP_FIELDS (one slice a row).
+_MODEL_AT = wire.COLUMN[MODEL_COLUMNS[0]]
+assert wire.STEP_FIELDS[_MODEL_AT : _MODEL_AT + len(MODEL_COLUMNS)] == MODEL_COLUMNS
 
 
 def _env_int(name: str) -> int | None:

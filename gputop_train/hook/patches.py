@@ -72,6 +72,9 @@ def uninstall() -> None:
         undo()
     _state["undo"].clear()
     _state["installed"] = False
+    agent = _state["agent"]
+    if agent is not None:
+        agent.forget_model()  # its module hooks too; found again after the next install
 
 
 def _guarded(method_name: str, *args: Any) -> None:
@@ -172,9 +175,14 @@ def _register_optimizer_hook() -> None:
     def after_step(optimizer: Any, args: Any, kwargs: Any) -> None:
         _guarded("on_optimizer_step", optimizer)
 
+    def before_step(optimizer: Any, args: Any, kwargs: Any) -> None:
+        _guarded("on_optimizer_pre_step", optimizer)
+
     optimizer_module = importlib.import_module("torch.optim.optimizer")
     handle = optimizer_module.register_optimizer_step_post_hook(after_step)
     _state["undo"].append(handle.remove)
+    pre_handle = optimizer_module.register_optimizer_step_pre_hook(before_step)
+    _state["undo"].append(pre_handle.remove)
 
 
 def _shutdown() -> None:

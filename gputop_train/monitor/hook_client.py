@@ -21,6 +21,8 @@ FACT_FRAMES: tuple[type[wire.Frame], ...] = (
     wire.Flops,
     wire.Model,
     wire.Workload,
+    wire.StepParts,
+    wire.MemoryAudit,
 )
 FACTS = tuple(cls.TYPE for cls in FACT_FRAMES)
 # How often to look for sockets of new processes (ranks start late, workers never listen).

@@ -98,6 +98,7 @@ def markdown(summary: dict[str, Any], chart_name: str | None = None) -> str:
         f"{_with_unit(summary['gpu_energy_j'], 'J')} (NVML)",
         f"- {_with_unit(summary['achieved_tflops'], 'TFLOP/s')} achieved, "
         f"MFU {fmt.pct(summary['mfu_pct'])}{_mfu_basis(f.get('mfu'))}",
+        *_step_lines(f),
     ]
     if chart_name:
         lines += ["", f"![samples/s and GPU utilization over time]({chart_name})"]
@@ -254,6 +255,36 @@ def write_all(
 def _with_unit(value: object, unit: str) -> str:
     """A figure and its unit (0 included), or N/A alone: never "N/A W"."""
     return fmt.NA if value is None else f"{value} {unit}"
+
+
+def _step_lines(f: dict[str, Any]) -> list[str]:
+    """Tokens/s, the step breakdown and the memory audit (docs/steps.md); summaries written
+    before these figures existed show N/A."""
+    parts = f.get("step_parts") or {}
+    if parts.get("clock"):
+        shares = ", ".join(
+            f"{name} {fmt.pct(parts.get(f'{name}_pct'))} ({fmt.ms(parts.get(f'{name}_ms'))})"
+            for name in ("data", "forward", "backward", "optimizer", "rest")
+        )
+        breakdown = f"{shares}; {parts['clock']} clock, data from {parts.get('data_source')}"
+    else:
+        breakdown = f"N/A{': ' + parts['reason'] if parts.get('reason') else ''}"
+    memory = f.get("memory")
+    audit = "N/A (no audit: CPU job or too short)"
+    if memory:
+        audit = (
+            f"peak {fmt.size(memory['allocated_peak_bytes'])}: parameters "
+            f"{fmt.size(memory['params_bytes'])}, gradients {fmt.size(memory['grads_bytes'])}, "
+            f"optimizer state {fmt.size(memory['optimizer_bytes'])}, activations and "
+            f"temporaries {fmt.size(memory['activations_bytes'])}; allocator cache "
+            f"{fmt.size(memory['cache_bytes'])}; {_or_na(memory['alloc_retries'])} allocation "
+            f"retries, {_or_na(memory['ooms'])} OOMs"
+        )
+    return [
+        f"- tokens {fmt.rate(f.get('tokens_per_s'), 'tokens/s')} (whole run, hook)",
+        f"- step breakdown: {breakdown}",
+        f"- GPU memory audit: {audit}",
+    ]
 
 
 def _or_na(value: object) -> str:

@@ -106,6 +106,10 @@ class Snapshot:
     # Each hooked process's own figures over the window, by rank (torchrun), then PID.
     ranks: tuple[stats.RankStats, ...] = ()
     ended_at: float | None = None  # when the job ended (Unix s); None while it runs
+    # The hook's latest memory audit, and its step_parts fact: the module whose forwards
+    # are counted and timed, or why none is (docs/steps.md).
+    memory: stats.MemoryAudit | None = None
+    step_parts_fact: dict[str, Any] | None = None
 
     @property
     def elapsed_s(self) -> float:
@@ -528,6 +532,8 @@ class Session:
                 run_steps=self._run_steps(primary),
                 ranks=self._rank_stats(recent_steps, self._known_figures(primary, figures)),
                 ended_at=None if self._job.running else self._job_ended_at,
+                memory=stats.MemoryAudit.from_frame(observe.fact_at(series, "memory_audit", end)),
+                step_parts_fact=observe.fact_at(series, "step_parts", end),
             )
         return snapshot
 

@@ -162,6 +162,9 @@ def observe(
         window_s=end - start,
         job_cpu_pct=room.job_cpu_pct,
         usable_cores=room.usable_cores,
+        memory=stats.MemoryAudit.from_frame(fact_at(series, "memory_audit", end)),
+        step_parts_reason=(fact_at(series, "step_parts", end) or {}).get("reason"),
+        timed_model=(fact_at(series, "step_parts", end) or {}).get("model"),
     )
 
 

@@ -9,6 +9,7 @@ from operator import attrgetter
 from typing import Any
 
 from ..samples import GpuSample, ProcSample
+from .breakdown import MemoryAudit, StepParts, host_gap_pct, step_parts
 from .clocks import GpuClocks
 from .comm import CommStats, comm_by_pid
 from .steps import Step
@@ -26,6 +27,11 @@ class StepStats:
     step_ms_p95: float | None
     data_wait_pct: float | None
     gpu_time_pct: float | None
+    tokens_per_s: float | None = None  # every rank's, like samples/s
+    parts: StepParts | None = None  # the primary's step breakdown (docs/steps.md)
+    # Host time outside the phases before each forward, % of step time: the data-wait of
+    # a loop without a DataLoader (parts.data_source "host gap").
+    host_gap_pct: float | None = None
 
 
 @dataclass(frozen=True)
@@ -74,6 +80,7 @@ def step_stats(steps: Sequence[Step], primary_pid: int | None) -> StepStats:
     step_ms = [s.step_ms for s in primary if s.step_ms is not None]
     total_s = sum(step_ms) / 1000.0
     samples_per_s = _sum_rates(by_pid.values())
+    tokens_per_s = _sum_rates(by_pid.values(), _TOKENS)
     timed_data = [s for s in primary if s.data_ms is not None]
     timed_gpu = [s for s in primary if s.gpu_ms is not None]
     return StepStats(
@@ -84,6 +91,9 @@ def step_stats(steps: Sequence[Step], primary_pid: int | None) -> StepStats:
         step_ms_p95=percentile(step_ms, 95),
         data_wait_pct=_share(timed_data, "data_ms"),
         gpu_time_pct=_share(timed_gpu, "gpu_ms"),
+        tokens_per_s=tokens_per_s,
+        parts=step_parts(primary),
+        host_gap_pct=host_gap_pct(primary),
     )
 
 
@@ -146,16 +156,17 @@ def rank_stats(
 
 # Sums over a window's steps run in C (map + attrgetter): a snapshot of a fast job's minute
 # holds thousands of steps, and generator expressions made these sums most of its 2 ms.
-_STEP_MS, _SAMPLES = attrgetter("step_ms"), attrgetter("samples")
+_STEP_MS, _SAMPLES, _TOKENS = attrgetter("step_ms"), attrgetter("samples"), attrgetter("tokens")
 
 
-def _sum_rates(groups: Iterable[list[Step]]) -> float | None:
+def _sum_rates(groups: Iterable[list[Step]], count: attrgetter = _SAMPLES) -> float | None:
+    """Each group's counted work over its counted steps' time, summed over groups."""
     rate, known = 0.0, False
     for group in groups:
-        counted = [s for s in group if s.samples is not None]
+        counted = [s for s in group if count(s) is not None]
         seconds = sum(map(_STEP_MS, counted)) / 1000.0
         if counted and seconds > 0:
-            rate += sum(map(_SAMPLES, counted)) / seconds
+            rate += sum(map(count, counted)) / seconds
             known = True
     return rate if known else None
 
@@ -302,6 +313,13 @@ class Observation:
     job_cpu_pct: float | None = None
     usable_cores: float | None = None
     gpu_clocks: tuple[GpuClocks, ...] = ()  # each GPU's clocks and throttle reasons (NVML)
+    # The memory audit (hook/memory_audit.py): parameters, gradients, optimizer state,
+    # allocator peaks, retries, OOMs; None before the first audit or without CUDA.
+    memory: MemoryAudit | None = None
+    # Why samples/tokens from the forward and the step breakdown are N/A, when they are
+    # (the step_parts fact); and the module whose forwards are timed.
+    step_parts_reason: str | None = None
+    timed_model: str | None = None
 
     @property
     def precision(self) -> str | None:
@@ -424,6 +442,20 @@ _FACT_FIELDS: dict[str, dict[str, tuple[type, ...]]] = {
         "pinned": (bool,),
     },
     "syncs": {"count": (int,), "sites": (list,), "step": (int,)},
+    "step_parts": {"model": (str,), "reason": (str,), "step": (int,)},
+    "memory_audit": {
+        "params_bytes": (int,),
+        "grads_bytes": (int,),
+        "optimizer_bytes": (int,),
+        "allocated_peak": (int,),
+        "reserved_peak": (int,),
+        "allocated": (int,),
+        "reserved": (int,),
+        "alloc_retries": (int,),
+        "ooms": (int,),
+        "device_total": (int,),
+        "step": (int,),
+    },
     "flops": {"flops": (int,), "samples": (int,), "step": (int,)},
     "model": {
         "cuda": (bool,),

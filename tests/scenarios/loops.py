@@ -136,7 +136,7 @@ def broken_hook(p: dict[str, float]) -> None:
 
     agent = current_agent()
 
-    def explode(row: object) -> None:
+    def explode(*_: object) -> None:
         raise RuntimeError("injected hook fault")
 
     agent._finish_row = explode  # type: ignore[method-assign]

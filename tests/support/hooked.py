@@ -36,12 +36,14 @@ def run_hooked(
     timeout_s: float = 90.0,
     extra_env: dict[str, str] | None = None,
     tmp_path: Path,
+    script: Path = SCENARIOS,
 ) -> HookedRun:
-    """Run tests/scenarios/loops.py SCENARIO under the launcher's environment, as a monitor."""
+    """Run tests/scenarios/loops.py (or ``script``) SCENARIO under the launcher's
+    environment, as a monitor."""
     out, err = tmp_path / "stdout", tmp_path / "stderr"
     with out.open("w") as stdout, err.open("w") as stderr:
         job = subprocess.Popen(
-            [sys.executable, str(SCENARIOS), scenario, *params],
+            [sys.executable, str(script), scenario, *params],
             env={**hook_environment(os.environ), **(extra_env or {})},
             stdout=stdout,
             stderr=stderr,

@@ -90,6 +90,7 @@ def steps_panel(view: View) -> Text:
     text.append(f"Steps (hook, last {snap.window_s:g} s)\n", style="bold")
     rows = (
         ("samples/s", f.samples_per_s, "steps/s", f.steps_per_s),
+        ("tokens/s", f.tokens_per_s, "", ""),
         ("step p50", f.step_p50, "p95", f.step_p95),
         ("data-wait", f.data_wait, "GPU time", f.gpu_time),
         ("syncs", f.syncs, "steps", str(snap.total_steps)),
@@ -100,10 +101,46 @@ def steps_panel(view: View) -> Text:
         text.append(f"{value.strip():<9}")
         text.append(f" {label2:<8} ", style="dim")
         text.append(f"{value2.strip()}\n")
+    text.append_text(parts_bar(snap))
     if len(snap.ranks) > 1:
         _rank_rows(text, view)
     if snap.activity_note:
         text.append(f" {snap.activity_note}", style="italic dim")
+    return text
+
+
+# The step breakdown's stacked bar: one letter and colour per part (docs/steps.md).
+PARTS_BAR_WIDTH = 30
+_PART_STYLES = (
+    ("data", "d", "yellow"),
+    ("forward", "f", "cyan"),
+    ("backward", "b", "blue"),
+    ("optimizer", "o", "magenta"),
+    ("rest", "·", "dim"),
+)
+
+
+def parts_bar(snap: Snapshot) -> Text:
+    """The step's parts as one stacked bar and their shares; N/A with its reason."""
+    parts = snap.steps.parts
+    text = Text(f" {'step':<10}", style="dim")
+    if parts is None:
+        reason = (snap.step_parts_fact or {}).get("reason")
+        text.append(f"parts {fmt.NA}{': ' + reason if reason else ''}\n", style="dim")
+        return text
+    for name, letter, style in _PART_STYLES:
+        share = parts.pct[name]
+        if share is not None:
+            text.append(letter * round(share / 100.0 * PARTS_BAR_WIDTH), style=f"reverse {style}")
+    text.append(f" {parts.clock}\n", style="dim")
+    text.append(" " * 11)
+    for name, letter, style in _PART_STYLES:
+        label = "rest" if name == "rest" else letter
+        text.append(f"{label} ", style=style)
+        text.append(f"{fmt.pct(parts.pct[name])}  ")
+    if parts.pct["data"] is not None:
+        text.append(f"(data: {parts.data_source})", style="dim")
+    text.append("\n")
     return text
 
 
@@ -191,6 +228,26 @@ def gpu_panel(snap: Snapshot) -> Text:
     for index, gpu in enumerate(snap.latest_gpus):
         util_pct = recent[index] if index < len(recent) else gpu.util_pct
         text.append_text(_one_gpu(gpu, util_pct))
+    text.append_text(memory_audit(snap))
+    return text
+
+
+def memory_audit(snap: Snapshot) -> Text:
+    """What the peak holds (the hook's audit); nothing before the first audit."""
+    audit = snap.memory
+    if audit is None:
+        return Text()
+    text = Text(" peak ", style="dim")
+    text.append(
+        f"{fmt.size(audit.allocated_peak)}: params {fmt.size(audit.params)}, grads "
+        f"{fmt.size(audit.grads)}, optim {fmt.size(audit.optimizer)}, act "
+        f"{fmt.size(audit.activations)}, cache {fmt.size(audit.cache)}\n"
+    )
+    retries = fmt.NA if audit.alloc_retries is None else str(audit.alloc_retries)
+    ooms = fmt.NA if audit.ooms is None else str(audit.ooms)
+    style = "yellow" if audit.alloc_retries or audit.ooms else ""
+    text.append(" alloc retries ", style="dim")
+    text.append(f"{retries}  OOMs {ooms}\n", style=style)
     return text
 
 

@@ -1,0 +1,157 @@
+"""Each optimizer step's wall time split into data, forward, backward, optimizer and the rest.
+
+The training thread (and, for the backward's start and end, autograd's thread) leaves a
+mark at each phase boundary: one host clock read and, once CUDA is in use, one pooled CUDA
+event. Consecutive marks bound one interval, named by the pair of marks around it. The
+host split is known at the step's end; the GPU split once the step's last event has run,
+read with ``Event.query()`` and ``elapsed_time`` only, never a sync (docs/steps.md).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from itertools import pairwise
+from typing import Any
+
+FWD_START, FWD_END, BWD_START, BWD_END, OPT_START, STEP_END, HOOK_END = range(7)
+_KINDS = 7
+
+# The part of the interval between two marks, by (earlier mark, later mark); any other pair
+# is the rest (a loss computed outside the model, gradient clipping, a GradScaler's checks).
+_NAMED = {
+    (STEP_END, FWD_START): 0,  # data: the end of the last step to this forward
+    (BWD_END, FWD_START): 0,  # data: the next micro-batch's fetch under accumulation
+    (HOOK_END, FWD_START): 0,  # data, after the hook's own work at the step's end
+    (FWD_START, FWD_END): 1,
+    (BWD_START, BWD_END): 2,
+    (OPT_START, STEP_END): 3,
+}
+_REST = 4
+# The same as a flat table, indexed earlier * _KINDS + later: one list lookup an interval.
+# The hook's own work at a step's end (STEP_END -> HOOK_END) is rest, never data.
+_PART_OF = [_NAMED.get((a, b), _REST) for a in range(_KINDS) for b in range(_KINDS)]
+
+
+@dataclass(frozen=True, slots=True)
+class Parts:
+    """One step's parts in milliseconds on one clock; None where the phase was not seen."""
+
+    clock: str | None  # "gpu" (CUDA events: the GPU's timeline), "host"; None: not split
+    data: float | None
+    fwd: float | None
+    bwd: float | None
+    opt: float | None
+    rest: float | None
+
+    def row(self) -> list[Any]:
+        return [self.data, self.fwd, self.bwd, self.opt, self.rest, self.clock]
+
+
+EMPTY_ROW: list[Any] = [None, None, None, None, None, None]
+
+
+def split(kinds: list[int], durations_ms: list[float], clock: str, clean_data: bool) -> Parts:
+    """Sum each interval into its part. ``durations_ms[i]`` is the time from mark i-1 to
+    mark i. The step is split only when it starts at the previous step's end and saw a
+    forward; ``clean_data`` False (an evaluation forward ran in the gap) moves the data
+    interval to the rest, and data reads N/A."""
+    if len(kinds) < 2 or kinds[0] != STEP_END or kinds[-1] != STEP_END or FWD_START not in kinds:
+        return Parts(None, None, None, None, None, None)
+    sums = [0.0, 0.0, 0.0, 0.0, 0.0]
+    previous = STEP_END
+    for kind, duration in zip(kinds[1:], durations_ms[1:], strict=True):
+        sums[_PART_OF[previous * _KINDS + kind]] += duration
+        previous = kind
+    if not clean_data:
+        sums[_REST] += sums[0]
+    return Parts(
+        clock,
+        data=sums[0] if clean_data else None,
+        fwd=sums[1],
+        bwd=sums[2] if BWD_END in kinds else None,
+        opt=sums[3] if OPT_START in kinds else None,
+        rest=sums[_REST],
+    )
+
+
+@dataclass
+class PendingStep:
+    """One finished step's marks, its host split, and its GPU split once its events ran."""
+
+    kinds: list[int]
+    events: list[Any] | None  # one per mark (the first is the previous step's end), or None
+    host: Parts
+    clean_data: bool
+    host_gap_ms: float | None  # the data part on the host's clock (None: no clean gap)
+
+
+class StepTimeline:
+    """The marks of the current step; one instance per training process."""
+
+    def __init__(self, torch_module: Any) -> None:
+        self._torch = torch_module
+        self._marks: list[tuple[int, float, Any]] = []
+        self._free: list[Any] = []
+        self.eval_forward = False  # a forward without grad (evaluation) ran within the step
+        self.cuda = False  # record CUDA events at this step's marks (a sampled CUDA step)
+
+    def mark(self, kind: int) -> None:
+        event = None
+        if self.cuda:
+            event = self._free.pop() if self._free else self._torch.cuda.Event(enable_timing=True)
+            event.record()
+        self._marks.append((kind, time.perf_counter(), event))
+
+    def end_step(self, cuda_next: bool = False) -> PendingStep:
+        """Close the step with its end mark; the next step starts at this mark, and records
+        CUDA events at its marks when ``cuda_next`` (a step split on the GPU's clock)."""
+        self.cuda = self.cuda or cuda_next  # the end mark opens the next step too
+        self.mark(STEP_END)
+        self.cuda = cuda_next
+        marks, self._marks = self._marks, [self._marks[-1]]
+        clean, self.eval_forward = not self.eval_forward, False
+        kinds, times, events = zip(*marks, strict=True)
+        host_ms = [0.0, *((b - a) * 1000.0 for a, b in pairwise(times))]
+        host = split(list(kinds), host_ms, "host", clean)
+        with_events = all(
+            e is not None for k, e in zip(kinds, events, strict=True) if k != HOOK_END
+        )
+        if not with_events:
+            self.recycle(list(events[:-1]))
+        return PendingStep(
+            list(kinds), list(events) if with_events else None, host, clean, host.data
+        )
+
+    def mark_hook_end(self) -> None:
+        """The hook's own work at the step's end is done (host clock only: no GPU work)."""
+        self._marks.append((HOOK_END, time.perf_counter(), None))
+
+    def ready(self, pending: PendingStep) -> bool:
+        """Whether the step's GPU split can be read now (its last event has run)."""
+        return pending.events is None or bool(pending.events[-1].query())
+
+    def resolve(self, pending: PendingStep) -> Parts:
+        """The GPU split of a step whose last event has run (``ready``); the host split when
+        it has no events. Frees its events but the last (the next step's first)."""
+        if pending.events is None:
+            return pending.host
+        # The hook-end mark has no event (nothing ran on the GPU): the GPU's split skips it.
+        marked = [
+            (k, e) for k, e in zip(pending.kinds, pending.events, strict=True) if e is not None
+        ]
+        kinds = [k for k, _ in marked]
+        events = [e for _, e in marked]
+        durations = [0.0] + [events[i - 1].elapsed_time(events[i]) for i in range(1, len(events))]
+        self.recycle(events[:-1])
+        return split(kinds, durations, "gpu", pending.clean_data)
+
+    def drop(self, pending: PendingStep) -> None:
+        """Give up on a step's GPU split (the GPU is far behind): its events go back."""
+        if pending.events is not None:
+            self.recycle(pending.events[:-1])
+
+    def recycle(self, events: list[Any]) -> None:
+        """Return events nobody reads again; the current step's first mark is kept."""
+        keep = self._marks[0][2] if self._marks else None
+        self._free.extend(e for e in events if e is not None and e is not keep)

@@ -1,0 +1,225 @@
+"""The step breakdown (data, forward, backward, optimizer, rest) against loops whose phases
+take known times, its arithmetic, and the memory audit's (docs/steps.md)."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from gputop_train.hook.memory_audit import MemoryAudit as HookAudit
+from gputop_train.hook.step_parts import (
+    BWD_END,
+    BWD_START,
+    FWD_END,
+    FWD_START,
+    OPT_START,
+    STEP_END,
+    split,
+)
+from gputop_train.session import stats
+from gputop_train.session.breakdown import MemoryAudit, step_parts
+from gputop_train.session.steps import Step
+from tests.support.hooked import run_hooked
+
+LOOPS = Path(__file__).parent / "scenarios" / "token_loops.py"
+
+
+def test_a_slow_get_batch_is_the_data_share_within_five_points(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    # get_batch sleeps 20 ms, the forward 4 ms: no DataLoader, so the data part is the
+    # host gap before the forward.
+    run = run_hooked(
+        "nanogpt", "get_ms=20", "fwd_ms=4", "steps=25", tmp_path=tmp_path, script=LOOPS
+    )
+    assert run.returncode == 0, run.stderr
+    own = json.loads(run.stdout.split("TRUTH ", 1)[1])[2:]
+    steps = run.steps[2:]
+    own_share = 100.0 * sum(t["data_ms"] for t in own) / sum(t["step_ms"] for t in own)
+    figures = stats.step_stats(steps, None)
+    parts = figures.parts
+    assert parts is not None and parts.clock == "host" and parts.data_source == "host gap"
+    assert parts.pct["data"] == pytest.approx(own_share, abs=5.0)
+    assert figures.host_gap_pct == pytest.approx(own_share, abs=5.0)
+    assert all(s.part_fwd_ms >= 4.0 for s in steps)  # never shorter than its sleep
+    # data + forward + backward + optimizer add up to the step within 5%.
+    named = sum(parts.ms[k] or 0.0 for k in ("data", "forward", "backward", "optimizer"))
+    assert named == pytest.approx(statistics.mean(s.step_ms for s in steps), rel=0.05)
+    assert parts.step_ms == pytest.approx(statistics.mean(s.step_ms for s in steps), rel=0.05)
+
+
+def test_under_accumulation_every_micro_batch_fetch_is_data(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    run = run_hooked("nanogpt", "get_ms=10", "accum=3", "steps=12", tmp_path=tmp_path, script=LOOPS)
+    own = json.loads(run.stdout.split("TRUTH ", 1)[1])[2:]
+    steps = run.steps[2:]
+    assert all(s.part_data_ms >= 30.0 for s in steps)  # 3 fetches of >= 10 ms each
+    own_data = statistics.mean(t["data_ms"] for t in own)
+    assert statistics.mean(s.part_data_ms for s in steps) == pytest.approx(own_data, rel=0.15)
+
+
+def test_a_step_with_an_evaluation_pass_has_no_data_figure(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    run = run_hooked("with_eval", "steps=12", tmp_path=tmp_path, script=LOOPS)
+    after_eval = [s for s in run.steps if s.step in (6, 11)]  # evaluated before these
+    assert all(s.part_data_ms is None and s.part_fwd_ms is not None for s in after_eval)
+    assert all(s.part_data_ms is not None for s in run.steps[1:] if s.step not in (6, 11))
+
+
+def test_the_marks_split_into_named_parts() -> None:
+    kinds = [STEP_END, FWD_START, FWD_END, BWD_START, BWD_END, FWD_START, FWD_END]
+    kinds += [BWD_START, BWD_END, OPT_START, STEP_END]
+    durations = [0.0, 5.0, 3.0, 1.0, 6.0, 4.0, 3.0, 1.0, 6.0, 2.0, 2.0]
+    parts = split(kinds, durations, "gpu", clean_data=True)
+    assert (parts.data, parts.fwd, parts.bwd, parts.opt) == (9.0, 6.0, 12.0, 2.0)
+    assert parts.rest == 4.0  # loss before each backward, clipping before the step
+    assert sum(durations) == parts.data + parts.fwd + parts.bwd + parts.opt + parts.rest
+    unclean = split(kinds, durations, "gpu", clean_data=False)
+    assert unclean.data is None and unclean.rest == 13.0
+    # A step that did not start at the last one's end, or saw no forward: not split.
+    assert split(kinds[1:], durations[1:], "gpu", True).clock is None
+    no_forward = [STEP_END, OPT_START, STEP_END]
+    assert split(no_forward, [0.0, 5.0, 1.0], "host", True).fwd is None
+    # No backward seen (a loss that does not use the output): backward N/A, not 0.
+    assert (
+        split(
+            [STEP_END, FWD_START, FWD_END, OPT_START, STEP_END], [0, 1, 2, 3, 4], "host", True
+        ).bwd
+        is None
+    )
+
+
+def _step(n: int, **parts: float | str | None) -> Step:
+    return Step(1, n, float(n), 10.0, None, 4, 0, None, None, None, None, **parts)  # type: ignore[arg-type]
+
+
+def test_the_window_shares_add_up_and_a_missing_phase_stays_missing() -> None:
+    steps = [
+        _step(
+            n,
+            part_data_ms=2.0,
+            part_fwd_ms=3.0,
+            part_bwd_ms=4.0,
+            part_opt_ms=None,
+            part_rest_ms=1.0,
+            part_clock="host",
+        )
+        for n in range(1, 5)
+    ]
+    parts = step_parts(steps)
+    assert parts is not None and parts.pct["optimizer"] is None
+    assert sum(v for v in parts.pct.values() if v is not None) == pytest.approx(100.0)
+    assert parts.pct["data"] == pytest.approx(20.0) and parts.ms["backward"] == 4.0
+    assert step_parts([_step(1)]) is None  # nothing split: N/A, not zeros
+
+
+def test_the_gpu_clock_wins_a_window_that_saw_both() -> None:
+    gpu = _step(1, part_data_ms=1.0, part_fwd_ms=9.0, part_rest_ms=0.0, part_clock="gpu")
+    host = _step(2, part_data_ms=9.0, part_fwd_ms=1.0, part_rest_ms=0.0, part_clock="host")
+    parts = step_parts([gpu, host, host])
+    assert parts is not None and parts.clock == "gpu" and parts.pct["forward"] == 90.0
+
+
+def test_rows_from_a_hook_before_these_columns_still_replay() -> None:
+    old = [3, 1.0, 10.0, None, 4, 1, None, None, None, None]
+    step = Step.from_row(1, old)
+    assert step is not None and step.tokens is None and step.part_clock is None
+    assert Step.from_row(1, [*old, 5, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, "sundial"]) is None
+    assert Step.from_row(1, [*old, -5, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, "gpu"]) is None
+
+
+def _tensor(n: int, size: int = 4, grad: object = None) -> SimpleNamespace:
+    return SimpleNamespace(is_cuda=True, numel=lambda: n, element_size=lambda: size, grad=grad)
+
+
+def test_the_memory_audit_splits_the_peak() -> None:
+    grad = _tensor(100)
+    weight, frozen_free = _tensor(100, grad=grad), _tensor(50)
+    optimizer = SimpleNamespace(
+        param_groups=[{"params": [weight, frozen_free, weight]}],  # weight listed twice
+        state={id(weight): {"exp_avg": _tensor(100), "exp_avg_sq": _tensor(100), "step": 3}},
+    )
+    memory_stats = {
+        "allocated_bytes.all.peak": 5000,
+        "reserved_bytes.all.peak": 8000,
+        "num_alloc_retries": 2,
+        "num_ooms": 0,
+    }
+    cuda = SimpleNamespace(
+        memory_stats=lambda: memory_stats,
+        current_device=lambda: 0,
+        get_device_properties=lambda d: SimpleNamespace(total_memory=16000),
+    )
+    frame = HookAudit(SimpleNamespace(cuda=cuda)).audit(optimizer)
+    assert (frame["params_bytes"], frame["grads_bytes"], frame["optimizer_bytes"]) == (
+        600,
+        400,
+        800,
+    )
+    audit = MemoryAudit.from_frame(frame)
+    assert audit is not None and audit.activations == 5000 - 1800 and audit.cache == 3000
+    assert audit.alloc_retries == 2 and audit.ooms == 0 and audit.peak_pct == 50.0
+    assert MemoryAudit.from_frame({"params_bytes": True}) == MemoryAudit()  # bool: N/A
+    assert MemoryAudit().activations is None  # not audited: N/A, not 0
+
+
+def test_no_audit_without_cuda_or_before_the_optimizer_state() -> None:
+    audit = HookAudit(SimpleNamespace())
+    assert audit.due(100.0, None, cuda=False) is None
+    assert audit.due(200.0, None, cuda=True) is None  # step 2: state not there yet
+
+
+class _FakeEvent:
+    """A CUDA event on a fake GPU clock: ``record`` reads it, ``elapsed_time`` subtracts."""
+
+    clock = 0.0
+    created = 0
+
+    def __init__(self, enable_timing: bool = False) -> None:
+        _FakeEvent.created += 1
+        self.at: float | None = None
+
+    def record(self) -> None:
+        self.at = _FakeEvent.clock
+
+    def query(self) -> bool:
+        return True
+
+    def elapsed_time(self, end: _FakeEvent) -> float:
+        assert self.at is not None and end.at is not None
+        return end.at - self.at
+
+
+def test_one_step_in_a_few_is_split_on_the_gpu_clock_and_events_are_reused() -> None:
+    from gputop_train.hook.model_probe import GPU_SPLIT_EVERY
+    from gputop_train.hook.step_parts import StepTimeline
+
+    timeline = StepTimeline(SimpleNamespace(cuda=SimpleNamespace(Event=_FakeEvent)))
+    clocks = []
+    for step in range(1, 41):
+        for kind, gpu_ms in ((FWD_START, 2.0), (FWD_END, 5.0), (BWD_START, 0.5), (BWD_END, 9.0)):
+            _FakeEvent.clock += gpu_ms
+            timeline.mark(kind)
+        _FakeEvent.clock += 0.5
+        timeline.mark(OPT_START)
+        _FakeEvent.clock += 1.0
+        pending = timeline.end_step(cuda_next=(step + 1) % GPU_SPLIT_EVERY == 0)
+        timeline.mark_hook_end()  # the hook's own work: host clock only, no event
+        parts = timeline.resolve(pending)
+        clocks.append(parts.clock)
+        if parts.clock == "gpu":
+            assert (parts.data, parts.fwd, parts.bwd, parts.opt, parts.rest) == (
+                2.0,
+                5.0,
+                9.0,
+                1.0,
+                1.0,
+            )
+    assert clocks[0] is None  # the first step has no start mark
+    assert [i + 1 for i, c in enumerate(clocks) if c == "gpu"] == list(
+        range(GPU_SPLIT_EVERY, 41, GPU_SPLIT_EVERY)
+    )
+    assert _FakeEvent.created <= 8  # a step's seven marks, then the pool
