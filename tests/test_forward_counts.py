@@ -121,3 +121,11 @@ def test_a_new_folds_model_is_counted_once_its_optimizer_takes_over(tmp_path: Pa
     assert samples[1:8] == [4] * 7
     assert samples[-3:] == [5] * 3
     assert 4 not in samples[8:]
+
+
+def test_a_copied_or_saved_model_carries_none_of_the_hooks(tmp_path: Path) -> None:
+    # AveragedModel deep-copies the hooked model (deepcopy raised TypeError on the probe's
+    # hooks before); the copy has no hook, so its forwards are not the model's samples.
+    run = hooked(tmp_path, "ema", "steps=8")
+    assert "copied hooks 0" in run.stdout
+    assert [(s.samples, s.tokens) for s in run.steps[1:]] == [(4, 64)] * 7

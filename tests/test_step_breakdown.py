@@ -193,9 +193,10 @@ class _FakeEvent:
         return end.at - self.at
 
 
-def test_one_step_in_a_few_is_split_on_the_gpu_clock_and_events_are_reused() -> None:
-    from gputop_train.hook.model_probe import GPU_SPLIT_EVERY
+def test_the_sampled_steps_are_split_on_the_gpu_clock_and_events_are_reused() -> None:
     from gputop_train.hook.step_parts import StepTimeline
+
+    every = 4  # which steps are sampled (the model probe's choice, tested below)
 
     timeline = StepTimeline(SimpleNamespace(cuda=SimpleNamespace(Event=_FakeEvent)))
     clocks = []
@@ -206,9 +207,9 @@ def test_one_step_in_a_few_is_split_on_the_gpu_clock_and_events_are_reused() -> 
         _FakeEvent.clock += 0.5
         timeline.mark(OPT_START)
         _FakeEvent.clock += 1.0
-        pending = timeline.end_step(cuda_next=(step + 1) % GPU_SPLIT_EVERY == 0)
+        pending = timeline.end_step(cuda_next=(step + 1) % every == 0)
         timeline.mark_hook_end()  # the hook's own work: host clock only, no event
-        parts = timeline.resolve(pending)
+        parts = timeline.resolve(pending) if pending.events else pending.host()
         clocks.append(parts.clock)
         if parts.clock == "gpu":
             assert (parts.data, parts.fwd, parts.bwd, parts.opt, parts.rest) == (
@@ -219,7 +220,24 @@ def test_one_step_in_a_few_is_split_on_the_gpu_clock_and_events_are_reused() -> 
                 1.0,
             )
     assert clocks[0] is None  # the first step has no start mark
-    assert [i + 1 for i, c in enumerate(clocks) if c == "gpu"] == list(
-        range(GPU_SPLIT_EVERY, 41, GPU_SPLIT_EVERY)
-    )
+    assert [i + 1 for i, c in enumerate(clocks) if c == "gpu"] == list(range(every, 41, every))
     assert _FakeEvent.created <= 8  # a step's seven marks, then the pool
+
+
+def test_a_cuda_step_is_split_on_the_gpu_clock_at_most_once_a_period() -> None:
+    from gputop_train.hook.model_probe import GPU_SPLIT_PERIOD_S, ModelProbe
+
+    fake_torch = SimpleNamespace(
+        cuda=SimpleNamespace(Event=_FakeEvent), Tensor=object, bool=object, is_grad_enabled=bool
+    )
+    probe = ModelProbe(fake_torch, print)
+    step_s = GPU_SPLIT_PERIOD_S / 5  # a fast loop: one step in five
+    split = []
+    for step in range(40):
+        counts = probe.end_step(cuda=True, now=step * step_s)
+        split.append(counts.parts.events)
+    assert sum(split[1:]) in (7, 8)  # 39 steps' worth of periods: one step in five
+    slow = [probe.end_step(cuda=True, now=10.0 + i * GPU_SPLIT_PERIOD_S).parts for i in range(6)]
+    assert all(parts.events for parts in slow[1:])  # steps of a period or more: every one
+    cpu = [probe.end_step(cuda=False, now=20.0 + i).parts.events for i in range(3)]
+    assert cpu[1:] == [False, False]  # the first was opened as a split one

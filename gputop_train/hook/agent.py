@@ -27,7 +27,7 @@ from .knobs import KnobBoard
 from .loss_guard import LossGuard
 from .matmul_peak import MatmulPeak, matmul_precision
 from .memory_audit import MemoryAudit
-from .model_probe import MODEL_COLUMNS, ModelProbe, StepCounts
+from .model_probe import MODEL_COLUMNS, ModelColumns, ModelProbe, StepCounts
 from .probes import (
     COUNT_AFTER_CHANGE_STEPS,
     FLOP_COUNT_STEP,
@@ -41,6 +41,7 @@ from .probes import (
     force_eager,
     model_facts,
 )
+from .step_parts import OPT_START
 from .workload import Census
 
 # Enough history for a monitor that attaches minutes late, at a few KB per 100 steps.
@@ -111,7 +112,7 @@ class Agent:
         self._awaiting_gpu: deque[list[Any]] = deque()
         self._awaiting_counts: deque[StepCounts] = deque()  # beside _awaiting_gpu, in step
         self._counted_tokens: int | None = None  # count_tokens() overrides the forward's
-        self._model = ModelProbe(torch_module, self._guard, self.fail, self._is_enabled)
+        self._model = ModelProbe(torch_module, self.fail)
         self._memory_audit = MemoryAudit(torch_module)
         self._next_memory_sample = 0.0
         self._started_at = time.time()
@@ -208,6 +209,11 @@ class Agent:
         if self._other_trainer and not self._on_primary_thread():
             return
         self.guard.on_backward(tensor)
+        self._model.on_backward(started=True)
+
+    def on_backward_end(self) -> None:
+        """``Tensor.backward`` returned: the backward's end mark (the model's thread only)."""
+        self._model.on_backward(started=False)
 
     def on_grad_norm(self, norm: Any) -> None:
         if self._other_trainer and not self._on_primary_thread():
@@ -228,9 +234,8 @@ class Agent:
 
     def on_optimizer_pre_step(self, optimizer: Any) -> None:
         """The optimizer phase starts (the step breakdown's mark)."""
-        primary = self._primary_optimizer() if self._primary_optimizer else None
-        if primary is None or primary is optimizer:
-            self._model.on_optimizer_pre_step()
+        if self._primary_optimizer is None or self._primary_optimizer() is optimizer:
+            self._model.timeline.mark(OPT_START)
 
     def on_optimizer_step(self, optimizer: Any) -> None:
         if not self._is_primary(optimizer):
@@ -246,7 +251,7 @@ class Agent:
         if self._counted_samples is not None:
             samples = (samples or 0) + self._counted_samples
         cuda = self._cuda_in_use()  # read once a step: the model and the audit share it
-        counts = self._model.end_step(cuda)
+        counts = self._model.end_step(cuda, now)
         if samples is None:
             samples = counts.samples  # no DataLoader: what the model's forwards received
         if self._counted_tokens is not None:
@@ -266,7 +271,7 @@ class Agent:
         self._last_end = now
         self._counted_samples = self._counted_tokens = None
         self._batches = 0
-        self._finish_row(row, counts)
+        self._finish_row(row, counts, cuda)
         if not self._model.searched:
             self._model.search(optimizer, sys._getframe(1))
         fact = self._model.take_fact()
@@ -560,8 +565,8 @@ class Agent:
             "and any other are left out"
         )
 
-    def _finish_row(self, row: list[Any], counts: StepCounts) -> None:
-        if self._timer is None and self._cuda_in_use():
+    def _finish_row(self, row: list[Any], counts: StepCounts, cuda: bool) -> None:
+        if self._timer is None and cuda:
             self._timer = CudaStepTimer(self._torch)
         if self._timer is None:
             _fill(row, self._model.row(counts, resolved=True))
@@ -653,7 +658,7 @@ class Agent:
             except RuntimeError:  # the ring moved under us; try again
                 continue
             newer.reverse()
-            return newer
+            return [_resolved(row) for row in newer]
         return []
 
     def take_frames(self) -> list[bytes]:
@@ -719,25 +724,15 @@ class Agent:
     def forget_model(self) -> None:
         """Remove the model's hooks (uninstall); the next step looks for the model again."""
         self._model.remove()
-        self._model = ModelProbe(self._torch, self._guard, self.fail, self._is_enabled)
-
-    def _is_enabled(self) -> bool:
-        return self.enabled
-
-    def _guard(self, callback: Any) -> None:
-        """Run a hook's work; an internal error disables the agent, never the job."""
-        if not self.enabled:
-            return
-        try:
-            callback()
-        except Exception as error:
-            self.fail(error)
+        self._model = ModelProbe(self._torch, self.fail)
+        self._model.active = self.enabled
 
     def fail(self, error: BaseException) -> None:
         """Disable on any internal error: say so once, keep training."""
         if not self.enabled:
             return
         self.enabled = False
+        self._model.active = False  # its hooks return at once
         message = f"gputop-train hook disabled after an internal error: {error!r}; training goes on"
         self._notices.append(message)
         with contextlib.suppress(Exception):
@@ -754,16 +749,24 @@ class Agent:
         self.listener.finish(wait_for_monitor_s=WAIT_FOR_MONITOR_S if _monitor_alive() else 0.0)
 
 
-def _fill(row: list[Any], model_columns: list[Any]) -> None:
-    """Put the model's columns (``MODEL_COLUMNS``) in their places, wherever other columns
-    put them in STEP_FIELDS."""
-    row.extend([None] * (len(wire.STEP_FIELDS) - len(row)))
-    row[_MODEL_AT : _MODEL_AT + len(MODEL_COLUMNS)] = model_columns
+def _fill(row: list[Any], model_columns: list[Any] | ModelColumns) -> None:
+    """Hold the model's columns (``MODEL_COLUMNS``, the last of STEP_FIELDS) as one item at
+    their place; ``_resolved`` puts them in their columns when the row is read."""
+    row.append(model_columns)
 
 
-# Where the model's columns start; they follow each other in STEP_FIELDS (one slice a row).
+def _resolved(row: list[Any]) -> list[Any]:
+    """The row with the model's columns in place (the hook's thread, when a monitor reads
+    it: the training thread only took the marks). In place, so it is done once a row."""
+    if len(row) == _MODEL_AT + 1:
+        held = row[_MODEL_AT]
+        row[_MODEL_AT:] = held.columns() if isinstance(held, ModelColumns) else held
+    return row
+
+
+# Where the model's columns start: they close STEP_FIELDS, after the columns the agent fills.
 _MODEL_AT = wire.COLUMN[MODEL_COLUMNS[0]]
-assert wire.STEP_FIELDS[_MODEL_AT : _MODEL_AT + len(MODEL_COLUMNS)] == MODEL_COLUMNS
+assert wire.STEP_FIELDS[_MODEL_AT:] == MODEL_COLUMNS
 
 
 def _env_int(name: str) -> int | None:

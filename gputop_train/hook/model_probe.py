@@ -1,7 +1,9 @@
-"""The model's side of a step: its training forwards (samples, tokens), the backward they
-start, and the marks of the step breakdown. Hooks on the top-level module only (forward
-pre/post, a gradient hook on its outputs, a callback at the backward's end) and the
-optimizer's global step pre-hook: no sync, nothing inside a compiled graph.
+"""The model's side of a step: its training forwards (samples, tokens), the backward, and
+the marks of the step breakdown. Hooks on the top-level module only (a forward pre-hook and
+a forward hook), the hook's own ``Tensor.backward`` wrapper (the backward's start and end)
+and the optimizer's global step pre-hook: no sync, nothing inside a compiled graph. The
+training thread only reads clocks and counts; the split is computed when a monitor reads
+the step's row (``ModelColumns``).
 
 Whatever cannot be measured says why once (``reason``, sent in the ``step_parts`` fact)
 and reads N/A; it never guesses (docs/steps.md, "When a figure is N/A").
@@ -10,7 +12,7 @@ and reads N/A; it never guesses (docs/steps.md, "When a figure is N/A").
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,14 +28,11 @@ from .step_parts import (
     StepTimeline,
 )
 
-# Output tensors looked at for the backward's start: a model returns logits and a loss, or
-# a dict of a few.
-_MAX_OUTPUT_TENSORS = 8
-# Steps split on the GPU's clock (CUDA events at each mark): one in this many. A window of
-# a fast loop still holds hundreds, and the seven events and six elapsed-time reads of a
-# split step cost a quarter as much. A 2 ms H100 loop read +23-25% with every step split
-# (hook_overhead.py tiny and gpt, 2026-11-24, docs/benchmarks.md).
-GPU_SPLIT_EVERY = 4
+# A CUDA step is split on the GPU's clock (CUDA events at each mark) at most once in this
+# many seconds: every step of a loop of 50 ms steps or more, one in 25 of a 2 ms H100 loop.
+# A 2 ms H100 loop read +23-25% with every step split (hook_overhead.py tiny and gpt,
+# 2026-11-24, docs/benchmarks.md); a window of 30 s still holds up to 600 split steps.
+GPU_SPLIT_PERIOD_S = 0.05
 # The step columns ``ModelProbe.row`` fills, in its order (wire.STEP_FIELDS names them).
 MODEL_COLUMNS = (
     "tokens",
@@ -57,25 +56,40 @@ class StepCounts:
     parts: PendingStep
 
 
+class ModelColumns:
+    """A step's model columns (``MODEL_COLUMNS``) left to be computed off the training
+    thread: its host split, or none where its GPU split was due and could not be read."""
+
+    __slots__ = ("pending", "split", "tokens")
+
+    def __init__(self, tokens: int | None, pending: PendingStep, split: bool) -> None:
+        self.tokens, self.pending, self.split = tokens, pending, split
+
+    def columns(self) -> list[Any]:
+        host = self.pending.host()
+        return [self.tokens, host.data, *(host.row() if self.split else EMPTY_ROW)]
+
+
 class ModelProbe:
     """Hooks the model once found; one per training process, driven by the agent."""
 
     def __init__(
         self,
         torch_module: Any,
-        guard: Callable[[Callable[[], None]], None],
         fail: Callable[[BaseException], None],
-        enabled: Callable[[], bool],
     ) -> None:
         self._torch = torch_module
-        self._guard = guard  # runs a callback; an internal error disables the agent
         self._fail = fail  # disables the agent, said once
-        self._enabled = enabled
+        self.active = True  # False once the agent is disabled: the hooks return at once
+        self._ident = threading.get_ident
+        self._grad_enabled = torch_module.is_grad_enabled
         # Traced by torch.compile (the compile knob compiles the model's call in place, its
         # hooks with it): our hooks then do nothing, so they add no graph break.
         compiler = getattr(torch_module, "compiler", None)
         self._compiling: Callable[[], bool] = getattr(compiler, "is_compiling", lambda: False)
         self.timeline = StepTimeline(torch_module)
+        self._tensor, self._bool = torch_module.Tensor, torch_module.bool
+        self._next_gpu_split = 0.0
         self.searched = False
         self.model: str | None = None  # the hooked module, described
         self.reason: str | None = None  # why samples/tokens/phases are N/A, when they are
@@ -145,12 +159,20 @@ class ModelProbe:
     def on_optimizer_pre_step(self) -> None:
         self.timeline.mark(OPT_START)
 
-    def end_step(self, cuda: bool) -> StepCounts:
+    def on_backward(self, started: bool) -> None:
+        """The hook's ``Tensor.backward`` wrapper: a backward starts or returns."""
+        if self._ident() == self._thread:
+            self.timeline.mark(BWD_START if started else BWD_END)
+
+    def end_step(self, cuda: bool, now: float) -> StepCounts:
         """The step's counts and marks; what the step's forwards received resets. With
-        CUDA in use, one step in GPU_SPLIT_EVERY is split on the GPU's clock."""
+        CUDA in use, the next step is split on the GPU's clock when GPU_SPLIT_PERIOD_S has
+        passed since the last one was chosen."""
         self._depth, self._training_call = 0, False
-        self._steps += 1
-        parts = self.timeline.end_step(cuda and self._steps % GPU_SPLIT_EVERY == 0)
+        gpu_next = cuda and now >= self._next_gpu_split
+        if gpu_next:
+            self._next_gpu_split = now + GPU_SPLIT_PERIOD_S
+        parts = self.timeline.end_step(gpu_next)
         usable = self.model is not None and not self._several_optimizers
         counts = StepCounts(
             samples=self._samples if usable else None,
@@ -161,48 +183,60 @@ class ModelProbe:
         self._reset_counts()
         return counts
 
-    def row(self, counts: StepCounts, resolved: bool) -> list[Any]:
+    def row(self, counts: StepCounts, resolved: bool) -> list[Any] | ModelColumns:
         """The step's added columns (wire.STEP_FIELDS from ``tokens`` on): tokens, host gap,
-        the parts and their clock. ``resolved``: the step's GPU work has run, so its events
-        and masks can be read; else the GPU figures read N/A."""
+        the parts and their clock; a ModelColumns where they can wait. ``resolved``: the
+        step's GPU work has run, so its events and masks can be read; else the GPU
+        figures read N/A."""
         if self._several_optimizers:
             return [None, None, *EMPTY_ROW]
         tokens = counts.tokens
         if counts.masks is not None:
             tokens = counts.masks.total() if resolved or not counts.masks.pending else None
         pending = counts.parts
-        if pending.events is not None and not resolved:
+        if not pending.events:
+            return ModelColumns(tokens, pending, split=True)
+        if not resolved:
             self.timeline.drop(pending)
-            return [tokens, pending.host_gap_ms, *EMPTY_ROW]
-        return [tokens, pending.host_gap_ms, *self.timeline.resolve(pending).row()]
+            return ModelColumns(tokens, pending, split=False)
+        return [tokens, pending.host().data, *self.timeline.resolve(pending).row()]
 
     # -- module hooks (training thread; backward marks on autograd's thread) ----------
 
     def _pre_forward(self, module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        try:  # inline, not through the guard: a forward runs several times a step
-            self._forward_started(module, args, kwargs)
-        except Exception as error:
-            self._fail(error)
-
-    def _post_forward(
-        self, module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any
-    ) -> None:
+        # Inline, not through the guard: a forward runs several times a step.
+        if self._ident() != self._thread or not self.active or self._compiling():
+            return
         try:
-            self._forward_ended(output)
+            self._depth += 1
+            if self._depth > 1:
+                return  # the model calling itself: its outermost call is the forward
+            self._training_call = bool(module.training and self._grad_enabled())
+            if not self._training_call:
+                self.timeline.eval_forward = True  # evaluation: not the step's data or samples
+                return
+            self.timeline.mark(FWD_START)
+            leaf: Any = args[0] if args else None
+            if kwargs or type(leaf) is not self._tensor:
+                self._count(args, kwargs)
+                return
+            # The common call, model(idx): its first argument's shape, nothing else.
+            shape = leaf.shape
+            if not shape:
+                self._count(args, kwargs)
+                return
+            samples = shape[0]
+            self._samples = (self._samples or 0) + samples
+            dtype = leaf.dtype
+            if len(shape) < 2 or dtype.is_floating_point or dtype.is_complex or dtype is self._bool:
+                self._no_tokens = True
+            else:
+                self._tokens = (self._tokens or 0) + samples * shape[1]
         except Exception as error:
             self._fail(error)
 
-    def _forward_started(self, module: Any, args: tuple[Any, ...], kwargs: Any) -> None:
-        if self._compiling() or threading.get_ident() != self._thread or not self._enabled():
-            return
-        self._depth += 1
-        if self._depth > 1:
-            return  # the model calling itself: its outermost call is the forward
-        self._training_call = bool(module.training and self._torch.is_grad_enabled())
-        if not self._training_call:
-            self.timeline.eval_forward = True  # evaluation: not the step's data or samples
-            return
-        self.timeline.mark(FWD_START)
+    def _count(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """Samples and tokens of a forward called otherwise (keywords, a mask, a subclass)."""
         try:
             samples, tokens, mask = forward_probe.count_inputs(args, kwargs)
         except ValueError as error:
@@ -218,51 +252,32 @@ class ModelProbe:
                 self._masks = forward_probe.MaskCounts()
             self._masks.add(mask)
 
-    def _forward_ended(self, output: Any) -> None:
-        if self._compiling() or threading.get_ident() != self._thread:
+    def _post_forward(
+        self, module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any
+    ) -> None:
+        if self._ident() != self._thread or not self.active or self._compiling():
             return
-        self._depth = max(0, self._depth - 1)
-        if self._depth > 0 or not self._training_call:
-            return
-        self._training_call = False
-        self.timeline.mark(FWD_END)
-        node = _backward_node(output)
-        if node is not None:
-            node.register_prehook(self._backward_started)
-
-    def _backward_started(self, grad_outputs: Any) -> None:
-        def started() -> None:
-            self.timeline.mark(BWD_START)
-            engine = self._torch.autograd.Variable._execution_engine
-            engine.queue_callback(lambda: self._guard(lambda: self.timeline.mark(BWD_END)))
-
-        self._guard(started)
+        try:
+            self._depth = max(0, self._depth - 1)
+            if self._depth > 0 or not self._training_call:
+                return
+            self._training_call = False
+            self.timeline.mark(FWD_END)
+        except Exception as error:
+            self._fail(error)
 
 
-def _backward_node(output: Any) -> Any:
-    """Where the forward's backward begins: the autograd node of its loss (a 0-d output,
-    as nanoGPT's and Hugging Face's models return one), else of its first output that has
-    one. A prehook on a node costs a third of a tensor hook and a fifth of a multi-grad hook
-    (dev box, 2026-11-24: ~20 vs 37 vs 100 us, loaded)."""
-    first = None
-    for tensor in _tensors(output):
-        node = getattr(tensor, "grad_fn", None)
-        if node is None:
-            continue
-        if tensor.dim() == 0:
-            return node
-        first = first or node
-    return first
+def without_probe_hooks(state: dict[str, Any]) -> dict[str, Any]:
+    """A module's pickled state (``Module.__getstate__``, a copy) without the probe's forward
+    hooks: ``copy.deepcopy(model)`` (an EMA, ``AveragedModel``) and ``torch.save(model)``
+    would otherwise copy them, and fail on what they reference (the torch module)."""
+    for name in ("_forward_pre_hooks", "_forward_hooks"):
+        hooks = state.get(name)
+        if hooks and any(_is_probe_hook(hook) for hook in hooks.values()):
+            kept = [(key, hook) for key, hook in hooks.items() if not _is_probe_hook(hook)]
+            state[name] = type(hooks)(kept)
+    return state
 
 
-def _tensors(output: Any) -> list[Any]:
-    """The tensors of a forward's output, one level down (a tuple, a dict, a ModelOutput)."""
-    if hasattr(output, "grad_fn"):
-        return [output]
-    if isinstance(output, Mapping):
-        values = list(output.values())
-    elif isinstance(output, (list, tuple)):
-        values = list(output)
-    else:
-        return []
-    return [v for v in values[:_MAX_OUTPUT_TENSORS] if hasattr(v, "grad_fn")]
+def _is_probe_hook(hook: Any) -> bool:
+    return isinstance(getattr(hook, "__self__", None), ModelProbe)

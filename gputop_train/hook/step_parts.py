@@ -1,10 +1,10 @@
 """Each optimizer step's wall time split into data, forward, backward, optimizer and the rest.
 
-The training thread (and, for the backward's start and end, autograd's thread) leaves a
-mark at each phase boundary: one host clock read and, once CUDA is in use, one pooled CUDA
-event. Consecutive marks bound one interval, named by the pair of marks around it. The
-host split is known at the step's end; the GPU split once the step's last event has run,
-read with ``Event.query()`` and ``elapsed_time`` only, never a sync (docs/steps.md).
+The training thread leaves a mark at each phase boundary: one host clock read and, on a
+sampled CUDA step, one pooled CUDA event. Consecutive marks bound one interval, named by
+the pair of marks around it. The host split is computed when a monitor reads the step's
+row (the hook's thread); the GPU split once the step's last event has run, read with
+``Event.query()`` and ``elapsed_time`` only, never a sync (docs/steps.md).
 """
 
 from __future__ import annotations
@@ -75,33 +75,45 @@ def split(kinds: list[int], durations_ms: list[float], clock: str, clean_data: b
     )
 
 
-@dataclass
+@dataclass(slots=True)
 class PendingStep:
-    """One finished step's marks, its host split, and its GPU split once its events ran."""
+    """One finished step's marks as taken, (kind, perf_counter, CUDA event or None) each:
+    split later, off the training thread (``host``), or on the GPU's clock once its events
+    ran (``StepTimeline.resolve``)."""
 
-    kinds: list[int]
-    events: list[Any] | None  # one per mark (the first is the previous step's end), or None
-    host: Parts
-    clean_data: bool
-    host_gap_ms: float | None  # the data part on the host's clock (None: no clean gap)
+    marks: list[tuple[int, float, Any]]
+    clean_data: bool  # no evaluation forward ran in the step's gap
+    events: bool  # every mark but the hook's end carries a CUDA event (a sampled step)
+
+    def host(self) -> Parts:
+        """The split on the host's clock (its data part is the step's host gap)."""
+        kinds = [k for k, _, _ in self.marks]
+        times = [t for _, t, _ in self.marks]
+        host_ms = [0.0, *((b - a) * 1000.0 for a, b in pairwise(times))]
+        return split(kinds, host_ms, "host", self.clean_data)
 
 
 class StepTimeline:
-    """The marks of the current step; one instance per training process."""
+    """The marks of the current step; one instance per training process. A mark is a
+    clock read and an append (and, on a sampled CUDA step, an event's record): whatever
+    can wait is done when the step's row is resolved, not here."""
 
     def __init__(self, torch_module: Any) -> None:
         self._torch = torch_module
         self._marks: list[tuple[int, float, Any]] = []
         self._free: list[Any] = []
+        self._recorded = False  # an event was recorded at a mark of the open step
         self.eval_forward = False  # a forward without grad (evaluation) ran within the step
         self.cuda = False  # record CUDA events at this step's marks (a sampled CUDA step)
 
     def mark(self, kind: int) -> None:
-        event = None
         if self.cuda:
             event = self._free.pop() if self._free else self._torch.cuda.Event(enable_timing=True)
             event.record()
-        self._marks.append((kind, time.perf_counter(), event))
+            self._recorded = True
+            self._marks.append((kind, time.perf_counter(), event))
+        else:
+            self._marks.append((kind, time.perf_counter(), None))
 
     def end_step(self, cuda_next: bool = False) -> PendingStep:
         """Close the step with its end mark; the next step starts at this mark, and records
@@ -109,37 +121,27 @@ class StepTimeline:
         self.cuda = self.cuda or cuda_next  # the end mark opens the next step too
         self.mark(STEP_END)
         self.cuda = cuda_next
-        marks, self._marks = self._marks, [self._marks[-1]]
+        marks = self._marks
+        last = marks[-1]
+        self._marks = [last]
         clean, self.eval_forward = not self.eval_forward, False
-        kinds, times, events = zip(*marks, strict=True)
-        host_ms = [0.0, *((b - a) * 1000.0 for a, b in pairwise(times))]
-        host = split(list(kinds), host_ms, "host", clean)
-        with_events = all(
-            e is not None for k, e in zip(kinds, events, strict=True) if k != HOOK_END
-        )
-        if not with_events:
-            self.recycle(list(events[:-1]))
-        return PendingStep(
-            list(kinds), list(events) if with_events else None, host, clean, host.data
-        )
+        with_events = False
+        if self._recorded:  # a CUDA step near a sampled one: its events are read or go back
+            with_events = all(e is not None for k, _, e in marks if k != HOOK_END)
+            if not with_events:
+                self.recycle([e for _, _, e in marks[:-1]])
+            self._recorded = last[2] is not None
+        return PendingStep(marks, clean, with_events)
 
     def mark_hook_end(self) -> None:
         """The hook's own work at the step's end is done (host clock only: no GPU work)."""
         self._marks.append((HOOK_END, time.perf_counter(), None))
 
-    def ready(self, pending: PendingStep) -> bool:
-        """Whether the step's GPU split can be read now (its last event has run)."""
-        return pending.events is None or bool(pending.events[-1].query())
-
     def resolve(self, pending: PendingStep) -> Parts:
-        """The GPU split of a step whose last event has run (``ready``); the host split when
-        it has no events. Frees its events but the last (the next step's first)."""
-        if pending.events is None:
-            return pending.host
+        """The GPU split of a step whose last event has run (``ready``). Frees its events
+        but the last (the next step's first)."""
         # The hook-end mark has no event (nothing ran on the GPU): the GPU's split skips it.
-        marked = [
-            (k, e) for k, e in zip(pending.kinds, pending.events, strict=True) if e is not None
-        ]
+        marked = [(k, e) for k, _, e in pending.marks if e is not None]
         kinds = [k for k, _ in marked]
         events = [e for _, e in marked]
         durations = [0.0] + [events[i - 1].elapsed_time(events[i]) for i in range(1, len(events))]
@@ -148,8 +150,8 @@ class StepTimeline:
 
     def drop(self, pending: PendingStep) -> None:
         """Give up on a step's GPU split (the GPU is far behind): its events go back."""
-        if pending.events is not None:
-            self.recycle(pending.events[:-1])
+        if pending.events:
+            self.recycle([e for _, _, e in pending.marks[:-1]])
 
     def recycle(self, events: list[Any]) -> None:
         """Return events nobody reads again; the current step's first mark is kept."""

@@ -259,6 +259,33 @@ def counted(p: dict[str, float]) -> list[dict]:
     return [{"tokens": 40, "samples": 3}]
 
 
+def ema(p: dict[str, float]) -> list[dict]:
+    """An EMA of the model (torch's AveragedModel deep-copies it) evaluated every step, and
+    the whole model saved with torch.save, as scripts do once the hook has found it."""
+    import io
+
+    from torch.optim.swa_utils import AveragedModel
+
+    model = TinyGPT()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    averaged = None
+    for step in range(int(p.get("steps", 8))):
+        x = torch.randint(0, VOCAB, (4, 16))
+        model(x, x)[1].backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        if step == 2:  # the hook found the model at step 1's end
+            averaged = AveragedModel(model)
+            torch.save(model, io.BytesIO())
+        if averaged is not None:
+            averaged.update_parameters(model)
+            averaged(torch.randint(0, VOCAB, (2, 16)))  # grad on, train mode: not the model
+    copied = averaged.module if averaged is not None else None
+    hooks = len(copied._forward_pre_hooks) + len(copied._forward_hooks) if copied else -1
+    print(f"copied hooks {hooks}", flush=True)
+    return [{"tokens": 4 * 16, "samples": 4}]
+
+
 def folds(p: dict[str, float]) -> list[dict]:
     """Cross-validation: a new model and optimizer per fold, each fold its own batch size."""
     steps = int(p.get("steps", 6))
