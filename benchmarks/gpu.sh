@@ -25,9 +25,14 @@
 #   ranks       torchrun with one rank per GPU, headless and in the TUI (2+ GPUs)
 #   stragglers  the DDP demo on every GPU with and without one slowed rank, with
 #               --prometheus (SLOW_MS, 400; 2+ GPUs)
+#   tokens      tokens_meter: samples/s, tokens/s and the step's parts against a nanoGPT-style
+#               loop's own meter (its get_batch as written, and 30 ms slower)
+#   tokens-ab   hook_overhead tiny and gpt on this tree and an earlier one (AB_TREE: a `git
+#               archive` of it inside this tree; this tree's benchmark script runs in both),
+#               old-new-new-old, twice each
 set -uo pipefail
 cd "$(dirname "$0")/.."
-[ $# -gt 0 ] || { sed -n '2,29p' "$0"; exit 2; }
+[ $# -gt 0 ] || { sed -n '2,32p' "$0"; exit 2; }
 
 OUT=${OUT:-/tmp/gputop-out}
 mkdir -p "$OUT"
@@ -112,6 +117,27 @@ part_tui_ab() {
     python3 -m benchmarks.tui_cost --size 160x48 --warmup 10 --measure 20 --modes tui,nvitop \
       --threads -- --workers 8 | grep -v "median\|tui / nvitop" | sed "s/^/new $round /"
   done | tee "$res/tui_cost_ab.txt"
+}
+
+part_tokens() {
+  python3 -m benchmarks.tokens_meter --out "$res" --name nanogpt --seconds 60
+  python3 -m benchmarks.tokens_meter --out "$res" --name slowdata --sleep-ms 30 --seconds 40
+  rm -f "$res"/*-meter.json
+}
+
+part_tokens_ab() {
+  local tree=${AB_TREE:?tokens-ab needs AB_TREE: a git archive of the earlier tree, in this tree}
+  cp benchmarks/hook_overhead.py "$tree/benchmarks/hook_overhead.py"  # one benchmark, two trees
+  for round in 1 2; do
+    for workload in tiny gpt; do
+      for side in old new new old; do
+        local dir=.; [ "$side" = old ] && dir=$tree
+        (cd "$dir" && PYTHONPATH=/tmp/site:$PWD python3 -m benchmarks.hook_overhead "$workload" \
+          --blocks 8 --steps 300 --json "$res/overhead-$workload-$side-$round.json") \
+          | tail -1 | sed "s/^/$side $round /"
+      done
+    done
+  done | tee "$res/overhead_ab.txt"
 }
 
 part_screenshot() {

@@ -5,19 +5,35 @@ each block's cost is ``time.thread_time()`` (the training thread only: the hook'
 and the machine's other load are not in it) over its steps. A tiny model on the CPU makes the
 hook's per-step Python the largest part a block can change. ``--tree`` runs another checkout
 (the commit before) the same way, so two trees can be compared side by side in one session.
+``--monitor`` connects a monitor (a reader process, as hook_overhead.py does), so the hook's
+thread sends rows; then the process's CPU a step (``process_time``: the training thread and
+the hook's thread, which holds the GIL while it works) is reported beside the thread's.
 
-    python benchmarks/hook_thread_cpu.py --tree /tmp/tm_base --blocks 8 --steps 2000
+    python -m benchmarks.hook_thread_cpu --tree /tmp/tm_base --blocks 8 --steps 2000 --monitor
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
+import subprocess
 import sys
 import time
 
 import torch
+
+READER = """
+import sys, time
+from gputop_train.monitor.hook_client import HookClient
+from gputop_train.session.model import Session
+session = Session()
+client = HookClient(session, lambda: {int(sys.argv[1])})
+deadline = time.monotonic() + float(sys.argv[2])
+while time.monotonic() < deadline:
+    client.poll(0.1)
+"""
 
 
 def main() -> None:
@@ -25,6 +41,7 @@ def main() -> None:
     parser.add_argument("--tree", default=None, help="checkout whose gputop_train to import")
     parser.add_argument("--blocks", type=int, default=8)
     parser.add_argument("--steps", type=int, default=2000)
+    parser.add_argument("--monitor", action="store_true", help="a monitor reads the rows")
     args = parser.parse_args()
     if args.tree:
         sys.path.insert(0, args.tree)
@@ -40,28 +57,44 @@ def main() -> None:
     x = torch.randint(0, 64, (4, 8))
     y = torch.randint(0, 4, (4,))
 
+    process_us: list[float] = []
+
     def block() -> float:
-        start = time.thread_time()
+        start, process_start = time.thread_time(), time.process_time()
         for _ in range(args.steps):
             optimizer.zero_grad(set_to_none=True)
             loss = torch.nn.functional.cross_entropy(model(x), y)
             loss.backward()
             optimizer.step()
+        process_us.append((time.process_time() - process_start) / args.steps * 1e6)
         return (time.thread_time() - start) / args.steps * 1e6
 
     patches.install(torch)
     block()  # warm-up hooked: the model found, the probes of the first steps done
+    reader = None
+    if args.monitor:
+        reader = subprocess.Popen(
+            [sys.executable, "-c", READER, str(os.getpid()), "600"],
+            stdout=subprocess.DEVNULL,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        )
+        time.sleep(3.0)  # connected, its hello and backlog sent
     patches.uninstall()
     block()
     on: list[float] = []
     off: list[float] = []
+    process_on: list[float] = []
+    process_off: list[float] = []
     for index in range(args.blocks):
         hooked = index % 4 in (0, 3)  # ABBA
         if hooked:
             patches.install(torch)
         (on if hooked else off).append(block())
+        (process_on if hooked else process_off).append(process_us[-1])
         if hooked:
             patches.uninstall()
+    if reader is not None:
+        reader.terminate()
     import gputop_train
 
     print(
@@ -72,6 +105,10 @@ def main() -> None:
                 "bare_us": round(statistics.median(off), 1),
                 "hooked_us": round(statistics.median(on), 1),
                 "added_us": round(statistics.median(on) - statistics.median(off), 1),
+                "monitor": args.monitor,
+                "process_added_us": round(
+                    statistics.median(process_on) - statistics.median(process_off), 1
+                ),
                 "on": [round(v, 1) for v in on],
                 "off": [round(v, 1) for v in off],
             }

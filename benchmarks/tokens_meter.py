@@ -8,8 +8,8 @@ iteration's end time, tokens and duration) to a file; the monitor runs it headle
 output. Then, for the last status line, the loop's own tokens/s over the iterations that
 ended in that line's window is compared with the line's.
 
-    python benchmarks/tokens_meter.py --out DIR [--sleep-ms 20] [--seconds 40]
-    python benchmarks/tokens_meter.py --loop ...        # the loop alone (what the monitor runs)
+    python -m benchmarks.tokens_meter --out DIR [--sleep-ms 20] [--seconds 40]
+    python -m benchmarks.tokens_meter --loop ...        # the loop alone (what the monitor runs)
 """
 
 from __future__ import annotations
