@@ -241,3 +241,28 @@ def test_a_cuda_step_is_split_on_the_gpu_clock_at_most_once_a_period() -> None:
     assert all(parts.events for parts in slow[1:])  # steps of a period or more: every one
     cpu = [probe.end_step(cuda=False, now=20.0 + i).parts.events for i in range(3)]
     assert cpu[1:] == [False, False]  # the first was opened as a split one
+
+
+def test_the_audit_walks_the_tensors_again_only_after_a_change_or_a_minute() -> None:
+    from gputop_train.hook.memory_audit import AUDIT_PERIOD_S, FIRST_AUDIT_STEP, SIZES_PERIOD_S
+
+    param = SimpleNamespace(is_cuda=True, grad=None, numel=lambda: 100, element_size=lambda: 4)
+    optimizer = SimpleNamespace(param_groups=[{"params": [param]}], state={})
+    cuda = SimpleNamespace(
+        memory_stats=lambda: {},
+        current_device=lambda: 0,
+        get_device_properties=lambda d: SimpleNamespace(total_memory=1),
+    )
+    audit = HookAudit(SimpleNamespace(cuda=cuda))
+    for step in range(FIRST_AUDIT_STEP - 1):
+        audit.due(float(step), optimizer, cuda=True)
+    assert audit.due(10.0, optimizer, cuda=True)["params_bytes"] == 400  # type: ignore[index]
+    param.numel = lambda: 200  # a change the hook is not told of
+    later = audit.due(10.0 + AUDIT_PERIOD_S, optimizer, cuda=True)
+    assert later is not None and later["params_bytes"] == 400  # sizes kept between walks
+    audit.forget_sizes()  # a knob applied, or another optimizer took over
+    again = audit.due(10.0 + 2 * AUDIT_PERIOD_S, optimizer, cuda=True)
+    assert again is not None and again["params_bytes"] == 800
+    param.numel = lambda: 300
+    late = audit.due(10.0 + SIZES_PERIOD_S + AUDIT_PERIOD_S, optimizer, cuda=True)
+    assert late is not None and late["params_bytes"] == 1200  # walked again within a minute

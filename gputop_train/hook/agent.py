@@ -283,6 +283,7 @@ class Agent:
         self._end_probes(samples, optimizer)
         self.guard.end_step()
         if self.board.apply_pending(self._step):
+            self._memory_audit.forget_sizes()  # a knob may change them (precision, optimizer)
             self._probe_due_step = self._step + PROBE_AFTER_CHANGE_STEPS
             self._syncs.due_at = self._probe_due_step
             # The step's FLOPs and operators change with the knob (batch, attention, compile).
@@ -535,6 +536,7 @@ class Agent:
             self._probe_due_step = self._step + PROBE_AFTER_CHANGE_STEPS
             self._count_due_step = self._step + COUNT_AFTER_CHANGE_STEPS
             self.forget_model()  # its model is looked for again at this step's end
+            self._memory_audit.forget_sizes()
         return True
 
     def _takes_over(self, optimizer: Any) -> bool:
