@@ -1,7 +1,8 @@
 """The model's side of a step: its training forwards (samples, tokens), the backward, and
-the marks of the step breakdown. Hooks on the top-level module only (a forward pre-hook and
-a forward hook), the hook's own ``Tensor.backward`` wrapper (the backward's start and end)
-and the optimizer's global step pre-hook: no sync, nothing inside a compiled graph. The
+the marks of the step breakdown. The top-level module's calls only (its class's
+``__call__`` wrapped for it, model_call.py), the hook's own ``Tensor.backward`` wrapper
+(the backward's start and end) and the optimizer's global step pre-hook: no sync, nothing
+inside a compiled graph. The
 training thread only reads clocks and counts; the split is computed when a monitor reads
 the step's row (``ModelColumns``).
 
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import forward_probe
+from .model_call import CallWrap
 from .step_parts import (
     BWD_END,
     BWD_START,
@@ -93,7 +95,7 @@ class ModelProbe:
         self.searched = False
         self.model: str | None = None  # the hooked module, described
         self.reason: str | None = None  # why samples/tokens/phases are N/A, when they are
-        self._handles: list[Any] = []
+        self._call: CallWrap | None = None
         self._thread: int | None = None
         self._depth = 0
         self._training_call = False
@@ -121,17 +123,14 @@ class ModelProbe:
         module = modules[0]
         self.model = forward_probe.describe_module(module)
         self._new_reason = True
-        self._handles = [
-            module.register_forward_pre_hook(self._pre_forward, with_kwargs=True),
-            # Not always_call (5 us a call more, dev box): a forward that raised is forgotten
-            # at the step's end instead (end_step resets the depth).
-            module.register_forward_hook(self._post_forward, with_kwargs=True),
-        ]
+        # A forward that raised leaves no end mark: it is forgotten at the step's end
+        # (end_step resets the depth).
+        self._call = CallWrap(module, self._pre_forward, self._post_forward, self._compiling)
 
     def remove(self) -> None:
-        for handle in self._handles:
-            handle.remove()
-        self._handles = []
+        if self._call is not None:
+            self._call.remove()
+            self._call = None
 
     def _set_reason(self, reason: str) -> None:
         if self.reason is None:
@@ -204,8 +203,9 @@ class ModelProbe:
     # -- module hooks (training thread; backward marks on autograd's thread) ----------
 
     def _pre_forward(self, module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """A call of the model starts (its class's wrapped ``__call__``, model_call.py)."""
         # Inline, not through the guard: a forward runs several times a step.
-        if self._ident() != self._thread or not self.active or self._compiling():
+        if self._ident() != self._thread or not self.active:
             return
         try:
             self._depth += 1
@@ -252,10 +252,8 @@ class ModelProbe:
                 self._masks = forward_probe.MaskCounts()
             self._masks.add(mask)
 
-    def _post_forward(
-        self, module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any
-    ) -> None:
-        if self._ident() != self._thread or not self.active or self._compiling():
+    def _post_forward(self) -> None:
+        if self._ident() != self._thread or not self.active:
             return
         try:
             self._depth = max(0, self._depth - 1)
@@ -265,19 +263,3 @@ class ModelProbe:
             self.timeline.mark(FWD_END)
         except Exception as error:
             self._fail(error)
-
-
-def without_probe_hooks(state: dict[str, Any]) -> dict[str, Any]:
-    """A module's pickled state (``Module.__getstate__``, a copy) without the probe's forward
-    hooks: ``copy.deepcopy(model)`` (an EMA, ``AveragedModel``) and ``torch.save(model)``
-    would otherwise copy them, and fail on what they reference (the torch module)."""
-    for name in ("_forward_pre_hooks", "_forward_hooks"):
-        hooks = state.get(name)
-        if hooks and any(_is_probe_hook(hook) for hook in hooks.values()):
-            kept = [(key, hook) for key, hook in hooks.items() if not _is_probe_hook(hook)]
-            state[name] = type(hooks)(kept)
-    return state
-
-
-def _is_probe_hook(hook: Any) -> bool:
-    return isinstance(getattr(hook, "__self__", None), ModelProbe)

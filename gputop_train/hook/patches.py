@@ -16,7 +16,6 @@ from typing import Any
 
 from . import collectives, loader_handover
 from .agent import Agent
-from .model_probe import without_probe_hooks
 
 _state: dict[str, Any] = {"agent": None, "installed": False, "undo": []}
 
@@ -32,7 +31,6 @@ def install(torch_module: Any) -> Agent:
     _patch_dataloader()
     _patch_autocast()
     _patch_backward_and_clipping(torch_module)
-    _patch_module_state(torch_module)
     _register_optimizer_hook()
     _state["installed"] = True
     if _state["agent"] is None:
@@ -172,28 +170,6 @@ def _patch_backward_and_clipping(torch_module: Any) -> None:
     def undo() -> None:
         tensor_cls.backward = original_backward
         utils.clip_grad_norm_ = original_clip  # type: ignore[attr-defined]
-
-    _state["undo"].append(undo)
-
-
-def _patch_module_state(torch_module: Any) -> None:
-    """A module copied or pickled leaves the model probe's forward hooks behind (an EMA's
-    ``copy.deepcopy(model)`` raised TypeError with them in, docs/steps.md)."""
-    module_cls = torch_module.nn.Module
-    original_getstate = module_cls.__getstate__
-
-    def __getstate__(self: Any) -> Any:
-        state = original_getstate(self)
-        try:
-            return without_probe_hooks(state) if isinstance(state, dict) else state
-        except Exception:  # never in the way of the user's copy: torch's state as it was
-            return state
-
-    __getstate__.__wrapped__ = original_getstate  # type: ignore[attr-defined]
-    module_cls.__getstate__ = __getstate__
-
-    def undo() -> None:
-        module_cls.__getstate__ = original_getstate
 
     _state["undo"].append(undo)
 
