@@ -2,10 +2,10 @@
 
 The model is the outermost ``nn.Module`` that holds the stepping optimizer's parameters,
 found once among the objects the training loop's frames can see (its locals, and the
-attributes of objects such as ``self`` or a trainer). Only a module called outside any
-compiled graph is hooked: a wrapper (DDP, FSDP, ``torch.compile``'s OptimizedModule) is
-the outermost one, and its hooks run in eager Python; a module compiled in place
-(``model.compile()``) would run our hooks inside its graph, so it is left alone (N/A).
+attributes of objects such as ``self`` or a trainer). A wrapper (DDP, FSDP,
+``torch.compile``'s OptimizedModule) is the outermost one; its calls are marked in eager
+Python, around any compiled graph (model_call.py), as are those of a module compiled in
+place (``model.compile()``).
 """
 
 from __future__ import annotations
@@ -54,8 +54,6 @@ def find_model(torch_module: Any, optimizer: Any, frame: Any) -> tuple[list[Any]
             f"{len(top)} models ({names}) train under one optimizer, each called on its own: "
             "no single forward to count or time"
         )
-    if getattr(top[0], "_compiled_call_impl", None) is not None:
-        return [], "the model is compiled in place (model.compile()): hooks would run in its graph"
     return top, None
 
 
@@ -158,7 +156,3 @@ def describe_module(module: Any) -> str:
     inner = getattr(module, "_orig_mod", None) or getattr(module, "module", None)
     name = type(module).__name__
     return f"{name}({type(inner).__name__})" if inner is not None else name
-
-
-def current_frame() -> Any:
-    return sys._getframe(1)
