@@ -271,22 +271,19 @@ def _run_tui(
 ) -> int:
     """``log`` is the job's output: its log when we launched it; when attached, the file its
     stdout points at, if it is one."""
-    from ..tui.app import GputopApp
+    from ..tui.app import create_app
+    from ..tui.boundary import AppOptions
 
     job_watch = _watch_job_end(job, monitor, LogTail(log.path) if log is not None else None)
-    app = GputopApp(
-        session.snapshot,
+    options = AppOptions(
         job_pid=job.pid,
         log=log,
         refresh_s=max(0.1, args.refresh),
         window_s=args.window,
         screenshot_dir=str(files.log.parent),
-        request_knob=monitor.request_knob,
-        scan_syncs=monitor.scan_syncs,
-        toggle_autopilot=monitor.toggle_autopilot,
         job_owned=job.owned,
-        dump_stall=monitor.dump_stall,
     )
+    app = create_app(session.snapshot, options, controls=monitor)
     # An SSH drop (SIGHUP) ends the monitor, never the job (its own session); a SIGTERM
     # (``timeout``, a scheduler) is passed on to a job we started, as torchrun does.
     signal.signal(signal.SIGHUP, lambda signum, frame: app.exit("leave"))
