@@ -314,16 +314,15 @@ def _run_tui(
 def _watch_job_end(job: Job, monitor: Monitor, log: LogTail | None) -> threading.Thread:
     """In a thread: when the job exits, collect its last frames and mark the session."""
 
+    def last_output() -> tuple[str, ...]:
+        if log is None:
+            return ()
+        log.read_new()
+        return tuple(log.last(20))
+
     def wait() -> None:
         code = job.wait()
-        ended_at = time.time()  # the drain's seconds are not the job's
-        monitor.drain(3.0)
-        tail: tuple[str, ...] = ()
-        if log is not None:
-            log.read_new()
-            tail = log.last(20)
-        monitor.session.apply(events.JobEnded(code, tail, at=ended_at))
-        monitor.forget_sockets()
+        monitor.close_job(code, time.time(), last_output)  # the drain's seconds are not the job's
 
     thread = threading.Thread(target=wait, name="gputop-train-job", daemon=True)
     thread.start()
