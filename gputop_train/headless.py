@@ -30,10 +30,9 @@ from .views import (
     steps_text,
     trial_rows,
     view_of,
+    warmup_caption,
 )
 
-# After the job exits, how long to wait for its hook's last frames.
-DRAIN_S = 3.0
 # Text mode keeps every line within a terminal's width (the JSON keeps every field whole);
 # continuation lines are indented under the figures, past the clock.
 WIDTH = 100
@@ -232,7 +231,7 @@ def phase_table(view: View) -> list[str]:
         for text, (change, found) in zip(texts, extra, strict=True)
     )
     header = line(PHASE_COLUMNS) + (" headline" if inline else "")
-    lines = ["phases (warm-up excluded, see docs/phases.md):", header]
+    lines = [f"phases ({warmup_caption()}, docs/phases.md):", header]
     for text, (change, found) in zip(texts, extra, strict=True):
         if inline:
             lines.append(f"{text} {found}")
@@ -348,10 +347,12 @@ def run_headless(
             job.stop()
             stop_waiting.wait(30.0)
     if ended:
-        monitor.drain(DRAIN_S)
-        copy_output()
-        session.apply(events.JobEnded(ended[0], at=ended_at[0]))
-        monitor.forget_sockets()
+
+        def last_output() -> tuple[str, ...]:
+            copy_output()  # to the terminal, as every line before it: not kept with the end
+            return ()
+
+        monitor.close_job(ended[0], ended_at[0], last_output)
     monitor.stop()
     final = view_of(
         session.snapshot(window_s=session.clock() - session.started_at + 1.0, with_phases=True)

@@ -11,7 +11,7 @@ from ...samples import DATA_WAIT, GpuSample
 from ...session.model import Snapshot
 from ...session.phases import KnobState
 from ...session.stats import RankStats
-from ...views import PHASE_COLUMNS, View, phase_figures
+from ...views import PHASE_COLUMNS, View, phase_figures, warmup_caption
 
 BAR_WIDTH = 10
 
@@ -418,7 +418,7 @@ def phase_table(snap: Snapshot, width: int = 200) -> Text:
             )
         )
     text = Text("Phases ", style="bold")
-    text.append("(warm-up excluded: first 5 steps and 3 s of each)\n", style="dim")
+    text.append(f"({warmup_caption()})\n", style="dim")
     lines = fit_columns(PHASE_COLUMNS, rows, PHASE_PRIORITY, width, PHASE_NUMBERS).splitlines()
     text.append(lines[0] + "\n", style="bold reverse")
     for row, line in zip(snap.phases, lines[1:], strict=True):
