@@ -213,6 +213,8 @@ def _start_monitor(
     monitor.start()
     if args.autopilot or args.tries:
         monitor.start_pilot(args.tries, budget_s=60.0 * args.autopilot_budget)
+    if getattr(args, "schedule", None):
+        monitor.check_schedule(args.schedule)
     return monitor
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import events, wire
-from ..autopilot.pilot import DEFAULT_BUDGET_S, Pilot
+from ..autopilot.pilot import DEFAULT_BUDGET_S, Pilot, knobs_known, schedule_problems
 from ..collect.base import COSTLY, Sampler, SamplerUnavailable
 from ..collect.nvml import GpuSampling
 from ..collect.procs import ProcessSampler, ProcessSampling
@@ -29,6 +29,8 @@ from .stall import StallWatch
 
 # After the job exits, how long to wait for its hook's last frames (a goodbye ends it sooner).
 JOB_END_DRAIN_S = 3.0
+# How often a --schedule waits for the job's knobs to be known (the first step's built-ins).
+SCHEDULE_CHECK_PERIOD_S = 0.5
 
 FINDINGS_PERIOD_S = 5.0
 PILOT_PERIOD_S = 1.0
@@ -192,6 +194,22 @@ class Monitor:
         for thread in self._threads:
             thread.join(timeout=2.0)
         self.client.close()
+
+    def check_schedule(self, schedule: Sequence[tuple[int, dict[str, str]]]) -> None:
+        """Say at once, in the Log and headless notes, which --schedule entries the job's
+        knobs refuse (the hook refuses them again at their step)."""
+
+        def check() -> None:
+            while not self._stop.wait(SCHEDULE_CHECK_PERIOD_S):
+                snap = self.session.snapshot()
+                if not snap.job.running:
+                    return
+                if knobs_known(snap):
+                    for problem in schedule_problems(snap, schedule):
+                        self.session.apply(events.NoticeAdded(problem))
+                    return
+
+        self._spawn("schedule-check", check)
 
     def close_job(
         self,
