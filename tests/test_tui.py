@@ -234,7 +234,7 @@ def test_ranks_and_gpus_of_a_torchrun_job_are_named() -> None:
         )
     )
     snap = session.snapshot()
-    assert "2× NVIDIA H200" in panels.header(snap, launcher, False, "1 min").plain
+    assert "2× NVIDIA H200" in panels.header(snap, launcher, False).plain
     lines = panels.process_table(snap).plain.splitlines()[1:]
     assert [line.split()[:3] for line in lines] == [
         ["701", "rank", "0"],
