@@ -57,6 +57,7 @@ def test_each_rank_is_a_series_with_units_as_prometheus_names_them() -> None:
     # The straggler finding, as a labelled gauge: the headline marked.
     findings = samples(text, "gputop_train_finding")
     assert {dict(k)["finding"]: dict(k)["headline"] for k in findings} == {"ranks.straggler": "1"}
+    assert [dict(k)["rank"] for k in findings] == ["1"]  # the rank it names, for an alert
 
 
 def test_not_measured_is_no_sample_never_a_zero() -> None:

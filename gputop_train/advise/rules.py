@@ -112,6 +112,7 @@ class Finding:
     gain: float  # estimated speed-up factor, for ranking
     changes: tuple[Change, ...] = ()  # best first; empty: no knob can carry the action
     rules_out: tuple[str, ...] = field(default=())  # roles the evidence says will not help
+    rank: int | None = None  # the rank it names (a straggler), for a per-rank alert or panel
 
     @property
     def score(self) -> float:
@@ -814,6 +815,7 @@ def straggler(o: Observation) -> Finding | None:
         f"up to {gain:.1f}x",
         0.7,
         gain,
+        rank=rank.who.rank,
     )
 
 
@@ -1026,6 +1028,7 @@ def _comm_straggler(lag: stragglers.Lag, o: Observation) -> Finding:
         f"up to {gain:.1f}x" if lag.chronic else None,
         0.7,
         max(gain, 1.01),
+        rank=lag.rank.who.rank,
     )
 
 

@@ -215,11 +215,12 @@ class JobCollector(Collector):
         _add(syncs, labels, observation.syncs_per_step if observation else None)
         finding = _gauge(
             "finding",
-            "1 for each finding in force; headline=1 marks the first",
-            (*JOB_LABELS, "finding", "headline"),
+            "1 for each finding in force; headline=1 marks the first; rank: the rank it names",
+            (*JOB_LABELS, "finding", "headline", "rank"),
         )
         for index, found in enumerate(view.findings):
-            finding.add_metric([*labels, found.id, "1" if index == 0 else "0"], 1.0)
+            named = [found.id, "1" if index == 0 else "0", _label(found.rank)]
+            finding.add_metric([*labels, *named], 1.0)
         exit_code = _gauge("job_exit_code", "the job's exit status, once it ended", JOB_LABELS)
         if not snap.job.running:
             _add(exit_code, labels, snap.job.exit_code)
