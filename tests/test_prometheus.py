@@ -129,6 +129,13 @@ def test_job_label_is_the_script_name() -> None:
     assert job_name(["/usr/bin/accelerate", "launch"]) == "accelerate"
 
 
+def test_a_rendezvous_id_tells_two_jobs_of_one_script_apart_and_joins_one_jobs_nodes() -> None:
+    node = ["torchrun", "--nnodes", "2", "--node-rank", "{k}", "--rdzv-id", "4711", "train.py"]
+    names = {job_name([a.format(k=k) for a in node]) for k in (0, 1)}
+    assert names == {"train-4711"}  # both nodes of one job: one name
+    assert job_name(["torchrun", "--rdzv_id=4712", "train.py"]) == "train-4712"  # another job
+
+
 def test_the_dashboard_and_the_rules_use_only_metrics_that_exist() -> None:
     names = exported_names()
     rules_text = (DOCS / "prometheus" / "rules.yml").read_text()

@@ -52,11 +52,25 @@ def parse_address(text: str) -> tuple[str, int]:
 
 def job_name(command: Sequence[str]) -> str:
     """The ``train_job`` label: the script's name (``resnet`` for ``python resnet.py``), else
-    the command's."""
-    for arg in command:
-        if arg.endswith(".py"):
-            return Path(arg).stem
-    return Path(command[0]).name if command else "job"
+    the command's; with torchrun's ``--rdzv-id`` (a cluster's job id, the same on every node),
+    ``train-JOBID``: two jobs of one script are told apart, one job's nodes still join."""
+    name = next(
+        (Path(arg).stem for arg in command if arg.endswith(".py")),
+        Path(command[0]).name if command else "job",
+    )
+    rendezvous = _option(command, "--rdzv-id", "--rdzv_id")
+    return f"{name}-{rendezvous}" if rendezvous else name
+
+
+def _option(command: Sequence[str], *names: str) -> str | None:
+    """The value of the first of ``names`` given as ``--name VALUE`` or ``--name=VALUE``."""
+    for index, arg in enumerate(command):
+        for name in names:
+            if arg == name and index + 1 < len(command):
+                return command[index + 1]
+            if arg.startswith(name + "="):
+                return arg.split("=", 1)[1]
+    return None
 
 
 @dataclass
