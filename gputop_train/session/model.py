@@ -45,6 +45,7 @@ class HookedProcess:
     host: str | None
     connected: bool
     local_rank: int | None = None
+    world_size: int | None = None
 
 
 @dataclass(frozen=True)
@@ -195,6 +196,7 @@ class Session:
             host=item.host,
             connected=True,
             local_rank=item.local_rank,
+            world_size=item.world_size,
         )
         with self._lock:
             self._hooked[item.pid] = process
@@ -597,6 +599,7 @@ class Session:
             facts=self._facts,
             stacks=self._stacks,
             hooked=len(self._hooked),
+            world_size=max((p.world_size or 0 for p in self._hooked.values()), default=0) or None,
             gpu_names=self._gpu_names,
             cpu_count=self.cpu_count,
             rank_stats=self._rank_stats,
