@@ -27,7 +27,8 @@ from textual.widget import Widget
 from gputop_train.record.reader import read
 from gputop_train.record.replay import ReplayController
 from gputop_train.tui import partial_updates, renderer_guard
-from gputop_train.tui.app import GputopApp
+from gputop_train.tui.app import create_app
+from gputop_train.tui.boundary import AppOptions
 
 REPO = Path(__file__).resolve().parent.parent
 VARIANTS = {
@@ -58,7 +59,7 @@ async def measure(recording: Path, ticks: int, seek_s: float, seed: int) -> dict
         times[name].append(time.thread_time() - start)
         return update
 
-    app = GputopApp(controller.snapshot, replay=controller, auto_refresh=False)
+    app = create_app(controller.snapshot, AppOptions(auto_refresh=False), timeline=controller)
     async with app.run_test(size=(160, 48)) as pilot:
         Widget.render_lines = counted  # type: ignore[method-assign,assignment]
         Compositor.render_partial_update = either  # type: ignore[method-assign,assignment]

@@ -134,6 +134,7 @@ class ProcessHello(Event):
     local_rank: int | None = None
     torch: str | None = None
     host: str | None = None
+    world_size: int | None = None  # the job's ranks (WORLD_SIZE), on every node
 
     def payload(self) -> dict[str, Any]:
         frame = {name: getattr(self, name) for name in _HELLO_FIELDS}
@@ -155,10 +156,11 @@ class ProcessHello(Event):
             local_rank=_int_or_none(frame.get("local_rank")),
             torch=frame.get("torch") if isinstance(frame.get("torch"), str) else None,
             host=frame.get("host") if isinstance(frame.get("host"), str) else None,
+            world_size=_int_or_none(frame.get("world_size")),
         )
 
 
-_HELLO_FIELDS = ("argv", "rank", "local_rank", "torch", "host")
+_HELLO_FIELDS = ("argv", "rank", "local_rank", "torch", "host", "world_size")
 
 
 @event("disconnected")

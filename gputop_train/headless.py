@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import queue
 import signal
 import sys
 import textwrap
@@ -30,10 +31,9 @@ from .views import (
     steps_text,
     trial_rows,
     view_of,
+    warmup_caption,
 )
 
-# After the job exits, how long to wait for its hook's last frames.
-DRAIN_S = 3.0
 # Text mode keeps every line within a terminal's width (the JSON keeps every field whole);
 # continuation lines are indented under the figures, past the clock.
 WIDTH = 100
@@ -237,7 +237,7 @@ def phase_table(view: View) -> list[str]:
         for text, (change, found) in zip(texts, extra, strict=True)
     )
     header = line(PHASE_COLUMNS) + (" headline" if inline else "")
-    lines = ["phases (warm-up excluded, see docs/phases.md):", header]
+    lines = [f"phases ({warmup_caption()}, docs/phases.md):", header]
     for text, (change, found) in zip(texts, extra, strict=True):
         if inline:
             lines.append(f"{text} {found}")
@@ -297,24 +297,35 @@ def run_headless(
     ended_at: list[float] = []
     echo = log is not None
 
+    # A signal handler runs on the main thread between two of its bytecodes, maybe inside
+    # session.snapshot() with the session's lock held, or inside a write to ``err``: it only
+    # signals the job and leaves the stop's event and line here, for the loop (a handler that
+    # applied the event itself deadlocked a monitor on Ctrl+C, the job running on).
+    from_handlers: queue.SimpleQueue[tuple[events.Event, str]] = queue.SimpleQueue()
+
     def forward_interrupt(signum: int, frame: Any) -> None:
-        session.apply(events.StopAsked("Ctrl+C"))
         sent = job.interrupt()
         firmer = {"SIGINT": "; Ctrl+C again sends SIGTERM", "SIGTERM": "; again: SIGKILL"}
-        with contextlib.suppress(OSError):
-            err.write(f"gputop-train: sent {sent} to the job{firmer.get(sent, '')}\n")
-            err.flush()
+        line = f"gputop-train: sent {sent} to the job{firmer.get(sent, '')}\n"
+        from_handlers.put((events.StopAsked("Ctrl+C"), line))
 
     def detach(signum: int, frame: Any) -> None:
         stop_waiting.set()
 
     def forward_terminate(signum: int, frame: Any) -> None:
-        session.apply(events.StopAsked("SIGTERM"))
         sent = job.terminate()
         again = "; SIGKILL in 30 s, or at once if asked again" if sent == "SIGTERM" else ""
-        with contextlib.suppress(OSError):
-            err.write(f"gputop-train: got SIGTERM: sent {sent} to the job{again}\n")
-            err.flush()
+        line = f"gputop-train: got SIGTERM: sent {sent} to the job{again}\n"
+        from_handlers.put((events.StopAsked("SIGTERM"), line))
+
+    def take_handled() -> None:
+        """What the signal handlers left: each stop recorded, each line said."""
+        while not from_handlers.empty():
+            event, line = from_handlers.get()
+            session.apply(event)
+            with contextlib.suppress(OSError):
+                err.write(line)
+                err.flush()
 
     def wait_for_job() -> None:
         code = job.wait()
@@ -339,6 +350,7 @@ def run_headless(
     threading.Thread(target=wait_for_job, daemon=True).start()
     try:
         while not stop_waiting.wait(interval_s):
+            take_handled()
             copy_output()
             _emit(out, _status(view_of(session.snapshot(window_s)), as_json))
     except ReaderGone as gone:
@@ -352,11 +364,14 @@ def run_headless(
             _say(err, "the output pipe was closed: stopping the job" + _log_text(log))
             job.stop()
             stop_waiting.wait(30.0)
+    take_handled()  # a stop asked just before the job ended is recorded before its end
     if ended:
-        monitor.drain(DRAIN_S)
-        copy_output()
-        session.apply(events.JobEnded(ended[0], at=ended_at[0]))
-        monitor.forget_sockets()
+
+        def last_output() -> tuple[str, ...]:
+            copy_output()  # to the terminal, as every line before it: not kept with the end
+            return ()
+
+        monitor.close_job(ended[0], ended_at[0], last_output)
     monitor.stop()
     final = view_of(
         session.snapshot(window_s=session.clock() - session.started_at + 1.0, with_phases=True)

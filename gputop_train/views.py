@@ -14,7 +14,7 @@ from .advise.rules import Finding, findings
 from .advise.stall import stall_finding
 from .session.breakdown import PART_NAMES, MemoryAudit, StepParts
 from .session.model import Snapshot
-from .session.phases import PhaseRow
+from .session.phases import WARMUP_S, WARMUP_STEPS, PhaseRow
 from .session.stats import RankStats
 
 
@@ -200,6 +200,12 @@ def _tflops_text(achieved: float | None) -> str:
     if achieved is None:
         return fmt.NA
     return "<0.001" if achieved < 0.001 else f"{achieved:.3g}"
+
+
+def warmup_caption() -> str:
+    """What the phase tables leave out, in words made from the rule's own constants (a change
+    of the rule changes every table's caption)."""
+    return f"warm-up excluded: the first {WARMUP_STEPS} steps and {WARMUP_S:g} s of each phase"
 
 
 # The phase table's columns, in every front end that shows it (TUI, headless, in that order):

@@ -328,6 +328,20 @@ def _check_socket_length(path: Path) -> None:
         )
 
 
+def process_exists(pid: int) -> bool:
+    """Whether ``pid`` is a process (another user's counts): the one test of liveness that
+    the hook (is its monitor still there?) and the monitor (is a socket's job gone?) share."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    except (OverflowError, ValueError):  # not a PID at all
+        return False
+    return True
+
+
 def socket_path(pid: int, directory: Path | None = None) -> Path:
     """Where the hook of process ``pid`` listens."""
     return (directory or runtime_dir(create=False)) / f"{pid}.sock"

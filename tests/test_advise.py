@@ -8,36 +8,10 @@ import pytest
 
 from gputop_train.advise import rules
 from gputop_train.advise.mfu import efficiency, peak_tflops
-from gputop_train.session.stats import ModelFacts, Observation
+from gputop_train.session.stats import ModelFacts
 from gputop_train.session.workload import Workload
-from tests.support.observations import BF16_H100, FP32_H100, GiB, observe
+from tests.support.observations import BF16_H100, FP32_H100, RUNG0, GiB, headline, ids, observe
 
-
-def ids(o: Observation) -> list[str]:
-    return [f.id for f in rules.findings(o)]
-
-
-def headline(o: Observation) -> rules.Finding:
-    return rules.findings(o)[0]
-
-
-# The playbook's rung 0 as the monitor sees it (docs/benchmarks.md has the H100 runs).
-RUNG0 = dict(
-    step_data_wait_pct=75.0,
-    step_gpu_time_pct=27.0,
-    gpu_sm_active_pct=11.0,
-    gpu_util_pct=16.0,
-    gpu_tensor_active_pct=1.0,
-    gpu_mem_used_bytes=3 * GiB,
-    workers=0,
-    worker_cpu_pct=None,
-    main_cpu_pct=100.0,
-    batch_dtype="torch.float32",
-    batch_shape=(32, 3, 224, 224),
-    batch_bytes=19 * 2**20,
-    pin_memory=False,
-    model=FP32_H100,
-)
 # The ImageNet-style script of the diagnosis issue: 4 workers at ~95% on 16 cores, most idle.
 IMAGENET_4_WORKERS = {
     **RUNG0,

@@ -241,6 +241,19 @@ def test_a_malformed_schedule_is_refused_before_anything_runs() -> None:
     assert result.returncode == 2 and "expected STEP:knob=value" in result.stderr
 
 
+def test_a_schedule_entry_the_jobs_knobs_refuse_is_said_at_once_with_the_knobs() -> None:
+    # Steps 5000 and 6000 never come (300 steps): the notes come from the first steps' knobs.
+    result = gputop(
+        "--headless", "--interval", "0.5", "--schedule", "5000:nosuchknob=4,6000:step_ms=lots",
+        str(SCENARIOS), "knobbed", "steps=300",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    out = result.stdout + result.stderr
+    assert "--schedule step 5000: no knob named 'nosuchknob'" in out
+    assert "--schedule step 6000: step_ms takes a whole number, not 'lots'" in out
+    assert "this job's knobs: step_ms" in out
+
+
 def test_torchrun_ranks_are_each_hooked_and_their_samples_add_up(tmp_path: Path) -> None:
     recording = tmp_path / "ddp.jsonl"
     result = gputop(

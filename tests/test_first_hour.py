@@ -22,7 +22,6 @@ from gputop_train.collect.stacks import StackSampler
 from gputop_train.monitor.monitor import Monitor
 from gputop_train.record.reader import read, replay_all
 from gputop_train.session.model import Session
-from gputop_train.tui.app import GputopApp
 from gputop_train.tui.panels import text as panels
 from gputop_train.tui.panels.overview import ChartsPanel
 from gputop_train.tui.screens import HelpScreen, QuitScreen
@@ -31,6 +30,7 @@ from gputop_train.tui.widgets.live_text import LiveText
 from gputop_train.views import status_fields, view_of
 from tests.support.paths import REPO, SCENARIOS
 from tests.support.sessions import JOB_PID, scripted_session
+from tests.support.tui import app_under_test
 
 GPUTOP = [sys.executable, "-m", "gputop_train"]
 
@@ -90,7 +90,7 @@ def test_sessions_into_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("key", ["ctrl+c", "ctrl+q", "q"])
 async def test_every_way_to_quit_asks_what_to_do_with_the_job(key: str) -> None:
-    app = GputopApp(scripted_session().snapshot, job_pid=JOB_PID, auto_refresh=False)
+    app = app_under_test(scripted_session().snapshot)
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press(key)
         assert isinstance(app.screen, QuitScreen)
@@ -99,7 +99,7 @@ async def test_every_way_to_quit_asks_what_to_do_with_the_job(key: str) -> None:
 
 
 async def test_the_command_palettes_quit_asks_too() -> None:
-    app = GputopApp(scripted_session().snapshot, job_pid=JOB_PID, auto_refresh=False)
+    app = app_under_test(scripted_session().snapshot)
     async with app.run_test(size=(80, 24)) as pilot:
         await app.action_quit()  # what the palette's "Quit the application" runs
         await pilot.pause()
@@ -115,7 +115,7 @@ async def test_a_failed_run_keeps_its_figures_its_outcome_and_its_error() -> Non
     session.apply(events.JobEnded(1, ("Traceback (most recent call last):", "ValueError: boom")))
     session.apply(events.ProcsSampled(()))  # the job's tree is gone
     clock.now += 60.0  # type: ignore[attr-defined]
-    app = GputopApp(session.snapshot, job_pid=JOB_PID, auto_refresh=False)
+    app = app_under_test(session.snapshot)
     async with app.run_test(size=(100, 30)):
         steps = app.query_one("#steps", LiveText).text.plain
         findings = app.query_one("#findings", LiveText).text.plain
@@ -139,7 +139,7 @@ def test_process_columns_never_run_together_at_any_width() -> None:
 
 
 async def test_the_phase_table_keeps_speedup_and_gpu_columns_at_80_columns() -> None:
-    app = GputopApp(scripted_session().snapshot, job_pid=JOB_PID, auto_refresh=False)
+    app = app_under_test(scripted_session().snapshot)
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("4")
         table = app.query_one("#phases LiveText", LiveText).text.plain
@@ -150,12 +150,12 @@ async def test_the_phase_table_keeps_speedup_and_gpu_columns_at_80_columns() -> 
 
 
 async def test_w_shows_its_new_window_in_the_chart_titles_at_80_columns() -> None:
-    app = GputopApp(scripted_session().snapshot, job_pid=JOB_PID, auto_refresh=False)
+    app = app_under_test(scripted_session().snapshot)
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("w")
         chart = app.query_one("#chart-throughput", BrailleChart)
-        label = chart._data[2]
-    assert "5 min" in label and "/" in label  # its window, its latest value and its scale
+        title = chart.render_line(0).text
+    assert "5 min" in title and "· axis " in title  # its window, its latest value and its axis
 
 
 # 5. The screen says what is happening when nothing is measured yet.
@@ -230,7 +230,7 @@ async def test_the_log_stays_where_the_user_scrolled_while_the_job_prints(tmp_pa
     log = tmp_path / "job.log"
     log.write_text("".join(f"line {n}\n" for n in range(200)))
     session = scripted_session()
-    app = GputopApp(session.snapshot, job_pid=JOB_PID, log=LogTail(log), auto_refresh=False)
+    app = app_under_test(session.snapshot, log=LogTail(log))
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("3")
         richlog = app.query_one(RichLog)
@@ -263,7 +263,7 @@ def test_a_run_stopped_on_purpose_replays_as_stopped_not_failed(tmp_path: Path) 
     session.apply(events.JobEnded(130))
     recorder.close()
     snap = replay_all(read(tmp_path / "r.jsonl")).snapshot()
-    assert not snap.job.failed and "stopped (exit 130)" in panels.header(snap, 1, False, "").plain
+    assert not snap.job.failed and "stopped (exit 130)" in panels.header(snap, 1, False).plain
 
 
 def test_a_small_models_tflops_keep_their_digits_in_json() -> None:
@@ -326,7 +326,7 @@ def test_a_sigtermed_job_leaves_no_socket_behind(tmp_path: Path) -> None:
 
 async def test_h_and_f1_open_the_help() -> None:
     for key in ("h", "f1", "question_mark"):
-        app = GputopApp(scripted_session().snapshot, job_pid=JOB_PID, auto_refresh=False)
+        app = app_under_test(scripted_session().snapshot)
         async with app.run_test(size=(80, 24)) as pilot:
             await pilot.press(key)
             assert isinstance(app.screen, HelpScreen)
@@ -338,11 +338,11 @@ def test_dash_capital_v_prints_the_version() -> None:
 
 
 async def test_each_chart_shows_its_latest_value_and_scale() -> None:
-    app = GputopApp(scripted_session().snapshot, job_pid=JOB_PID, auto_refresh=False)
+    app = app_under_test(scripted_session().snapshot)
     async with app.run_test(size=(80, 24)):
         charts = app.query_one(ChartsPanel).query(BrailleChart)
-        labels = [chart._data[2] for chart in charts]
-    assert labels[0].startswith("3,507 /4,252") and labels[2].startswith("74 /100")
+        labels = [chart.label for chart in charts]
+    assert labels[0][:2] == ("3,507", "4,252") and labels[2][:2] == ("74", "100")
 
 
 def test_summary_of_a_missing_file_says_what_to_do() -> None:

@@ -12,7 +12,7 @@ from gputop_train.collect.cpu_room import cgroup_quota
 from gputop_train.samples import ProcSample
 from gputop_train.session import stats
 from gputop_train.session.model import Session
-from tests.test_advise import RUNG0, headline, ids, observe
+from tests.support.observations import RUNG0, headline, ids, observe
 
 CPU = stats.ModelFacts(cuda=False, autocast="off", param_dtype="float32", compiled=False)
 # The script on the loaded 2-core box: a Dataset sleeping 5 ms per item, no workers,

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from gputop_train.hook.knobs import Knob, KnobBoard
+from tests.support.cli import gputop
 from tests.support.paths import SCENARIOS
-from tests.test_cli_headless import gputop
 
 
 def test_a_change_for_a_later_step_waits_for_it_and_one_that_arrives_late_is_refused() -> None:

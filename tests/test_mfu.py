@@ -14,8 +14,8 @@ from gputop_train.advise import mfu
 from gputop_train.advise.mfu import efficiency
 from gputop_train.hook.kernel_profile import kernel_facts
 from gputop_train.session.workload import Workload
-from tests.test_advise import BF16_H100, FP32_H100
-from tests.test_advise import observe as observe_any
+from tests.support.observations import BF16_H100, FP32_H100
+from tests.support.observations import observe as observe_any
 
 torch = pytest.importorskip("torch")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "demos"))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -56,6 +57,7 @@ def test_each_rank_is_a_series_with_units_as_prometheus_names_them() -> None:
     # The straggler finding, as a labelled gauge: the headline marked.
     findings = samples(text, "gputop_train_finding")
     assert {dict(k)["finding"]: dict(k)["headline"] for k in findings} == {"ranks.straggler": "1"}
+    assert [dict(k)["rank"] for k in findings] == ["1"]  # the rank it names, for an alert
 
 
 def test_not_measured_is_no_sample_never_a_zero() -> None:
@@ -125,6 +127,13 @@ def test_job_label_is_the_script_name() -> None:
     assert job_name(["python", "demos/resnet.py", "--epochs", "1"]) == "resnet"
     assert job_name(["torchrun", "--nproc-per-node", "2", "train.py"]) == "train"
     assert job_name(["/usr/bin/accelerate", "launch"]) == "accelerate"
+
+
+def test_a_rendezvous_id_tells_two_jobs_of_one_script_apart_and_joins_one_jobs_nodes() -> None:
+    node = ["torchrun", "--nnodes", "2", "--node-rank", "{k}", "--rdzv-id", "4711", "train.py"]
+    names = {job_name([a.format(k=k) for a in node]) for k in (0, 1)}
+    assert names == {"train-4711"}  # both nodes of one job: one name
+    assert job_name(["torchrun", "--rdzv_id=4712", "train.py"]) == "train-4712"  # another job
 
 
 def test_the_dashboard_and_the_rules_use_only_metrics_that_exist() -> None:
@@ -235,7 +244,10 @@ def test_a_real_prometheus_scrapes_each_rank_of_a_torchrun_job(tmp_path: Path) -
         assert [a["rank"] for a in alerts] == ["1"]
     finally:
         server.terminate()
-        monitor.send_signal(2)  # Ctrl+C: the monitor stops the job and writes its summary
-        _, stderr = monitor.communicate(timeout=60)
+        # SIGTERM, as a scheduler stops it: passed on to torchrun, SIGKILL after its 30 s
+        # grace, so the end is bounded whatever torchrun's ranks do on a loaded box (one
+        # Ctrl+C there once took over 60 s; 3 s on a quiet one).
+        monitor.send_signal(signal.SIGTERM)
+        _, stderr = monitor.communicate(timeout=90)
         server.wait(timeout=30)
     assert f"Prometheus metrics at http://127.0.0.1:{exporter_port}/metrics" in stderr

@@ -30,6 +30,7 @@ from gputop_train.tui.panels.base import Panel, UiState
 from gputop_train.tui.widgets.live_text import LiveText
 from gputop_train.views import View, status_fields, view_of
 from tests.support.sessions import JOB_PID, scripted_session
+from tests.support.tui import app_under_test
 
 # -- Add a sampler: a class of the Sampler shape, one line in the list the Monitor runs ------
 
@@ -160,7 +161,7 @@ async def test_a_new_panel_is_one_class_and_one_line(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(layout, "TABS", [replace(overview, widgets=with_disk), *layout.TABS[1:]])
     session = scripted_session()
     session.apply(events.ReadingTaken("disk", {"free_bytes": 42}))
-    app = GputopApp(session.snapshot, job_pid=JOB_PID, auto_refresh=False)
+    app = app_under_test(session.snapshot)
     async with app.run_test(size=(100, 40)):
         assert app.query_one("#disk", LiveText).text.plain == "disk free 42 B"
 
@@ -170,7 +171,7 @@ async def test_a_new_panel_is_one_class_and_one_line(monkeypatch: pytest.MonkeyP
 
 async def test_the_newest_notice_reaches_the_log_after_five_hundred() -> None:
     session = scripted_session()
-    app = GputopApp(session.snapshot, job_pid=JOB_PID, auto_refresh=False)
+    app = app_under_test(session.snapshot)
     async with app.run_test(size=(80, 24)) as pilot:
         for n in range(500):
             session.apply(events.NoticeAdded(f"sampler error {n}"))

@@ -12,7 +12,8 @@ from textual.geometry import Region
 
 from gputop_train.tui import partial_updates, renderer_guard
 from gputop_train.tui.app import GputopApp
-from tests.support.sessions import JOB_PID, scripted_session
+from tests.support.sessions import scripted_session
+from tests.support.tui import app_under_test
 
 REGIONS = {Region(0, 0, 160, 3), Region(100, 20, 40, 2), Region(5, 40, 30, 1)}
 
@@ -34,7 +35,7 @@ def raise_error(*args: object) -> None:
 
 def app() -> GputopApp:
     session = scripted_session()
-    return GputopApp(session.snapshot, job_pid=JOB_PID, auto_refresh=False)
+    return app_under_test(session.snapshot)
 
 
 def notices(app: GputopApp) -> list[str]:

@@ -33,9 +33,9 @@ def test_a_process_cpu_is_na_until_a_whole_period_was_measured() -> None:
 
 def test_a_replay_shows_the_recorded_pid_not_na() -> None:
     snap = scripted_session().snapshot()
-    line = header(snap, None, paused=False, chart_window="60 s").plain
+    line = header(snap, None, paused=False).plain
     assert f"PID {JOB_PID}" in line and "PID N/A" not in line
-    assert "PID N/A" in header(Session().snapshot(), None, False, "60 s").plain
+    assert "PID N/A" in header(Session().snapshot(), None, False).plain
 
 
 def step_row(step: int, t: float) -> list:

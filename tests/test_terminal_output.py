@@ -21,12 +21,12 @@ from textual.strip import Strip
 
 from gputop_train.session.model import Snapshot
 from gputop_train.tui import partial_updates
-from gputop_train.tui.app import GputopApp
 from gputop_train.tui.partial_updates import TEXTUAL_RENDER_PARTIAL_UPDATE, render_strip
 from gputop_train.tui.renderer_guard import install_partial_updates, renderer_status
 from gputop_train.tui.widgets.chart import BrailleChart
 from gputop_train.tui.widgets.live_text import LiveText
-from tests.support.sessions import JOB_PID, scripted_session
+from tests.support.sessions import scripted_session
+from tests.support.tui import app_under_test
 
 RED = Style(color="red", bgcolor="grey11")
 
@@ -131,7 +131,7 @@ async def test_chart_areas_scroll_every_two_seconds_and_their_titles_every_tick(
         values = (*(float(v) for v in range(500, 1090, 10)), clock["latest"])
         return replace(snap, charts=replace(snap.charts, samples_per_s=values))
 
-    app = GputopApp(source, job_pid=JOB_PID, auto_refresh=False)
+    app = app_under_test(source)
     async with app.run_test(size=(160, 48)) as pilot:
         chart = app.query_one("#chart-throughput", BrailleChart)
 
@@ -166,7 +166,7 @@ async def test_rendering_only_the_touched_widgets_writes_what_textual_would() ->
         values = tuple(float(draw.randrange(500, 3000)) for _ in range(60))
         return replace(snap, charts=replace(snap.charts, samples_per_s=values))
 
-    app = GputopApp(source, job_pid=JOB_PID, auto_refresh=False)
+    app = app_under_test(source)
     async with app.run_test(size=(160, 48)) as pilot:
         await pilot.pause()
         compositor, console = app.screen._compositor, Console(color_system="truecolor")

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from gputop_train.advise import rules
 from gputop_train.session.workload import Workload
-from tests.test_advise import BF16_H100, headline, ids, observe
+from tests.support.observations import BF16_H100, headline, ids, observe
 
 EAGER = replace(BF16_H100, compiled=False)
 # An eager GPT whose kernels spend 45% of their time outside GEMMs and attention.

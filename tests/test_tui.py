@@ -20,18 +20,12 @@ from gputop_train.tui.knob_edit import KnobEditScreen
 from gputop_train.tui.panels import text as panels
 from gputop_train.tui.screens import HelpScreen, QuitScreen
 from gputop_train.tui.widgets.live_text import LiveText
-from tests.support.sessions import JOB_PID, scripted_recording, scripted_session
+from tests.support.sessions import scripted_recording, scripted_session
+from tests.support.tui import AskedControls, app_under_test
 
 
-def make_app(with_gpu: bool = True, requests: list | None = None) -> GputopApp:
-    session = scripted_session(with_gpu)
-
-    def request(name: str, value: object) -> str | None:
-        if requests is not None:
-            requests.append((name, value))
-        return None
-
-    return GputopApp(session.snapshot, job_pid=JOB_PID, auto_refresh=False, request_knob=request)
+def make_app(with_gpu: bool = True, controls: AskedControls | None = None) -> GputopApp:
+    return app_under_test(scripted_session(with_gpu).snapshot, controls=controls or AskedControls())
 
 
 def text_of(app: GputopApp, selector: str) -> str:
@@ -68,7 +62,7 @@ async def test_once_a_second_panels_wait_for_every_second_tick() -> None:
         asked_for_charts.append(points > 0)
         return session.snapshot(window_s, chart_window_s, points, phases)
 
-    app = GputopApp(source, job_pid=JOB_PID, auto_refresh=False)
+    app = app_under_test(source)
     async with app.run_test(size=(80, 24)) as pilot:
         session.apply(events.JobEnded(0, ()))
         app._tick()  # a fast tick
@@ -120,7 +114,7 @@ async def test_quit_can_be_cancelled() -> None:
 
 async def test_a_failed_job_keeps_the_app_open_with_its_exit_code_and_stderr() -> None:
     session = scripted_session()
-    app = GputopApp(session.snapshot, job_pid=JOB_PID, auto_refresh=False)
+    app = app_under_test(session.snapshot)
     async with app.run_test(size=(80, 24)) as pilot:
         session.apply(
             events.JobEnded(1, ("Traceback (most recent call last):", "ValueError: boom"))
@@ -160,8 +154,8 @@ def test_no_gpu_80x24(snap_compare) -> None:  # type: ignore[no-untyped-def]
 
 
 async def test_knobs_tab_flips_a_switch_and_edits_a_number_and_a_choice() -> None:
-    requests: list = []
-    app = make_app(requests=requests)
+    controls = AskedControls()
+    app = make_app(controls=controls)
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.press("4")  # the knob list takes the focus
         await pilot.press("enter")  # num_workers: a number opens the editor
@@ -170,7 +164,7 @@ async def test_knobs_tab_flips_a_switch_and_edits_a_number_and_a_choice() -> Non
         await pilot.press("down", "enter")  # pin_memory: a switch flips in place
         await pilot.press("down", "enter")  # input: a choice opens the list
         await pilot.press("down", "enter")
-    assert requests == [("num_workers", "16"), ("pin_memory", False), ("input", "gpu-resize")]
+    assert controls.asked == [("num_workers", "16"), ("pin_memory", False), ("input", "gpu-resize")]
 
 
 async def test_the_phase_table_shows_each_configuration_and_its_speedup() -> None:
@@ -187,12 +181,17 @@ def test_knobs_tab_100x30(snap_compare) -> None:  # type: ignore[no-untyped-def]
     assert snap_compare(make_app(), terminal_size=(100, 30), press=["4"])
 
 
-def replay_app(tmp_path: Path) -> GputopApp:
+def paused_replay(tmp_path: Path) -> ReplayController:
     recording = read(scripted_recording(tmp_path / "scripted.jsonl"))
     replay = ReplayController(recording, clock=lambda: 0.0)
     replay.playing = False
     replay.seek(recording.ended_at)
-    return GputopApp(replay.snapshot, replay=replay, auto_refresh=False)
+    return replay
+
+
+def replay_app(tmp_path: Path) -> GputopApp:
+    replay = paused_replay(tmp_path)
+    return app_under_test(replay.snapshot, timeline=replay)
 
 
 def test_replay_80x24(snap_compare, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -200,13 +199,14 @@ def test_replay_80x24(snap_compare, tmp_path: Path) -> None:  # type: ignore[no-
 
 
 async def test_replay_keys_move_the_cursor(tmp_path: Path) -> None:
-    app = replay_app(tmp_path)
+    replay = paused_replay(tmp_path)
+    app = app_under_test(replay.snapshot, timeline=replay)
     async with app.run_test(size=(80, 24)) as pilot:
-        end = app._replay.cursor
+        end = replay.cursor
         await pilot.press("left")
-        assert app._replay.cursor == pytest.approx(end - 10.0)
+        assert replay.cursor == pytest.approx(end - 10.0)
         await pilot.press("space", "plus")
-        assert app._replay.playing and app._replay.speed == 2.0
+        assert replay.playing and replay.speed == 2.0
         assert "REPLAY" in text_of(app, "#header")
 
 
@@ -234,7 +234,7 @@ def test_ranks_and_gpus_of_a_torchrun_job_are_named() -> None:
         )
     )
     snap = session.snapshot()
-    assert "2× NVIDIA H200" in panels.header(snap, launcher, False, "1 min").plain
+    assert "2× NVIDIA H200" in panels.header(snap, launcher, False).plain
     lines = panels.process_table(snap).plain.splitlines()[1:]
     assert [line.split()[:3] for line in lines] == [
         ["701", "rank", "0"],

@@ -7,7 +7,7 @@ import random
 from rich.text import Text
 from textual.app import App, ComposeResult
 
-from gputop_train.tui.widgets.chart import BrailleChart, braille_rows
+from gputop_train.tui.widgets.chart import BrailleChart, ChartLabel, braille_rows
 from gputop_train.tui.widgets.live_text import LiveText
 
 _DOTS = ((0x01, 0x02, 0x04, 0x40), (0x08, 0x10, 0x20, 0x80))
@@ -172,7 +172,7 @@ async def test_a_chart_takes_a_new_theme_without_new_data() -> None:
     app = OneChart()
     async with app.run_test(size=(40, 6)) as pilot:
         chart = app.query_one(BrailleChart)
-        chart.update_series([50.0] * 40, 100.0, "50")
+        chart.update_series([50.0] * 40, 100.0, ChartLabel("50", "100", "1 min"))
         await pilot.pause()
         before = next(iter(chart.render_line(0))).style
         app.theme = "textual-light" if app.theme != "textual-light" else "textual-dark"

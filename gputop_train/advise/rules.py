@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .. import format as fmt
@@ -112,6 +112,7 @@ class Finding:
     gain: float  # estimated speed-up factor, for ranking
     changes: tuple[Change, ...] = ()  # best first; empty: no knob can carry the action
     rules_out: tuple[str, ...] = field(default=())  # roles the evidence says will not help
+    rank: int | None = None  # the rank it names (a straggler), for a per-rank alert or panel
 
     @property
     def score(self) -> float:
@@ -814,6 +815,7 @@ def straggler(o: Observation) -> Finding | None:
         f"up to {gain:.1f}x",
         0.7,
         gain,
+        rank=rank.who.rank,
     )
 
 
@@ -1026,6 +1028,7 @@ def _comm_straggler(lag: stragglers.Lag, o: Observation) -> Finding:
         f"up to {gain:.1f}x" if lag.chronic else None,
         0.7,
         max(gain, 1.01),
+        rank=lag.rank.who.rank,
     )
 
 
@@ -1085,4 +1088,29 @@ def findings(o: Observation | None) -> list[Finding]:
     if o is None or (o.steps.steps == 0 and o.data_wait_source != "py-spy"):
         return []
     fired = [f for f in (rule(o) for rule in RULES) if f is not None]
+    fired = [_seen_from_one_node(f, o) for f in fired]
     return sorted(fired, key=lambda f: f.score, reverse=True)
+
+
+# A node's monitor that sees some of a job's ranks cannot tell an input-bound job from a node
+# whose input is a straggler: the other nodes' ranks may wait less. Its input findings say so
+# and count for less (a weighting, not a measurement: the joined view is Prometheus's).
+PARTIAL_VIEW_CONFIDENCE = 0.6
+
+
+def _seen_from_one_node(finding: Finding, o: Observation) -> Finding:
+    """An input finding of a monitor that sees fewer ranks than the job has, with that caveat."""
+    seen = max(len(o.ranks), 1)
+    if not finding.id.startswith("input.") or not o.world_size or o.world_size <= seen:
+        return finding
+    caveat = (
+        f"this monitor sees {seen} of the job's {o.world_size} ranks (WORLD_SIZE; hook): "
+        "the other nodes' ranks may wait less"
+    )
+    return replace(
+        finding,
+        evidence=(*finding.evidence, caveat),
+        action=finding.action + "; first compare the other nodes' data-wait (Prometheus joins "
+        "them; GputopTrainStraggler): where they wait less, this node's input is a straggler",
+        confidence=finding.confidence * PARTIAL_VIEW_CONFIDENCE,
+    )

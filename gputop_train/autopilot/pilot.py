@@ -197,7 +197,7 @@ class Pilot:
         elif self._clock() - self._started > self._budget_s:
             self._finish(f"the budget of {self._budget_s / 60:g} min is spent")
         else:
-            if self._tries and not self._tries_checked and _knobs_known(snap):
+            if self._tries and not self._tries_checked and knobs_known(snap):
                 self._check_tries(snap)
                 if not self._tries:
                     self._finish(self._survey_outcome())
@@ -506,7 +506,7 @@ def _value_of(snap: Snapshot, name: str) -> Any:
     return next((k.value for k in snap.knobs if k.name == name), None)
 
 
-def _knobs_known(snap: Snapshot) -> bool:
+def knobs_known(snap: Snapshot) -> bool:
     """The job's knobs are all advertised: the hook's built-in ones come after the first
     optimizer step (with a hook that has none, its declared ones by the third)."""
     return any(knob.builtin for knob in snap.knobs) or snap.total_steps >= 3
@@ -524,6 +524,20 @@ def _problem(knobs: dict[str, KnobState], name: str, value: Any) -> str | None:
     except ValueError as error:
         return str(error)
     return None
+
+
+def schedule_problems(snap: Snapshot, schedule: Sequence[tuple[int, dict[str, str]]]) -> list[str]:
+    """Each --schedule entry this job's knobs refuse, with the knobs it has: said as soon as
+    they are known, not at the entry's step (which may be hours in)."""
+    knobs = {knob.name: knob for knob in snap.knobs}
+    problems = [
+        f"--schedule step {step}: {problem}"
+        for step, settings in schedule
+        for problem in filter(None, (_problem(knobs, n, v) for n, v in settings.items()))
+    ]
+    if problems:
+        problems[-1] += f" (this job's knobs: {describe_knobs(snap.knobs)})"
+    return problems
 
 
 def _label(settings: tuple[tuple[str, Any], ...]) -> str:

@@ -213,6 +213,8 @@ def _start_monitor(
     monitor.start()
     if args.autopilot or args.tries:
         monitor.start_pilot(args.tries, budget_s=60.0 * args.autopilot_budget)
+    if getattr(args, "schedule", None):
+        monitor.check_schedule(args.schedule)
     return monitor
 
 
@@ -271,22 +273,19 @@ def _run_tui(
 ) -> int:
     """``log`` is the job's output: its log when we launched it; when attached, the file its
     stdout points at, if it is one."""
-    from ..tui.app import GputopApp
+    from ..tui.app import create_app
+    from ..tui.boundary import AppOptions
 
     job_watch = _watch_job_end(job, monitor, LogTail(log.path) if log is not None else None)
-    app = GputopApp(
-        session.snapshot,
+    options = AppOptions(
         job_pid=job.pid,
         log=log,
         refresh_s=max(0.1, args.refresh),
         window_s=args.window,
         screenshot_dir=str(files.log.parent),
-        request_knob=monitor.request_knob,
-        scan_syncs=monitor.scan_syncs,
-        toggle_autopilot=monitor.toggle_autopilot,
         job_owned=job.owned,
-        dump_stall=monitor.dump_stall,
     )
+    app = create_app(session.snapshot, options, controls=monitor)
     # An SSH drop (SIGHUP) ends the monitor, never the job (its own session); a SIGTERM
     # (``timeout``, a scheduler) is passed on to a job we started, as torchrun does.
     signal.signal(signal.SIGHUP, lambda signum, frame: app.exit("leave"))
@@ -317,16 +316,15 @@ def _run_tui(
 def _watch_job_end(job: Job, monitor: Monitor, log: LogTail | None) -> threading.Thread:
     """In a thread: when the job exits, collect its last frames and mark the session."""
 
+    def last_output() -> tuple[str, ...]:
+        if log is None:
+            return ()
+        log.read_new()
+        return tuple(log.last(20))
+
     def wait() -> None:
         code = job.wait()
-        ended_at = time.time()  # the drain's seconds are not the job's
-        monitor.drain(3.0)
-        tail: tuple[str, ...] = ()
-        if log is not None:
-            log.read_new()
-            tail = log.last(20)
-        monitor.session.apply(events.JobEnded(code, tail, at=ended_at))
-        monitor.forget_sockets()
+        monitor.close_job(code, time.time(), last_output)  # the drain's seconds are not the job's
 
     thread = threading.Thread(target=wait, name="gputop-train-job", daemon=True)
     thread.start()

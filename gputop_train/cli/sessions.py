@@ -103,10 +103,10 @@ def print_summary(recording: Recording, output: str, write: bool = False) -> int
 
 def run_replay(recording: Recording) -> int:
     from ..record.replay import ReplayController
-    from ..tui.app import GputopApp
+    from ..tui.app import create_app
 
     controller = ReplayController(recording)
-    GputopApp(controller.snapshot, replay=controller).run()
+    create_app(controller.snapshot, timeline=controller).run()
     return 0
 
 

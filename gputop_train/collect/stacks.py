@@ -19,7 +19,7 @@ from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
-from .. import events
+from .. import events, wire
 from ..samples import CATEGORIES, DATA_WAIT, STACK_WINDOW_S, StackShares
 from .base import COSTLY, SamplerUnavailable, Sink
 
@@ -124,7 +124,7 @@ class StackSampler:
             if stop is not None and stop.is_set():
                 return None
             if code != 0 and not output.exists():
-                if not _is_running(self.pid):
+                if not wire.process_exists(self.pid):
                     return None  # the job ended during the window
                 raise StacksUnavailable(self._explain(error))
             shares = classify(output.read_text()) if output.exists() else None
@@ -180,7 +180,7 @@ class StackSampler:
             )
         if "python version" in error or "python interpreter" in error.lower():
             return f"PID {pid} is not a Python process that py-spy can read"
-        if not _is_running(pid):
+        if not wire.process_exists(pid):
             return f"PID {pid} ended"
         first = next((line for line in error.splitlines() if line.strip()), "no output")
         return f"py-spy failed on PID {pid}: {first.strip()}"
@@ -201,16 +201,6 @@ def may_trace_others(status: str = "/proc/self/status") -> bool:
     except (OSError, ValueError, IndexError):
         pass
     return False
-
-
-def _is_running(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # it exists, and is another user's
-    return True
 
 
 class StackSampling:

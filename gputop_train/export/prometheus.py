@@ -52,11 +52,25 @@ def parse_address(text: str) -> tuple[str, int]:
 
 def job_name(command: Sequence[str]) -> str:
     """The ``train_job`` label: the script's name (``resnet`` for ``python resnet.py``), else
-    the command's."""
-    for arg in command:
-        if arg.endswith(".py"):
-            return Path(arg).stem
-    return Path(command[0]).name if command else "job"
+    the command's; with torchrun's ``--rdzv-id`` (a cluster's job id, the same on every node),
+    ``train-JOBID``: two jobs of one script are told apart, one job's nodes still join."""
+    name = next(
+        (Path(arg).stem for arg in command if arg.endswith(".py")),
+        Path(command[0]).name if command else "job",
+    )
+    rendezvous = _option(command, "--rdzv-id", "--rdzv_id")
+    return f"{name}-{rendezvous}" if rendezvous else name
+
+
+def _option(command: Sequence[str], *names: str) -> str | None:
+    """The value of the first of ``names`` given as ``--name VALUE`` or ``--name=VALUE``."""
+    for index, arg in enumerate(command):
+        for name in names:
+            if arg == name and index + 1 < len(command):
+                return command[index + 1]
+            if arg.startswith(name + "="):
+                return arg.split("=", 1)[1]
+    return None
 
 
 @dataclass
@@ -238,11 +252,12 @@ class JobCollector(Collector):
         _add(syncs, labels, observation.syncs_per_step if observation else None)
         finding = _gauge(
             "finding",
-            "1 for each finding in force; headline=1 marks the first",
-            (*JOB_LABELS, "finding", "headline"),
+            "1 for each finding in force; headline=1 marks the first; rank: the rank it names",
+            (*JOB_LABELS, "finding", "headline", "rank"),
         )
         for index, found in enumerate(view.findings):
-            finding.add_metric([*labels, found.id, "1" if index == 0 else "0"], 1.0)
+            named = [found.id, "1" if index == 0 else "0", _label(found.rank)]
+            finding.add_metric([*labels, *named], 1.0)
         exit_code = _gauge("job_exit_code", "the job's exit status, once it ended", JOB_LABELS)
         if not snap.job.running:
             _add(exit_code, labels, snap.job.exit_code)

@@ -779,10 +779,5 @@ def _env_int(name: str) -> int | None:
 
 
 def _monitor_alive() -> bool:
-    try:
-        os.kill(int(os.environ[wire.MONITOR_PID_ENV]), 0)
-    except (KeyError, ValueError, ProcessLookupError):
-        return False
-    except PermissionError:
-        return True
-    return True
+    pid = _env_int(wire.MONITOR_PID_ENV)
+    return pid is not None and wire.process_exists(pid)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import wire
-from .launched import STOP_GRACE_S
+from .stop_ladder import climb
 
 # A process that is not our child cannot be waited for: its state is polled.
 POLL_S = 0.25
@@ -58,18 +58,21 @@ class AttachedJob:
         return "nothing (attached: the job runs on)"
 
     def stop(self) -> None:
-        """SIGINT (as Ctrl+C), then SIGTERM, then SIGKILL, to this process alone."""
-        for signum, grace_s in zip((signal.SIGINT, signal.SIGTERM), STOP_GRACE_S, strict=True):
+        """The stop ladder (stop_ladder.py), to this process alone."""
+
+        def send(signum: int) -> None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.pid, signum)
-                os.kill(self.pid, signal.SIGCONT)  # a stopped job runs its handlers
-            deadline = time.monotonic() + grace_s
+                if signum != signal.SIGKILL:
+                    os.kill(self.pid, signal.SIGCONT)  # a stopped job runs its handlers
+
+        def ended_within(seconds: float) -> bool:
+            deadline = time.monotonic() + seconds
             while self.running() and time.monotonic() < deadline:
                 time.sleep(POLL_S)
-            if not self.running():
-                return
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(self.pid, signal.SIGKILL)
+            return not self.running()
+
+        climb(send, ended_within)
 
 
 def find_job(pid: int, psutil_module: Any = None) -> tuple[AttachedJob, list[str], bool]:

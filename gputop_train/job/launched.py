@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from .. import wire
+from .stop_ladder import climb
 
 BOOT_DIR = Path(__file__).resolve().parent.parent / "hook" / "boot"
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent.parent
@@ -133,23 +134,22 @@ def exit_status(returncode: int) -> int:
 
 # How long the job's last output may take to reach the log once the job has exited.
 RELAY_DRAIN_S = 5.0
-# How long a job gets to finish after Ctrl+C, then after SIGTERM, before SIGKILL.
-STOP_GRACE_S = (10.0, 5.0)
 # After a SIGTERM passed on from ours (``timeout``, a scheduler), as torchrun's agent does for
 # its workers: 30 s to save and exit, then SIGKILL.
 TERMINATE_GRACE_S = 30.0
 
 
 def stop_job(job: subprocess.Popen[bytes]) -> None:
-    """Ask nicely (SIGINT, as Ctrl+C would), then firmly (SIGTERM), then SIGKILL."""
-    for signum, grace_s in zip((signal.SIGINT, signal.SIGTERM), STOP_GRACE_S, strict=True):
-        signal_job(job, signum)
+    """The stop ladder (stop_ladder.py) on the job's whole process group."""
+
+    def ended_within(seconds: float) -> bool:
         try:
-            job.wait(timeout=grace_s)
-            return
+            job.wait(timeout=seconds)
         except subprocess.TimeoutExpired:
-            continue
-    signal_job(job, signal.SIGKILL)
+            return False
+        return True
+
+    climb(lambda signum: signal_job(job, signum), ended_within)
     job.wait()
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import events, wire
-from ..autopilot.pilot import DEFAULT_BUDGET_S, Pilot
+from ..autopilot.pilot import DEFAULT_BUDGET_S, Pilot, knobs_known, schedule_problems
 from ..collect.base import COSTLY, Sampler, SamplerUnavailable
 from ..collect.nvml import GpuSampling
 from ..collect.procs import ProcessSampler, ProcessSampling
@@ -26,6 +26,11 @@ from ..session.phases import describe_knobs
 from ..views import finding_dict, view_of
 from .hook_client import HookClient
 from .stall import StallWatch
+
+# After the job exits, how long to wait for its hook's last frames (a goodbye ends it sooner).
+JOB_END_DRAIN_S = 3.0
+# How often a --schedule waits for the job's knobs to be known (the first step's built-ins).
+SCHEDULE_CHECK_PERIOD_S = 0.5
 
 FINDINGS_PERIOD_S = 5.0
 PILOT_PERIOD_S = 1.0
@@ -143,7 +148,7 @@ class Monitor:
             directory = wire.runtime_dir(create=False)
             for pid in self.session.hooked_pids() | {self.root_pid}:
                 path = wire.socket_path(pid, directory)
-                if path.exists() and not _alive(pid):
+                if path.exists() and not wire.process_exists(pid):
                     path.unlink()
 
     def scan_syncs(self) -> str:
@@ -189,6 +194,36 @@ class Monitor:
         for thread in self._threads:
             thread.join(timeout=2.0)
         self.client.close()
+
+    def check_schedule(self, schedule: Sequence[tuple[int, dict[str, str]]]) -> None:
+        """Say at once, in the Log and headless notes, which --schedule entries the job's
+        knobs refuse (the hook refuses them again at their step)."""
+
+        def check() -> None:
+            while not self._stop.wait(SCHEDULE_CHECK_PERIOD_S):
+                snap = self.session.snapshot()
+                if not snap.job.running:
+                    return
+                if knobs_known(snap):
+                    for problem in schedule_problems(snap, schedule):
+                        self.session.apply(events.NoticeAdded(problem))
+                    return
+
+        self._spawn("schedule-check", check)
+
+    def close_job(
+        self,
+        exit_code: int | None,
+        ended_at: float,
+        read_output: Callable[[], Sequence[str]] = tuple,
+    ) -> None:
+        """The job exited: read its hook's last frames, then its last output (``read_output``:
+        the lines to keep with the end), mark the session, and remove the sockets its killed
+        processes left. The TUI's and headless's one way to end a job's session."""
+        self.drain(JOB_END_DRAIN_S)
+        tail = tuple(read_output())
+        self.session.apply(events.JobEnded(exit_code, tail, at=ended_at))
+        self.forget_sockets()
 
     def drain(self, seconds: float) -> None:
         """Keep reading hook frames for a moment after the job ended (its last steps)."""
@@ -257,13 +292,3 @@ class Monitor:
             except Exception as error:
                 self.session.apply(events.NoticeAdded(f"hook client error: {error!r}"))
                 self._stop.wait(0.5)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

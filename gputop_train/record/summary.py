@@ -19,6 +19,7 @@ from ..views import (
     steps_text,
     trial_rows,
     view_of,
+    warmup_caption,
 )
 from .files import describe_os_error, write_private
 
@@ -106,7 +107,7 @@ def markdown(summary: dict[str, Any], chart_name: str | None = None) -> str:
         "",
         "## Phases",
         "",
-        "Warm-up (first 5 steps and first 3 s of each phase) excluded.",
+        warmup_caption().capitalize() + ".",
         "",
         "| " + " | ".join((*PHASE_COLUMNS, "headline finding")) + " |",
         "|---|---|" + "---:|" * (len(PHASE_COLUMNS) - 2) + "---|",

@@ -45,6 +45,7 @@ class HookedProcess:
     host: str | None
     connected: bool
     local_rank: int | None = None
+    world_size: int | None = None
 
 
 @dataclass(frozen=True)
@@ -199,6 +200,7 @@ class Session:
             host=item.host,
             connected=True,
             local_rank=item.local_rank,
+            world_size=item.world_size,
         )
         with self._lock:
             self._hooked[item.pid] = process
@@ -419,9 +421,21 @@ class Session:
             return self._primary_pid_locked()
 
     def _primary_pid_locked(self) -> int | None:
-        if not self._hooked:
+        current = self._current_locked()
+        if not current:
             return None
-        return min(self._hooked.values(), key=lambda p: (p.rank is None, p.rank or 0, p.pid)).pid
+        return min(current, key=lambda p: (p.rank is None, p.rank or 0, p.pid)).pid
+
+    def _current_locked(self) -> list[HookedProcess]:
+        """The hooked processes less those a restart replaced: a rank whose process is gone
+        once a later hello names the same rank (torchrun --max-restarts), so that the new
+        rank 0 leads and the dead ones' figures do not stand beside the new ones'."""
+        newest = {p.rank: p.pid for p in self._hooked.values() if p.rank is not None}
+        return [
+            p
+            for p in self._hooked.values()
+            if p.rank is None or p.connected or newest[p.rank] == p.pid
+        ]
 
     def gpu_ticks(self) -> list[tuple[GpuSample, ...]]:
         with self._lock:
@@ -493,7 +507,7 @@ class Session:
                 job=self._job,
                 gpu_names=self._gpu_names,
                 nvml_error=self._nvml_error,
-                hooked=tuple(self._hooked.values()),
+                hooked=tuple(self._current_locked()),
                 # The job's steps: the primary process's own counter (every rank of a DDP
                 # job takes the same steps), which also counts steps before a late connect.
                 total_steps=self._last_step.get(primary, 0) if primary is not None else 0,
@@ -591,6 +605,7 @@ class Session:
             facts=self._facts,
             stacks=self._stacks,
             hooked=len(self._hooked),
+            world_size=max((p.world_size or 0 for p in self._hooked.values()), default=0) or None,
             gpu_names=self._gpu_names,
             cpu_count=self.cpu_count,
             rank_stats=self._rank_stats,
@@ -612,7 +627,7 @@ class Session:
             steps,
             [
                 stats.RankIdentity(p.pid, p.rank, p.local_rank, p.host)
-                for p in self._hooked.values()
+                for p in self._current_locked()
             ],
             self._last_step,
             self._samples_by_pid,

@@ -39,6 +39,7 @@ class Series:
     facts: Mapping[str, Sequence[tuple[float, dict[str, Any]]]]  # kind -> (seen, frame)
     stacks: tuple[float, StackShares] | None  # when seen, py-spy's latest window
     hooked: int  # how many processes are hooked
+    world_size: int | None  # the job's ranks, as the hooks' WORLD_SIZE says; None: unknown
     gpu_names: tuple[str | None, ...]
     cpu_count: int | None
     # Per hooked process, its figures over some steps (the session's, for its identities).
@@ -136,6 +137,7 @@ def observe(
         wait_source = "py-spy"
     return stats.Observation(
         ranks=series.rank_stats(steps) if series.hooked > 1 else (),
+        world_size=series.world_size,
         steps=step_stats,
         gpu=stats.gpu_stats(gpu_ticks),
         gpu_clocks=gpu_clocks(gpu_ticks),

@@ -308,6 +308,7 @@ class Observation:
     window_s: float | None = None  # the seconds of steps the window covers
     # Each rank's own figures when the job has several hooked processes (torchrun); else ().
     ranks: tuple[RankStats, ...] = ()
+    world_size: int | None = None  # the job's ranks on every node (WORLD_SIZE); None: unknown
     # Every process of the job together (% of one core, psutil), and the cores the job may
     # use (affinity, cgroup quota); None where not measured.
     job_cpu_pct: float | None = None

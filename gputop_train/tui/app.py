@@ -1,4 +1,5 @@
-"""The dashboard app. It takes its data source in the constructor, so tests hand it fakes.
+"""The dashboard app. ``create_app`` builds it from a snapshot source, the controls of a live
+job or a replay's timeline, and its options (tui/boundary.py): tests hand it fakes.
 
 A worker thread takes a snapshot and builds its view every --refresh period, off the UI
 thread, and posts ``SnapshotTaken``; the app hands the latest view to each panel whose tier is
@@ -9,8 +10,7 @@ psutil or socket code runs here.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
 from textual import work
 from textual.actions import SkipAction
@@ -19,14 +19,12 @@ from textual.binding import Binding
 from textual.widgets import Footer, TabbedContent, TabPane
 
 from .. import format as fmt
-from .. import wire
-from ..job.log import LogTail
-from ..record.replay import ReplayController
 from ..session.model import Snapshot
 from ..views import View, view_of
 from . import layout
+from .boundary import AppOptions, JobControls, SnapshotSource, Timeline
 from .knob_edit import KnobEditScreen
-from .messages import ApplyKnob, SnapshotTaken
+from .messages import ApplyKnob, KnobAnswered, SnapshotTaken
 from .panels.base import FAST, Panel, UiState
 from .panels.knobs import KnobsPanel
 from .panels.overview import HeaderPanel
@@ -36,18 +34,9 @@ from .screens import HelpScreen, QuitScreen
 CHART_WINDOWS_S = (60.0, 300.0, 1800.0)
 # One bucket per second at the 1-minute window: charts move once a second.
 CHART_POINTS = 60
-# One redraw per frame the hook sends (2 Hz): fresh enough to watch a step-time change,
-# cheap over SSH; a faster redraw would draw the same figures again.
-DEFAULT_REFRESH_S = wire.SEND_PERIOD_S
 # Processes are sampled, chart buckets close and the header's clock moves once a second: the
 # panels of that data (tier SLOW) are redrawn together in one frame a second.
 SLOW_PANELS_S = 1.0
-
-
-class SnapshotSource(Protocol):
-    def __call__(
-        self, window_s: float, chart_window_s: float, chart_points: int, with_phases: bool
-    ) -> Snapshot: ...
 
 
 class GputopApp(App[str]):
@@ -88,37 +77,22 @@ class GputopApp(App[str]):
     def __init__(
         self,
         source: SnapshotSource,
-        job_pid: int | None = None,
-        log: LogTail | None = None,
-        refresh_s: float = DEFAULT_REFRESH_S,
-        window_s: float = 10.0,
-        auto_refresh: bool = True,
-        screenshot_dir: str | None = None,
-        request_knob: Callable[[str, Any], str | None] | None = None,
-        scan_syncs: Callable[[], str] | None = None,
-        replay: ReplayController | None = None,
-        toggle_autopilot: Callable[[], str] | None = None,
-        job_owned: bool = True,
-        dump_stall: Callable[[], str] | None = None,
+        options: AppOptions,
+        controls: JobControls | None = None,
+        timeline: Timeline | None = None,
     ) -> None:
+        """Built through ``create_app``."""
         super().__init__()
         install_partial_updates()
         self._source = source
-        self._job_pid = job_pid
-        self.job_log = log
-        self._refresh_s = refresh_s
-        self._window_s = window_s
-        self._auto_refresh = auto_refresh
-        self._screenshot_dir = screenshot_dir
-        self._request_knob = request_knob
-        self._scan_syncs = scan_syncs
-        self._replay = replay
-        self._toggle_autopilot = toggle_autopilot
-        self._dump_stall = dump_stall
-        self._job_owned = job_owned
+        self._options = options
+        self._controls = controls
+        self._timeline = timeline
+        self._job_pid = options.job_pid
+        self.job_log = options.log
         self._chart_window_index = 0
         self._ticks = 0
-        self._slow_every = max(1, round(SLOW_PANELS_S / refresh_s))
+        self._slow_every = max(1, round(SLOW_PANELS_S / options.refresh_s))
         self._active_tab = "overview"
         self._panels: list[Panel] = []
         self._pending: tuple[View, bool] | None = None  # the latest view not drawn yet
@@ -147,7 +121,7 @@ class GputopApp(App[str]):
                     widget.tab = pane.id
         self._panels = [w for w in self.query("*") if isinstance(w, Panel)]
         self.refresh_data()
-        if self._auto_refresh:
+        if self._options.auto_refresh:
             self._feed()
 
     def on_unmount(self) -> None:
@@ -161,7 +135,7 @@ class GputopApp(App[str]):
 
     @work(thread=True, exclusive=True, group="feed")
     def _feed(self) -> None:
-        while not self._stop_feed.wait(self._refresh_s):
+        while not self._stop_feed.wait(self._options.refresh_s):
             if self.paused:
                 continue
             self._ticks += 1
@@ -190,7 +164,7 @@ class GputopApp(App[str]):
         charts = slow and any(p.NEEDS_CHARTS for p in shown)
         phases = any(p.NEEDS_PHASES for p in shown)
         points = CHART_POINTS if charts else 0
-        return view_of(self._source(self._window_s, self.chart_window_s, points, phases))
+        return view_of(self._source(self._options.window_s, self.chart_window_s, points, phases))
 
     def _apply(self, view: View, slow: bool) -> None:
         self.last_view = view
@@ -217,7 +191,7 @@ class GputopApp(App[str]):
         self.refresh_data(slow_panels=self._ticks % self._slow_every == 0)
 
     def _replay_status(self) -> str | None:
-        replay = self._replay
+        replay = self._timeline
         if replay is None:
             return None
         at = replay.cursor - replay.recording.started_at
@@ -260,21 +234,24 @@ class GputopApp(App[str]):
         self.push_screen(KnobEditScreen(knob), chosen)
 
     def _request(self, name: str, value: Any) -> None:
-        if self._request_knob is None:
+        if self._controls is None:
             self.notify("knobs cannot be changed here (replay or no job)", severity="warning")
             return
-        error = self._request_knob(name, value)
-        if error:
-            self.notify(error, severity="error")
+        self.post_message(KnobAnswered(name, value, self._controls.request_knob(name, value)))
+
+    def on_knob_answered(self, message: KnobAnswered) -> None:
+        """The job's answer to a knob change: queued for the next step boundary, or why not."""
+        if message.error:
+            self.notify(message.error, severity="error")
         else:
-            self.notify(f"{name} → {value}: applies at the next step boundary")
+            self.notify(f"{message.name} → {message.value}: applies at the next step boundary")
         self.refresh_data()
 
     # -- actions --------------------------------------------------------------------------
 
     def action_replay(self, move: str) -> None:
         """The replay's time cursor: play/pause, seek, speed (keys do nothing live)."""
-        replay = self._replay
+        replay = self._timeline
         if replay is None or self.screen is not self.screen_stack[0]:
             raise SkipAction()  # live, or a dialog is open: the key is theirs
         recording = replay.recording
@@ -293,38 +270,38 @@ class GputopApp(App[str]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Replay's keys only in a replay (hidden live); a live job's only live."""
         if action == "replay":
-            return self._replay is not None
+            return self._timeline is not None
         if action in self.LIVE_ONLY:
-            return self._replay is None
+            return self._timeline is None
         if action == "toggle_pause":  # a replay pauses with space
-            return self._replay is None
+            return self._timeline is None
         return True
 
     def action_scan_syncs(self) -> None:
         """Count host-device syncs on the next step, with their file:line."""
-        if self._scan_syncs is None:
+        if self._controls is None:
             self.notify("no running job to scan", severity="warning")
             return
-        self.notify(self._scan_syncs())
+        self.notify(self._controls.scan_syncs())
 
     def action_dump_stall(self) -> None:
         """Write each rank's Python stacks and the collective it waits in (docs/ranks.md)."""
-        if self._dump_stall is None:
+        if self._controls is None:
             self.notify("no running job to dump", severity="warning")
             return
-        self.notify(self._dump_stall())
+        self.notify(self._controls.dump_stall())
 
     def action_toggle_autopilot(self) -> None:
         """Start the autopilot, or stop it keeping the settings in force."""
-        if self._toggle_autopilot is None:
+        if self._controls is None:
             self.notify("the autopilot needs a running job with knobs", severity="warning")
             return
-        self.notify(self._toggle_autopilot())
+        self.notify(self._controls.toggle_autopilot())
         self.refresh_data()
 
     def action_save_svg(self) -> None:
         """Save the screen as SVG (next to the job's log), to share what you see."""
-        path = self.save_screenshot(path=self._screenshot_dir)
+        path = self.save_screenshot(path=self._options.screenshot_dir)
         self.notify(f"screenshot saved: {path}")
 
     def action_help(self) -> None:
@@ -366,7 +343,7 @@ class GputopApp(App[str]):
             if choice in ("stop", "leave"):
                 self.exit(choice)
 
-        self.push_screen(QuitScreen(self._job_pid, self._job_owned), decided)
+        self.push_screen(QuitScreen(self._job_pid, self._options.job_owned), decided)
 
     def action_interrupt(self) -> None:
         """Ctrl+C: the quit question; a second one, in the question, leaves the job running
@@ -382,3 +359,16 @@ class GputopApp(App[str]):
 
     def action_help_quit(self) -> None:
         self.action_quit_app()
+
+
+def create_app(
+    source: SnapshotSource,
+    options: AppOptions | None = None,
+    controls: JobControls | None = None,
+    timeline: Timeline | None = None,
+) -> GputopApp:
+    """The one way to build the app: a live job brings its controls, a replay its timeline
+    (never both: a replay's knobs cannot be turned)."""
+    if controls is not None and timeline is not None:
+        raise ValueError("a live job's controls and a replay's timeline are exclusive")
+    return GputopApp(source, options or AppOptions(), controls, timeline)

@@ -17,3 +17,12 @@ class ApplyKnob(Message):
     def __init__(self, knob: Any) -> None:
         super().__init__()
         self.knob = knob
+
+
+class KnobAnswered(Message):
+    """The job answered a knob change: ``error`` is None when it is queued for the next step
+    boundary, else why it was refused."""
+
+    def __init__(self, name: str, value: Any, error: str | None) -> None:
+        super().__init__()
+        self.name, self.value, self.error = name, value, error

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from gputop_train.advise import rules
 from gputop_train.session.stats import GpuStats, ModelFacts, Observation, StepStats
 
 GiB = 2**30
@@ -18,6 +19,24 @@ BF16_H100 = ModelFacts(
     compiled=True,
 )
 FP32_H100 = replace(BF16_H100, autocast="off", channels_last=False, compiled=False)
+# The playbook's rung 0 as the monitor sees it on the H100 (docs/benchmarks.md has the runs):
+# no workers, float 224-pixel batches, fp32.
+RUNG0 = dict(
+    step_data_wait_pct=75.0,
+    step_gpu_time_pct=27.0,
+    gpu_sm_active_pct=11.0,
+    gpu_util_pct=16.0,
+    gpu_tensor_active_pct=1.0,
+    gpu_mem_used_bytes=3 * GiB,
+    workers=0,
+    worker_cpu_pct=None,
+    main_cpu_pct=100.0,
+    batch_dtype="torch.float32",
+    batch_shape=(32, 3, 224, 224),
+    batch_bytes=19 * 2**20,
+    pin_memory=False,
+    model=FP32_H100,
+)
 
 
 def observe(**changes: object) -> Observation:
@@ -53,3 +72,12 @@ def observe(**changes: object) -> Observation:
     return replace(
         base, steps=replace(steps, **step_changes), gpu=replace(gpu, **gpu_changes), **other
     )
+
+
+def ids(o: Observation) -> list[str]:
+    """The findings' ids, best first."""
+    return [f.id for f in rules.findings(o)]
+
+
+def headline(o: Observation) -> rules.Finding:
+    return rules.findings(o)[0]

@@ -12,7 +12,7 @@ from ... import format as fmt
 from ...samples import GpuSample
 from ...session.series import ChartSeries
 from ...views import View
-from ..widgets.chart import BrailleChart
+from ..widgets.chart import BrailleChart, ChartLabel
 from ..widgets.live_text import LiveText
 from . import text
 from .base import SLOW, Panel, UiState
@@ -24,7 +24,9 @@ class HeaderPanel(LiveText, Panel):
     TIER = SLOW
 
     def show_view(self, view: View, ui: UiState) -> None:
-        self.show(text.header(view.snap, ui.job_pid, ui.paused, ui.chart_window, ui.replay_status))
+        self.show(
+            text.header(view.snap, ui.job_pid, ui.paused, ui.replay_status, width=self.size.width)
+        )
 
 
 class StepsPanel(LiveText, Panel):
@@ -111,20 +113,20 @@ class ChartsPanel(Grid, Panel):
         self.query_one("#chart-throughput", BrailleChart).update_series(
             charts.samples_per_s,
             top,
-            _label(charts.samples_per_s, f"{top:,.0f}", window, "hook"),
+            _label(charts.samples_per_s, f"{top:,.0f}", window, source="hook"),
             scroll=scroll,
         )
         self.query_one("#chart-step", BrailleChart).update_series(
             charts.step_ms,
             step_top,
-            _label(charts.step_ms, f"{step_top:,.0f}", window, "red=data-wait"),
+            _label(charts.step_ms, f"{step_top:,.0f}", window, legend="red=data-wait"),
             under=charts.data_wait_ms,
             scroll=scroll,
         )
         self.query_one("#chart-util", BrailleChart).update_series(
             charts.gpu_util_pct,
             100.0,
-            _label(charts.gpu_util_pct, "100", window, "magenta=tensor"),
+            _label(charts.gpu_util_pct, "100", window, legend="magenta=tensor"),
             under=charts.tensor_active_pct,
             scroll=scroll,
         )
@@ -132,12 +134,14 @@ class ChartsPanel(Grid, Panel):
         gib = tuple(None if v is None else v / 2**30 for v in memory)
         mem_label = f"{mem_top / 2**30:.1f} GiB" if scales.memory_total_known else fmt.NA
         self.query_one("#chart-mem", BrailleChart).update_series(
-            memory, mem_top, _label(gib, mem_label, window, "NVML"), scroll=scroll
+            memory, mem_top, _label(gib, mem_label, window, source="NVML"), scroll=scroll
         )
 
 
-def _label(values: tuple[float | None, ...], top: str, window: str, note: str) -> str:
-    """ "3,508 /4,210 · 1 min · hook": the last bucket's value, the scale, the window."""
+def _label(
+    values: tuple[float | None, ...], top: str, window: str, legend: str = "", source: str = ""
+) -> ChartLabel:
+    """ "3,508 · axis 4,210 · 1 min · hook": the last bucket's value, the axis, the window."""
     latest = next((v for v in reversed(values) if v is not None), None)
     now = fmt.NA if latest is None else f"{latest:,.1f}" if latest < 10 else f"{latest:,.0f}"
-    return f"{now} /{top} · {window} · {note}"
+    return ChartLabel(now, top, window, legend, source)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 from rich.text import Text
 
@@ -11,7 +12,7 @@ from ...samples import DATA_WAIT, GpuSample
 from ...session.model import Snapshot
 from ...session.phases import KnobState
 from ...session.stats import RankStats
-from ...views import PHASE_COLUMNS, View, phase_figures
+from ...views import PHASE_COLUMNS, View, phase_figures, warmup_caption
 
 BAR_WIDTH = 10
 
@@ -43,21 +44,35 @@ def header(
     snap: Snapshot,
     job_pid: int | None,
     paused: bool,
-    chart_window: str,
     replay_status: str | None = None,
+    width: int = 0,
 ) -> Text:
-    """One line, most important first (it is cut at the right on a narrow terminal)."""
-    gpus = _gpu_names(snap.gpu_names) or "no GPU (N/A)"
-    text = Text("gputop-train │ ", style="bold")
-    if replay_status:
-        text.append(f"{replay_status} │ ", style="bold magenta")
-    text.append_text(job_state(snap))
-    text.append(f" {fmt.duration(snap.elapsed_s)} │ phase {snap.phase}")
-    if paused:
-        text.append(" │ PAUSED", style="bold reverse")
+    """One line, most important first. Within ``width`` (0: no limit) by rule, never by a
+    cut: the GPUs' "NVIDIA " and the command's path go first, then the title, then the
+    command."""
     pid = job_pid if job_pid is not None else recorded_pid(snap)
-    text.append(f" │ PID {pid if pid is not None else fmt.NA}")
-    text.append(f" │ {gpus} │ {' '.join(_short_command(snap.command))}")
+    full, short = _gpu_names(snap.gpu_names), _gpu_names(snap.gpu_names, brand=False)
+    command = _short_command(snap.command)
+    script = next((Path(a).name for a in command if a.endswith(".py")), " ".join(command[:1]))
+    variants = [
+        (True, full or "no GPU (N/A)", " ".join(command)),
+        (True, short or "no GPU", script),
+        (False, short or "no GPU", script),
+        (False, short or "no GPU", ""),
+    ]
+    for titled, gpus, shown in variants:
+        text = Text("gputop-train │ " if titled else "", style="bold")
+        if replay_status:
+            text.append(f"{replay_status} │ ", style="bold magenta")
+        text.append_text(job_state(snap))
+        text.append(f" {fmt.duration(snap.elapsed_s)} │ phase {snap.phase}")
+        if paused:
+            text.append(" │ PAUSED", style="bold reverse")
+        text.append(f" │ PID {pid if pid is not None else fmt.NA} │ {gpus}")
+        if shown:
+            text.append(f" │ {shown}")
+        if not width or text.cell_len <= width:
+            break
     text.no_wrap, text.overflow = True, "ellipsis"
     return text
 
@@ -70,10 +85,13 @@ def recorded_pid(snap: Snapshot) -> int | None:
     return snap.hooked[0].pid if snap.hooked else None
 
 
-def _gpu_names(names: tuple[str | None, ...]) -> str:
-    """ "2× NVIDIA H200": each model once, with its count."""
+def _gpu_names(names: tuple[str | None, ...], brand: bool = True) -> str:
+    """ "2× NVIDIA H200": each model once, with its count; "2× H200" without the brand."""
     models = sorted({n for n in names if n})
-    return ", ".join(f"{names.count(m)}× {m}" if names.count(m) > 1 else m for m in models)
+    shown = {m: m if brand else m.removeprefix("NVIDIA ") for m in models}
+    return ", ".join(
+        f"{names.count(m)}× {shown[m]}" if names.count(m) > 1 else shown[m] for m in models
+    )
 
 
 def _short_command(command: tuple[str, ...]) -> tuple[str, ...]:
@@ -475,7 +493,7 @@ def phase_table(snap: Snapshot, width: int = 200) -> Text:
             )
         )
     text = Text("Phases ", style="bold")
-    text.append("(warm-up excluded: first 5 steps and 3 s of each)\n", style="dim")
+    text.append(f"({warmup_caption()})\n", style="dim")
     lines = fit_columns(PHASE_COLUMNS, rows, PHASE_PRIORITY, width, PHASE_NUMBERS).splitlines()
     text.append(lines[0] + "\n", style="bold reverse")
     for row, line in zip(snap.phases, lines[1:], strict=True):

@@ -81,6 +81,29 @@ def _runs(row: str, under: str | None, main: Style, part: Style) -> list[Segment
     return segments
 
 
+class ChartLabel(NamedTuple):
+    """A chart title's figures: the latest value and the top of the axis, then what a narrow
+    chart drops first to last: the data's source, the window (the header shows it too), the
+    colour legend."""
+
+    value: str
+    axis: str
+    window: str
+    legend: str = ""
+    source: str = ""
+
+    def variants(self) -> list[str]:
+        """From the whole title to the shortest; each drops one more part, never cuts one."""
+        head = f"{self.value} · axis {self.axis}"
+        kept = [
+            (self.window, self.legend, self.source),
+            (self.window, self.legend, ""),
+            ("", self.legend, ""),
+            ("", "", ""),
+        ]
+        return [" · ".join([head, *filter(None, parts)]) for parts in kept]
+
+
 class _Pens(NamedTuple):
     """The chart's styles: its background, the title's, the value's, the area's and its part's."""
 
@@ -105,7 +128,7 @@ class BrailleChart(Widget):
         self.title = title
         self._main = Style(color=color)
         self._part = Style(color=under_color)
-        self._data: tuple = ((), 100.0, "", ())
+        self._data: tuple = ((), 100.0, ChartLabel("", "", ""), ())
         self._strips: list[Strip] = []
         self._strips_size: tuple[int, int] | None = None
         self._pens: _Pens | None = None  # computing the widget's style walks the DOM: once
@@ -114,7 +137,7 @@ class BrailleChart(Widget):
         self,
         values: Sequence[float | None],
         top: float,
-        label: str,
+        label: ChartLabel,
         under: Sequence[float | None] = (),
         scroll: bool = True,
     ) -> None:
@@ -169,9 +192,17 @@ class BrailleChart(Widget):
             )
         return self._pens
 
+    @property
+    def label(self) -> ChartLabel:
+        return self._data[2]
+
     def _title(self, width: int) -> Strip:
+        """The title and the most of its label that fits (80 columns give a chart ~38)."""
         pens = self._styled()
-        title = [Segment(f"{self.title} ", pens.title), Segment(self._data[2], pens.label)]
+        room = width - len(self.title) - 1
+        variants = self.label.variants()
+        label = next((v for v in variants if len(v) <= room), variants[-1])
+        title = [Segment(f"{self.title} ", pens.title), Segment(label, pens.label)]
         return Strip(title).crop(0, width).extend_cell_length(width, pens.base)
 
     def _build(self, width: int, height: int) -> list[Strip]:

@@ -1,0 +1,85 @@
+"""What the TUI asks of the rest of the program, as protocols and one options object.
+
+The app never sees a Monitor or a ReplayController: it is handed a snapshot source, the
+controls of a live job (the monitor implements them) or a timeline (a replay implements it),
+and its options. Tests hand it fakes of the same shapes; ``create_app`` is the one way to
+build it, for the CLI, the benchmarks and the tests alike.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from .. import wire
+from ..job.log import LogTail
+from ..session.model import Snapshot
+
+# One redraw per frame the hook sends (2 Hz): fresh enough to watch a step-time change,
+# cheap over SSH; a faster redraw would draw the same figures again.
+DEFAULT_REFRESH_S = wire.SEND_PERIOD_S
+
+
+class SnapshotSource(Protocol):
+    """The session's (or the replay's) state, summarised for the shown panels."""
+
+    def __call__(
+        self, window_s: float, chart_window_s: float, chart_points: int, with_phases: bool
+    ) -> Snapshot: ...
+
+
+class JobControls(Protocol):
+    """What the user may ask of a live job; each answer is one line to show."""
+
+    def request_knob(self, name: str, value: Any) -> str | None:
+        """None when queued for the next step boundary, else why not."""
+        ...
+
+    def scan_syncs(self) -> str: ...
+
+    def toggle_autopilot(self) -> str: ...
+
+    def dump_stall(self) -> str: ...
+
+
+class RecordingSpan(Protocol):
+    @property
+    def started_at(self) -> float: ...
+
+    @property
+    def ended_at(self) -> float: ...
+
+
+class Timeline(Protocol):
+    """A replay's time cursor: where it is, how fast it moves, and the moves a key makes."""
+
+    @property
+    def recording(self) -> RecordingSpan: ...
+
+    @property
+    def playing(self) -> bool: ...
+
+    @property
+    def cursor(self) -> float: ...
+
+    @property
+    def speed(self) -> float: ...
+
+    def toggle(self) -> None: ...
+
+    def seek(self, t: float) -> None: ...
+
+    def faster(self, step: int) -> None: ...
+
+
+@dataclass(frozen=True)
+class AppOptions:
+    """How the app shows the job: which job, its log, how often and how much to draw."""
+
+    job_pid: int | None = None
+    log: LogTail | None = None
+    refresh_s: float = DEFAULT_REFRESH_S
+    window_s: float = 10.0
+    auto_refresh: bool = True  # off in tests: they draw with app._tick() or refresh_data()
+    screenshot_dir: str | None = None
+    job_owned: bool = True  # we launched it: quitting may stop it
