@@ -29,7 +29,7 @@
 #               loop's own meter (its get_batch as written, and 30 ms slower)
 #   tokens-ab   hook_overhead tiny and gpt on this tree and an earlier one (AB_TREE: a `git
 #               archive` of it inside this tree; this tree's benchmark script runs in both),
-#               old-new-new-old, twice each
+#               old-new-new-old, AB_ROUNDS times (2)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 [ $# -gt 0 ] || { sed -n '2,32p' "$0"; exit 2; }
@@ -128,7 +128,7 @@ part_tokens() {
 part_tokens_ab() {
   local tree=${AB_TREE:?tokens-ab needs AB_TREE: a git archive of the earlier tree, in this tree}
   cp benchmarks/hook_overhead.py "$tree/benchmarks/hook_overhead.py"  # one benchmark, two trees
-  for round in 1 2; do
+  for round in $(seq "${AB_ROUNDS:-2}"); do
     for workload in tiny gpt; do
       for side in old new new old; do
         local dir=.; [ "$side" = old ] && dir=$tree
