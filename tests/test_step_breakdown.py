@@ -224,6 +224,30 @@ def test_the_sampled_steps_are_split_on_the_gpu_clock_and_events_are_reused() ->
     assert _FakeEvent.created <= 8  # a step's seven marks, then the pool
 
 
+class _PendingEvent(_FakeEvent):
+    """An event recorded after the step timer's own, not run yet: query False, and
+    elapsed_time raises as torch's does (seen on the H100, where it disabled the hook)."""
+
+    def query(self) -> bool:
+        return False
+
+    def elapsed_time(self, end: _FakeEvent) -> float:
+        raise RuntimeError("Both events must be completed before calculating elapsed time.")
+
+
+def test_a_step_whose_marks_have_not_run_is_split_on_the_host_clock_not_raised() -> None:
+    from gputop_train.hook.step_parts import StepTimeline
+
+    timeline = StepTimeline(SimpleNamespace(cuda=SimpleNamespace(Event=_PendingEvent)))
+    timeline.end_step(cuda_next=True)  # the step before: its end opens this one, on the GPU
+    for kind in (FWD_START, FWD_END, BWD_START, BWD_END, OPT_START):
+        timeline.mark(kind)
+    pending = timeline.end_step(cuda_next=False)
+    assert pending.events
+    parts = timeline.resolve(pending)  # no RuntimeError into the hook
+    assert parts.clock == "host" and parts.fwd is not None
+
+
 def test_a_cuda_step_is_split_on_the_gpu_clock_at_most_once_a_period() -> None:
     from gputop_train.hook.model_probe import GPU_SPLIT_PERIOD_S, ModelProbe
 

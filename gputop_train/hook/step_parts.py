@@ -144,8 +144,19 @@ class StepTimeline:
         marked = [(k, e) for k, _, e in pending.marks if e is not None]
         kinds = [k for k, _ in marked]
         events = [e for _, e in marked]
-        durations = [0.0] + [events[i - 1].elapsed_time(events[i]) for i in range(1, len(events))]
-        self.recycle(events[:-1])
+        try:
+            # "Ran" came from the step timer's own event: a mark recorded after it may not
+            # have run yet, and elapsed_time raises then (it disabled the hook on the H100's
+            # fast loop, 2026-11-24): that step is split on the host's clock instead.
+            if not all(e.query() for e in events):
+                return pending.host()
+            durations = [0.0] + [
+                events[i - 1].elapsed_time(events[i]) for i in range(1, len(events))
+            ]
+        except RuntimeError:
+            return pending.host()
+        finally:
+            self.recycle(events[:-1])
         return split(kinds, durations, "gpu", pending.clean_data)
 
     def drop(self, pending: PendingStep) -> None:
