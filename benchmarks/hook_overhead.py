@@ -27,19 +27,8 @@ from pathlib import Path
 import torch
 
 from benchmarks.common.paths import REPO
+from benchmarks.common.reader import READER
 from gputop_train.hook import patches
-
-READER = """
-import sys, time
-from gputop_train.monitor.hook_client import HookClient
-from gputop_train.session.model import Session
-session = Session()
-client = HookClient(session, lambda: {int(sys.argv[1])})
-deadline = time.monotonic() + float(sys.argv[2])
-while time.monotonic() < deadline:
-    client.poll(0.1)
-print(session.snapshot().total_steps)
-"""
 
 
 class _WholeBatches(torch.utils.data.Dataset):

@@ -24,16 +24,7 @@ import time
 
 import torch
 
-READER = """
-import sys, time
-from gputop_train.monitor.hook_client import HookClient
-from gputop_train.session.model import Session
-session = Session()
-client = HookClient(session, lambda: {int(sys.argv[1])})
-deadline = time.monotonic() + float(sys.argv[2])
-while time.monotonic() < deadline:
-    client.poll(0.1)
-"""
+from benchmarks.common.reader import READER
 
 
 def main() -> None:
