@@ -11,7 +11,7 @@ from gputop_train.advise.rules import Change, Finding
 from gputop_train.autopilot.pilot import Pilot
 from gputop_train.autopilot.plan import candidates
 from gputop_train.session.phases import knob_state
-from tests.test_autopilot import KNOBS, SimulatedJob, fly, speeds
+from tests.support.simulated_job import KNOBS, SimulatedJob, fly, speeds
 
 
 def builtin(name: str, role: str, value: Any, **spec: Any) -> dict[str, Any]:

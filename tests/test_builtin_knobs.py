@@ -11,24 +11,13 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from gputop_train.hook import patches  # noqa: E402
 from gputop_train.hook.agent import Agent  # noqa: E402
+from tests.support.agents import hooked_agent, request  # noqa: E402
 
 
 @pytest.fixture
 def agent() -> Iterator[Agent]:
     yield from hooked_agent()
-
-
-def hooked_agent() -> Iterator[Agent]:
-    """The hook installed in this process with a fresh agent that opens no socket."""
-    fresh = Agent(torch)
-    fresh.active = True  # no listener: outcomes are read from the board's history
-    patches._state["agent"] = fresh
-    patches.install(torch)
-    yield fresh
-    patches.uninstall()
-    patches._state["agent"] = None
 
 
 class Indices(torch.utils.data.Dataset):
@@ -53,10 +42,6 @@ class ConvNet(torch.nn.Module):
         y = self.conv(x)
         self.seen.append((y.dtype, x.is_contiguous(memory_format=torch.channels_last)))
         return self.head(y.mean(dim=(2, 3)))
-
-
-def request(agent: Agent, name: str, value: Any) -> None:
-    agent.board.request({"type": "set_knob", "id": name, "name": name, "value": value})
 
 
 def outcomes(agent: Agent) -> list[tuple[str, Any, bool, str | None]]:

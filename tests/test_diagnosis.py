@@ -21,34 +21,9 @@ from gputop_train.job.launched import hook_environment
 from gputop_train.monitor.monitor import Monitor
 from gputop_train.session.model import Session
 from tests.support.clock import ManualClock
+from tests.support.diagnosis_runs import ROLES, finding, summary
 from tests.support.paths import BENCHMARK_SCENARIOS as SCENARIOS
 from tests.support.paths import REPO
-
-
-def summary(headline: dict | None, trials: list[tuple[str, float]], roles: dict) -> dict:
-    """A run's summary: phase 1 (baseline at 100/s) with ``headline``, then each trial's
-    phase and a baseline phase after it at 100/s."""
-    phases = [{"phase": 1, "samples_per_s": 100.0, "findings": [headline] if headline else []}]
-    recorded = []
-    for change, gain in trials:
-        trial_phase = len(phases) + 1
-        phases += [
-            {"phase": trial_phase, "samples_per_s": 100.0 * gain, "findings": []},
-            {"phase": trial_phase + 1, "samples_per_s": 100.0, "findings": []},
-        ]
-        recorded.append({"change": change, "phase": trial_phase, "baseline_phase": trial_phase - 1})
-    return {"phases": phases, "autopilot": {"trials": recorded}, "knob_roles": roles}
-
-
-def finding(id_: str, *changes: tuple[str, object], rules_out: tuple[str, ...] = ()) -> dict:
-    return {
-        "id": id_,
-        "changes": [{"role": r, "value": v} for r, v in changes],
-        "rules_out": list(rules_out),
-    }
-
-
-ROLES = {"num_workers": "workers", "input": "input_format", "precision": "precision"}
 
 
 def test_a_headline_whose_change_is_the_measured_best_is_right() -> None:

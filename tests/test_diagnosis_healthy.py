@@ -4,7 +4,8 @@ said of eager transformers that had 1.3x left in one flag)."""
 
 from __future__ import annotations
 
-from tests.test_diagnosis import ROLES, finding, judge, summary
+from benchmarks.diagnosis import judge
+from tests.support.diagnosis_runs import ROLES, finding, summary
 
 
 def test_healthy_with_compile_among_its_changes_is_wrong_when_compile_pays() -> None:

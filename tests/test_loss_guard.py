@@ -13,7 +13,7 @@ torch = pytest.importorskip("torch")
 from gputop_train.hook.agent import Agent  # noqa: E402
 from gputop_train.hook.knobs import Knob  # noqa: E402
 from gputop_train.hook.loss_guard import WINDOW_STEPS  # noqa: E402
-from tests.test_builtin_knobs import hooked_agent, request  # noqa: E402
+from tests.support.agents import hooked_agent, request  # noqa: E402
 
 
 @pytest.fixture
