@@ -2,8 +2,8 @@
 own flags, side by side in one call: the autopilot should end at least as fast as the best
 single fix (issue 27). The autopilot turns only the hook's built-in knobs here.
 
-    python benchmarks/autopilot_any/run.py --out /tmp/any imagenet nanogpt
-    python benchmarks/autopilot_any/run.py --out /tmp/any --budget 3 --fix-seconds 45 hf
+    python -m benchmarks.autopilot_any.run --out /tmp/any imagenet nanogpt
+    python -m benchmarks.autopilot_any.run --out /tmp/any --budget 3 --fix-seconds 45 hf
 
 Each script runs under ``gputop-train --headless --format json``: once with ``--autopilot``
 (stopped once the autopilot is done), once per fix for ``--fix-seconds``. A throughput is a
@@ -16,15 +16,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from monitored import ROOT, run_until_pilot_done
+from benchmarks.common.monitored import run_until_pilot_done
 
 # After the autopilot is done, the job runs on this long in the configuration it left, so its
 # end is measured as a fix's run is (30 s after an 8 s warm-up), not by the trial that kept the
@@ -78,36 +75,6 @@ def phase_rate(phase: dict[str, Any]) -> tuple[float | None, str]:
     return None, "N/A"
 
 
-def run_autopilot(options: list[str], script: list[str], stem: Path, timeout_s: float) -> dict:
-    """As monitored.run_until_pilot_done, but the job runs on ``SETTLE_S`` after the
-    autopilot is done before it is stopped."""
-    command = [sys.executable, "-m", "gputop_train", "--headless", "--format", "json"]
-    command += ["--record", f"{stem}.jsonl", *options, *script]
-    with Path(f"{stem}.monitor.log").open("w") as log:
-        monitor = subprocess.Popen(
-            command, cwd=ROOT, stdout=subprocess.PIPE, stderr=log, text=True, bufsize=1
-        )
-        started, summary, done_at, interrupted = time.monotonic(), None, None, False
-        assert monitor.stdout is not None
-        for line in monitor.stdout:
-            fields = json.loads(line)
-            if fields.get("type") == "summary":
-                summary = fields
-                break
-            if (fields.get("autopilot") or {}).get("done") and done_at is None:
-                done_at = time.monotonic()
-            settled = done_at is not None and time.monotonic() - done_at > SETTLE_S
-            late = time.monotonic() - started > timeout_s + SETTLE_S
-            if (settled or late) and not interrupted:
-                monitor.send_signal(signal.SIGINT)  # passed on to the job, which stops
-                interrupted = True
-        monitor.wait(timeout=120)
-    if summary is None:
-        raise RuntimeError(f"no summary (see {stem}.monitor.log)")
-    summary["wall_s"] = time.monotonic() - started
-    return summary
-
-
 def autopilot_end(summary: dict[str, Any]) -> tuple[float | None, float | None, str]:
     """(start, end) throughput of an autopilot run: the end is its last phase, measured over
     the ``SETTLE_S`` it ran on in the configuration the autopilot left."""
@@ -122,11 +89,12 @@ def run_script(name: str, out: Path, budget_min: float, fix_s: float, deadline: 
     path = str(HERE / script)
     result: dict[str, Any] = {"script": f"benchmarks/autopilot_any/{script}", "args": own}
     cap = str(60 * budget_min + 90)
-    summary = run_autopilot(
+    summary = run_until_pilot_done(
         ["--autopilot", "--autopilot-budget", str(budget_min)],
         [path, *own, limit_flag, cap],
         out / f"{name}-autopilot",
         60 * budget_min + 60,
+        settle_s=SETTLE_S,
     )
     start, end, unit = autopilot_end(summary)
     pilot = summary.get("autopilot") or {}

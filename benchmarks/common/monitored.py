@@ -16,26 +16,30 @@ from .paths import REPO
 
 
 def run_until_pilot_done(
-    options: list[str], script: list[str], stem: Path, timeout_s: float
+    options: list[str], script: list[str], stem: Path, timeout_s: float, settle_s: float = 0.0
 ) -> dict[str, Any]:
     """The summary line; the recording is ``stem``.jsonl, the job's output ``stem``.log, the
-    monitor's own stderr ``stem``.monitor.log."""
+    monitor's own stderr ``stem``.monitor.log. ``settle_s``: how long the job runs on in the
+    configuration the autopilot left before it is stopped (its end then measured as a run
+    started in it would be)."""
     command = [sys.executable, "-m", "gputop_train", "--headless", "--format", "json"]
     command += ["--record", f"{stem}.jsonl", *options, *script]
     with Path(f"{stem}.monitor.log").open("w") as log:
         monitor = subprocess.Popen(
             command, cwd=REPO, stdout=subprocess.PIPE, stderr=log, text=True, bufsize=1
         )
-        started, summary, interrupted = time.monotonic(), None, False
+        started, summary, done_at, interrupted = time.monotonic(), None, None, False
         assert monitor.stdout is not None
         for line in monitor.stdout:
             fields = json.loads(line)
             if fields.get("type") == "summary":
                 summary = fields
                 break
-            pilot = fields.get("autopilot") or {}
-            late = time.monotonic() - started > timeout_s
-            if (pilot.get("done") or late) and not interrupted:
+            if (fields.get("autopilot") or {}).get("done") and done_at is None:
+                done_at = time.monotonic()
+            settled = done_at is not None and time.monotonic() - done_at >= settle_s
+            late = time.monotonic() - started > timeout_s + settle_s
+            if (settled or late) and not interrupted:
                 monitor.send_signal(signal.SIGINT)  # passed on to the job, which stops
                 interrupted = True
         monitor.wait(timeout=120)
