@@ -4,8 +4,6 @@ and monitor, with a (fake) GPU on the machine that the job does not use."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -17,13 +15,10 @@ from gputop_train.advise.rules import findings
 from gputop_train.collect.fake import FakeGpu, FakeNvml, FakeProcess, FakePsutil
 from gputop_train.collect.nvml import NvmlSampler
 from gputop_train.collect.procs import ProcessSampler
-from gputop_train.job.launched import hook_environment
-from gputop_train.monitor.monitor import Monitor
 from gputop_train.session.model import Session
 from tests.support.clock import ManualClock
 from tests.support.diagnosis_runs import ROLES, finding, summary
-from tests.support.paths import BENCHMARK_SCENARIOS as SCENARIOS
-from tests.support.paths import REPO
+from tests.support.scenario_runs import hooked_scenario
 
 
 def test_a_headline_whose_change_is_the_measured_best_is_right() -> None:
@@ -76,23 +71,13 @@ def monitored_headline(script: str, *args: str, timeout_s: float = 200.0) -> lis
     for real, NVML faked with an idle H100 beside the job. The findings once the advisor has
     had one for SETTLED_S, however long the machine takes to get there (a fixed run length gave
     no finding at all on a busy 2-core box)."""
-    job = subprocess.Popen(
-        [sys.executable, str(SCENARIOS / script), "--seconds", str(timeout_s + 30), *args],
-        env=hook_environment(os.environ),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        cwd=REPO,
-    )
-    session = Session(command=(script,))
-    monitor = Monitor(session, job.pid, nvml=FakeNvml([FakeGpu(util=3, mem_used=2**30)]))
-    monitor.start()
-    deadline = time.monotonic() + timeout_s
-    since = None  # when the advisor's findings began, this time
-    try:
+    with hooked_scenario(script, "--seconds", str(timeout_s + 30), *args) as run:
+        deadline = time.monotonic() + timeout_s
+        since = None  # when the advisor's findings began, this time
         while True:
-            assert job.poll() is None, f"{script} ended before the advisor settled"
+            assert run.job.poll() is None, f"{script} ended before the advisor settled"
             assert time.monotonic() < deadline, f"no settled finding in {timeout_s:g} s"
-            found = findings(session.snapshot().observation)
+            found = findings(run.session.snapshot().observation)
             now = time.monotonic()
             if not found:
                 since = None
@@ -101,10 +86,6 @@ def monitored_headline(script: str, *args: str, timeout_s: float = 200.0) -> lis
             elif now - since >= SETTLED_S:
                 return found
             time.sleep(0.5)
-    finally:
-        monitor.stop()
-        job.kill()
-        job.wait()
 
 
 @pytest.mark.torch

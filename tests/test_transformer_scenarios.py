@@ -4,23 +4,15 @@ and the MFU line run on it without error."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
 
 import pytest
 
 from gputop_train.advise.mfu import efficiency
 from gputop_train.advise.rules import findings
-from gputop_train.collect.fake import FakeGpu, FakeNvml
-from gputop_train.job.launched import hook_environment
-from gputop_train.monitor.monitor import Monitor
-from gputop_train.session.model import Session
 from gputop_train.session.stats import Observation
-from tests.support.paths import REPO
+from tests.support.scenario_runs import hooked_scenario
 
-SCENARIOS = REPO / "benchmarks" / "scenarios"
 # name -> (attention calls are hand-written, the loop embeds tokens)
 TRANSFORMERS = {
     "nanogpt_eager": "fused",
@@ -34,33 +26,18 @@ TRANSFORMERS = {
 
 
 def monitored(script: str, timeout_s: float = 240.0) -> Observation:
-    """The scenario under the hook and a monitor that sees a fake idle H100 beside the CPU job,
-    run until the advisor has an observation (5 steps and 2 s past the warm-up): a step count
-    fixed in advance is either too few on a loaded box or over inside the warm-up on a quiet
-    one."""
-    job = subprocess.Popen(
-        [sys.executable, str(SCENARIOS / f"{script}.py")],
-        env=hook_environment(os.environ),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        cwd=REPO,
-    )
-    session = Session(command=(script,))
-    monitor = Monitor(session, job.pid, nvml=FakeNvml([FakeGpu(util=3, mem_used=2**30)]))
-    monitor.start()
-    observation = None
-    try:
+    """The scenario under the hook until the advisor has an observation (5 steps and 2 s past
+    the warm-up): a step count fixed in advance is either too few on a loaded box or over
+    inside the warm-up on a quiet one."""
+    with hooked_scenario(f"{script}.py") as run:
         deadline = time.monotonic() + timeout_s
-        while observation is None and job.poll() is None and time.monotonic() < deadline:
+        while run.job.poll() is None and time.monotonic() < deadline:
             time.sleep(0.5)
-            window = session.clock() - session.started_at + 1
-            observation = session.snapshot(window_s=window).observation
-    finally:
-        monitor.stop()
-        job.kill()
-        _, stderr = job.communicate()
-    assert observation is not None, stderr.decode()[-2000:] or "no observation in time"
-    return observation
+            window = run.session.clock() - run.session.started_at + 1
+            observation = run.session.snapshot(window_s=window).observation
+            if observation is not None:
+                return observation
+        raise AssertionError(run.stderr_tail() or f"no observation in {timeout_s:g} s")
 
 
 @pytest.mark.torch

@@ -1,0 +1,52 @@
+"""A corpus scenario (benchmarks/scenarios, CPU-sized) running under the hook, watched by a
+monitor whose NVML is an idle H100 beside the job: the tests that judge scenarios share it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import IO
+
+from gputop_train.collect.fake import FakeGpu, FakeNvml
+from gputop_train.job.launched import hook_environment
+from gputop_train.monitor.monitor import Monitor
+from gputop_train.session.model import Session
+from tests.support.paths import BENCHMARK_SCENARIOS, REPO
+
+
+@dataclass
+class ScenarioRun:
+    job: subprocess.Popen[bytes]
+    session: Session
+    _stderr: IO[bytes]
+
+    def stderr_tail(self, chars: int = 2000) -> str:
+        """The job's last error output, for a failing assertion's message."""
+        self._stderr.seek(0)
+        return self._stderr.read().decode(errors="replace")[-chars:]
+
+
+@contextmanager
+def hooked_scenario(script: str, *args: str) -> Iterator[ScenarioRun]:
+    """``script`` (a file name in benchmarks/scenarios) with ``args``; the monitor stops and
+    the job is killed on the way out."""
+    with tempfile.TemporaryFile() as stderr:
+        job = subprocess.Popen(
+            [sys.executable, str(BENCHMARK_SCENARIOS / script), *args],
+            env=hook_environment(os.environ), stdout=subprocess.DEVNULL, stderr=stderr,
+            cwd=REPO,
+        )  # fmt: skip
+        session = Session(command=(script,))
+        monitor = Monitor(session, job.pid, nvml=FakeNvml([FakeGpu(util=3, mem_used=2**30)]))
+        monitor.start()
+        try:
+            yield ScenarioRun(job, session, stderr)
+        finally:
+            monitor.stop()
+            job.kill()
+            job.wait()
