@@ -6,20 +6,14 @@ so a slow or loaded box only takes longer."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import time
 
 import pytest
 
 from gputop_train.advise.rules import Finding, findings
-from gputop_train.collect.fake import FakeGpu, FakeNvml
-from gputop_train.job.launched import hook_environment
-from gputop_train.monitor.monitor import Monitor
-from gputop_train.session.model import Session
-from tests.support.paths import REPO
+from tests.support.scenario_runs import hooked_scenario
 
-SCRIPT = REPO / "benchmarks" / "scenarios" / "input_beside_cpu_hog.py"
+SCRIPT = "input_beside_cpu_hog.py"
 # How long the advice may take to settle on a loaded 2-core box: the job's start (torch
 # import), its warm-up steps, and 2 s of measured steps, each slowed by the load (about 40 s
 # with a load average of 7 on the 2-core dev box); the tests' own limit is above it.
@@ -38,28 +32,14 @@ def proposes_more_workers(found: list[Finding], current: int) -> bool:
 def headline_once_settled(current: int, *args: str) -> list[Finding]:
     """Run the scenario (CPU-sized) under the monitor with an idle fake GPU beside it, until
     its findings propose more workers or SETTLE_S passes; the last findings seen."""
-    job = subprocess.Popen(
-        [sys.executable, str(SCRIPT), "--workers", str(current), *args],
-        env=hook_environment(os.environ),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        cwd=REPO,
-    )
-    session = Session(command=(SCRIPT.name,))
-    monitor = Monitor(session, job.pid, nvml=FakeNvml([FakeGpu(util=3, mem_used=2**30)]))
-    monitor.start()
     found: list[Finding] = []
-    try:
+    with hooked_scenario(SCRIPT, "--workers", str(current), *args) as run:
         deadline = time.monotonic() + SETTLE_S
-        while time.monotonic() < deadline and job.poll() is None:
-            found = findings(session.snapshot().observation)
+        while time.monotonic() < deadline and run.job.poll() is None:
+            found = findings(run.session.snapshot().observation)
             if proposes_more_workers(found, current):
                 break
             time.sleep(1.0)
-    finally:
-        monitor.stop()
-        job.terminate()
-        job.wait(timeout=30)
     return found
 
 

@@ -33,8 +33,9 @@ class ScenarioRun:
 
 @contextmanager
 def hooked_scenario(script: str, *args: str) -> Iterator[ScenarioRun]:
-    """``script`` (a file name in benchmarks/scenarios) with ``args``; the monitor stops and
-    the job is killed on the way out."""
+    """``script`` (a file name in benchmarks/scenarios) with ``args``; on the way out the
+    monitor stops and the job gets SIGTERM (a scenario's own children, the hog's spinners,
+    go with it), then SIGKILL if it has not ended in 30 s."""
     with tempfile.TemporaryFile() as stderr:
         job = subprocess.Popen(
             [sys.executable, str(BENCHMARK_SCENARIOS / script), *args],
@@ -48,5 +49,9 @@ def hooked_scenario(script: str, *args: str) -> Iterator[ScenarioRun]:
             yield ScenarioRun(job, session, stderr)
         finally:
             monitor.stop()
-            job.kill()
-            job.wait()
+            job.terminate()
+            try:
+                job.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                job.kill()
+                job.wait()
