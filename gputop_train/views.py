@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import format as fmt
-from .advise.mfu import Efficiency, efficiency
+from .advise.mfu import Efficiency, efficiency, over_phases
 from .advise.rules import Finding, findings
 from .advise.stall import stall_finding
 from .session.breakdown import PART_NAMES, MemoryAudit, StepParts
@@ -24,6 +24,7 @@ class PhaseView:
 
     row: PhaseRow
     findings: tuple[Finding, ...]
+    efficiency: Efficiency
 
     @property
     def headline(self) -> str:
@@ -70,14 +71,18 @@ class View:
 
 
 def view_of(snap: Snapshot) -> View:
-    measure = efficiency(snap.observation)
+    phases = tuple(
+        PhaseView(row, tuple(findings(row.observation)), efficiency(row.observation))
+        for row in snap.phases
+    )
+    measure = over_phases(efficiency(snap.observation, snap.steps), [p.efficiency for p in phases])
     achieved, mfu = measure.achieved_tflops, measure.mfu_pct
     return View(
         snap=snap,
         findings=tuple(_stalled(snap) + findings(snap.observation)),
         achieved_tflops=achieved,
         mfu_pct=mfu,
-        phases=tuple(PhaseView(row, tuple(findings(row.observation))) for row in snap.phases),
+        phases=phases,
         figures=_figures(snap, achieved, mfu),
         efficiency=measure,
     )
@@ -395,6 +400,8 @@ def phase_dicts(view: View) -> list[dict[str, Any]]:
             "tensor_active_pct": _round(p.row.tensor_active_pct, 1),
             "peak_mem_bytes": p.row.peak_mem_bytes,
             "speedup": _round(p.row.speedup, 3),
+            "achieved_tflops": _significant(p.efficiency.achieved_tflops),
+            "mfu_pct": _significant(p.efficiency.mfu_pct),
             "headline": p.headline,
             "findings": [finding_dict(f) for f in p.findings],
         }

@@ -255,3 +255,62 @@ def test_a_compiled_model_is_counted_eagerly_and_stays_compiled() -> None:
     compiled(x)
     assert calls["compiled"] == 2  # compiled again
     assert dynamo_utils.counters["stats"]["unique_graphs"] == graphs + 1  # not recompiled
+
+
+# -- a run whose batch and precision change between phases --------------------------------
+
+
+def two_phase_session() -> object:
+    """A minute at 10 samples per 100 ms step, then, after ``batch_size=40``, a minute at 40
+    samples per 200 ms step; FLOPs counted once, on a step of the first phase."""
+    from gputop_train import events
+    from gputop_train.session.model import Session
+    from gputop_train.wire import STEP_FIELDS
+    from tests.support.clock import ManualClock
+
+    start, pid = 1_800_000_000.0, 4242
+    clock = ManualClock(start + 1.0)
+    session = Session(command=("python", "train.py"), clock=clock, started_at=start)
+    session.apply(events.ProcessHello.of(pid, {"rank": None, "argv": ["train.py"]}))
+    knob = {"name": "batch_size", "kind": "int", "value": 10, "min": 1, "max": 64}
+    session.apply(events.KnobsDeclared(pid, [knob]))
+    session.apply(
+        events.FactSeen(pid, {"type": "flops", "step": 3, "flops": 10**12, "samples": 10})
+    )
+    rows, t = [], start
+    for step in range(1, 1201):
+        second = step > 600
+        t += 0.2 if second else 0.1
+        row = [step, t, 200.0 if second else 100.0, None, 40 if second else 10, 1]
+        rows.append(row + [None] * (len(STEP_FIELDS) - len(row)))
+    session.apply(events.StepRows(pid, tuple(rows[:600])))
+    session.apply(events.KnobOutcome(pid, "batch_size", 40, ok=True, previous=10, step=600, t=t))
+    session.apply(events.StepRows(pid, tuple(rows[600:])))
+    clock.now = t + 1.0
+    return session
+
+
+def test_a_summary_pairs_its_tflops_with_its_own_samples_per_second() -> None:
+    from gputop_train.record.summary import markdown, summarize
+
+    summary = summarize(two_phase_session(), {"host": "box"})
+    per_sample = 10**12 / 10
+    whole = summary["figures"]["samples_per_s"]
+    assert 100.0 < whole < 200.0  # 100 samples/s, then 200
+    assert summary["achieved_tflops"] == pytest.approx(per_sample * whole / 1e12, rel=0.01)
+    by_phase = {p["phase"]: p for p in summary["phases"]}
+    assert by_phase[1]["achieved_tflops"] == pytest.approx(10.0, rel=0.05)
+    assert by_phase[2]["achieved_tflops"] == pytest.approx(20.0, rel=0.05)
+    # The advisor judged the last phase, and the findings' heading says so.
+    assert "## Findings (phase 2, the last, warm-up excluded)" in markdown(summary)
+
+
+def test_one_mfu_over_phases_of_different_precisions_is_na_with_the_reason() -> None:
+    fp32 = efficiency(observe(model=FP32_H100, flops_per_step=1.0e12))
+    bf16 = efficiency(observe(model=BF16_H100, flops_per_step=1.0e12))
+    whole = efficiency(observe(flops_per_step=1.0e12))
+    assert whole.mfu_pct is not None
+    mixed = mfu.over_phases(whole, [fp32, bf16])
+    assert mixed.mfu_pct is None and mixed.achieved_tflops == whole.achieved_tflops
+    assert mixed.reason is not None and "fp32, bf16" in mixed.reason
+    assert mfu.over_phases(whole, [bf16, bf16]) == whole

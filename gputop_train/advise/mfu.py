@@ -12,9 +12,10 @@ DISAGREEMENT_PCT is said with its likely causes.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..session.stats import Observation
+from ..session.stats import Observation, StepStats
 
 # Dense (no sparsity) peak TFLOP/s from NVIDIA's data sheets, per precision of the matmuls:
 # "tf32" is fp32 on the tensor cores (PyTorch's float32_matmul_precision "high"/"medium",
@@ -110,17 +111,20 @@ def step_precision(o: Observation) -> str | None:
     return "tf32" if facts.tf32_matmul else "fp32"
 
 
-def efficiency(o: Observation | None) -> Efficiency:
-    """Achieved TFLOP/s and MFU of an observation, or N/A with the reason."""
+def efficiency(o: Observation | None, rates: StepStats | None = None) -> Efficiency:
+    """Achieved TFLOP/s and MFU of an observation, or N/A with the reason. ``rates``: the step
+    figures the rate is taken from, where they are not the observation's own (a summary's
+    whole run beside the advice's last window): TFLOP/s must go with the samples/s shown."""
     if o is None:
         return Efficiency(reason="no measured steps yet")
-    scale = _batch_scale(o)
+    steps = rates or o.steps
+    scale = _batch_scale(o, steps)
     measured = o.flops_per_step * scale if o.flops_per_step else None
     analytic = o.workload.analytic_flops * scale if o.workload.analytic_flops else None
     flops = analytic if analytic else measured
     source = ANALYTIC if analytic else (MEASURED if measured else None)
     disagreement = 100.0 * (analytic - measured) / measured if analytic and measured else None
-    steps_per_s = o.steps.steps_per_s
+    steps_per_s = steps.steps_per_s
     precision = step_precision(o)
     datasheet = peak_tflops(o.gpu_name, precision) if o.uses_gpu else None
     measured_peak = o.workload.peak_tflops if o.workload.peak_precision == precision else None
@@ -161,12 +165,26 @@ def efficiency(o: Observation | None) -> Efficiency:
     return _with(base, mfu_pct=mfu)
 
 
-def _batch_scale(o: Observation) -> float:
+def over_phases(whole: Efficiency, phases: Sequence[Efficiency]) -> Efficiency:
+    """A run's efficiency across its phases: the FLOPs per sample hold across them, so the
+    whole run's TFLOP/s stands, but one MFU over phases whose matmuls ran at different
+    precisions (fp32, then bf16) divides by a peak that held for part of the run only."""
+    precisions = list(dict.fromkeys(p.precision for p in phases if p.precision))
+    if len(precisions) < 2 or whole.mfu_pct is None:
+        return whole
+    return _with(
+        whole,
+        mfu_pct=None,
+        reason=f"the matmul precision changed between phases ({', '.join(precisions)}): "
+        "each phase has its own MFU",
+    )
+
+
+def _batch_scale(o: Observation, steps: StepStats) -> float:
     """The window's samples per step over the counted step's, where both are known and differ
     by more than 1%; else 1. FLOPs are counted on one step: a batch changed since (a script
     that sizes its batch by trying, as the corpus's memory-limit loop does in its first steps,
     or a change nobody declared) scales them, accumulation or not."""
-    steps = o.steps
     if not (o.flops_per_step and o.flops_per_sample and steps.samples_per_s and steps.steps_per_s):
         return 1.0
     counted = o.flops_per_step / o.flops_per_sample

@@ -136,13 +136,13 @@ def markdown(summary: dict[str, Any], chart_name: str | None = None) -> str:
         lines += ["", f"## {autopilot['mode'].capitalize()}: {autopilot['state']}", ""]
         lines += ["| " + " | ".join(TRIAL_COLUMNS) + " |", "|---" * len(TRIAL_COLUMNS) + "|"]
         lines += ["| " + " | ".join(row) + " |" for row in trial_rows(autopilot)]
-    lines += [
-        "",
-        "## Findings (whole run; with several phases, read the headline per phase above)",
-        "",
-    ]
+    phases = summary["phases"]
+    # The advisor judges the current phase past its warm-up (session/observe.py): with one
+    # phase that is the whole run, with several it is the last one.
+    span = f"phase {phases[-1]['phase']}, the last" if len(phases) > 1 else "whole run"
+    lines += ["", f"## Findings ({span}, warm-up excluded)", ""]
     if not summary["findings"]:
-        why = summary["figures"].get("advice_wait") or "no rule fired over the whole run"
+        why = summary["figures"].get("advice_wait") or f"no rule fired over the {span}"
         lines.append(f"- none: {why}")
     for finding in summary["findings"]:
         lines.append(f"- **{finding['title']}** — {finding['action']}")
