@@ -116,11 +116,14 @@ def decode(line: dict[str, Any]) -> Event:
 @event("gpus")
 @dataclass(frozen=True)
 class GpusFound(Event):
-    """The GPUs NVML found (names), or why it cannot read them (error)."""
+    """The GPUs NVML found (names, and who each is: UUID and PCI bus id), or why it cannot
+    read them (error)."""
 
     names: tuple[str | None, ...]
     error: str | None = None
     driver: str | None = None
+    uuids: tuple[str | None, ...] = ()
+    pci_bus_ids: tuple[str | None, ...] = ()
 
 
 @event("hello")

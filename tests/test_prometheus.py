@@ -75,6 +75,34 @@ def test_each_gpu_is_a_series_from_nvml() -> None:
     assert samples(text, "gputop_train_gpu_memory_total_bytes")
 
 
+def test_gpu_series_carry_dcgm_exporters_uuid_and_bus_id_to_join_on() -> None:
+    from gputop_train import events
+    from gputop_train.collect.fake import FakeGpu, FakeNvml
+    from gputop_train.collect.nvml import GpuSampling
+    from gputop_train.session.model import Session
+
+    uuid = "GPU-604ac76c-d9cf-fef3-62e9-d92044ab6e52"
+    session = Session(command=("python", "train.py"))
+    sampling = GpuSampling(FakeNvml([FakeGpu(uuid=uuid, util=50), FakeGpu(util=40)]))
+    sampling.open(session)
+    session.apply(events.GpuSampled(sampling.sampler.sample()))
+    util = samples(exposition(session), "gputop_train_gpu_utilization_ratio")
+    by_gpu = {dict(k)["gpu"]: dict(k) for k in util}
+    assert by_gpu["0"]["UUID"] == uuid and by_gpu["0"]["pci_bus_id"] == "00000000:18:00.0"
+    assert by_gpu["1"]["UUID"].startswith("GPU-") and by_gpu["1"]["pci_bus_id"].endswith(":00.0")
+
+
+def test_a_slurm_job_id_labels_every_series_as_dcgm_exporters_hpc_job(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("SLURM_JOB_ID", "4711")
+    text = exposition(scripted_session(with_gpu=True))
+    for name in ("gputop_train_step_seconds", "gputop_train_gpu_utilization_ratio"):
+        assert {dict(k).get("hpc_job") for k in samples(text, name)} == {"4711"}
+    monkeypatch.delenv("SLURM_JOB_ID")
+    assert "hpc_job" not in exposition(scripted_session(with_gpu=True))
+
+
 @pytest.mark.parametrize(
     ("text", "address"),
     [("9400", ("127.0.0.1", 9400)), ("0.0.0.0:9400", ("0.0.0.0", 9400)), ("[::1]:0", ("::1", 0))],

@@ -20,6 +20,7 @@ class FakeNvmlError(Exception):
 @dataclass
 class FakeGpu:
     name: str = "NVIDIA H100 80GB HBM3"
+    uuid: str | None = None  # None: one made from the index
     util: int = 0
     mem_util: int = 0
     mem_used: int = 0
@@ -86,6 +87,13 @@ class FakeNvml:
 
     def nvmlDeviceGetName(self, h: int) -> str:
         return self._gpu(h, "name").name
+
+    def nvmlDeviceGetUUID(self, h: int) -> str:
+        return self._gpu(h, "uuid").uuid or f"GPU-00000000-0000-0000-0000-{h:012d}"
+
+    def nvmlDeviceGetPciInfo(self, h: int) -> Any:
+        self._gpu(h, "pci")
+        return SimpleNamespace(busId=f"00000000:{0x18 + h:02X}:00.0")
 
     def nvmlDeviceGetUtilizationRates(self, h: int) -> Any:
         gpu = self._gpu(h, "utilization")

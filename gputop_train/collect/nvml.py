@@ -55,6 +55,9 @@ class _Device:
         self.index = index
         self.handle = handle
         self.name: str | None = None
+        # Who the GPU is, as dcgm-exporter labels it (UUID, pci_bus_id): read once.
+        self.uuid: str | None = None
+        self.pci_bus_id: str | None = None
         self.medium: dict[str, Any] = {}
         self.slow: dict[str, Any] = {}
         self.gpm_supported = False
@@ -93,9 +96,16 @@ class NvmlSampler:
         for index in range(count):
             device = _Device(index, self._nvml.nvmlDeviceGetHandleByIndex(index))
             device.name = _text(self._call(self._nvml.nvmlDeviceGetName, device.handle))
+            device.uuid = _text(self._call(self._nvml.nvmlDeviceGetUUID, device.handle))
+            pci = self._call(getattr(self._nvml, "nvmlDeviceGetPciInfo", None), device.handle)
+            device.pci_bus_id = _text(_attr(pci, "busId"))
             device.gpm_supported = self._gpm_supported(device)
             self._devices.append(device)
         return [d.name for d in self._devices]
+
+    def identities(self) -> list[tuple[str | None, str | None]]:
+        """Each GPU's UUID and PCI bus id (None: N/A), in index order, after ``open``."""
+        return [(d.uuid, d.pci_bus_id) for d in self._devices]
 
     def close(self) -> None:
         for device in self._devices:
@@ -304,7 +314,12 @@ class GpuSampling:
         except NvmlUnavailable as error:
             sink.apply(events.GpusFound((), error=str(error)))
             raise SamplerUnavailable(f"GPU figures are N/A: {error}") from error
-        sink.apply(events.GpusFound(tuple(names), driver=self.sampler.driver))
+        uuids, bus_ids = zip(*self.sampler.identities(), strict=True) if names else ((), ())
+        sink.apply(
+            events.GpusFound(
+                tuple(names), driver=self.sampler.driver, uuids=uuids, pci_bus_ids=bus_ids
+            )
+        )
 
     def sample(self, sink: Sink, stop: threading.Event) -> None:
         sink.apply(events.GpuSampled(self.sampler.sample()))

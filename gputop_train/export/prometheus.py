@@ -9,6 +9,7 @@ between scrapes: at Prometheus's usual 15 s interval the exporter costs one snap
 from __future__ import annotations
 
 import ipaddress
+import os
 import socket
 import ssl
 import threading
@@ -29,8 +30,13 @@ DEFAULT_HOST = "127.0.0.1"  # the job's figures stay on the box unless the user 
 # ``job`` is Prometheus's own label (the scrape job): a target's ``job`` would be renamed
 # ``exported_job`` unless every scrape config set honor_labels. Ours is ``train_job``.
 JOB_LABELS = ("host", "train_job")
+# ``hpc_job``: the Slurm job's id, as dcgm-exporter's job mapping names it; a label of every
+# series only where the monitor runs in a Slurm job (SLURM_JOB_ID).
+HPC_JOB_LABEL = "hpc_job"
 RANK_LABELS = (*JOB_LABELS, "rank", "local_rank", "pid")
-GPU_LABELS = (*JOB_LABELS, "gpu", "name")
+# ``UUID`` and ``pci_bus_id`` as dcgm-exporter names them: ``on (UUID)`` joins its series
+# to ours (docs/prometheus.md).
+GPU_LABELS = (*JOB_LABELS, "gpu", "name", "UUID", "pci_bus_id")
 
 
 class ExporterError(Exception):
@@ -136,7 +142,12 @@ class JobCollector(Collector):
 
     def __init__(self, current_view: Callable[[], View], train_job: str) -> None:
         self._view = current_view
-        self._job = (socket.gethostname(), train_job)
+        hpc_job = os.environ.get("SLURM_JOB_ID")
+        extra = (HPC_JOB_LABEL,) if hpc_job else ()
+        self._job = (socket.gethostname(), train_job, *((hpc_job,) if hpc_job else ()))
+        self._job_labels = (*JOB_LABELS, *extra)
+        self._rank_labels = (*self._job_labels, *RANK_LABELS[len(JOB_LABELS) :])
+        self._gpu_labels = (*self._job_labels, *GPU_LABELS[len(JOB_LABELS) :])
 
     def collect(self) -> Iterator[Metric]:
         view = self._view()
@@ -146,28 +157,30 @@ class JobCollector(Collector):
 
     def _rank_metrics(self, view: View) -> Iterator[Metric]:
         families = {
-            "step": _gauge("step_seconds", "median step time over the window", RANK_LABELS),
-            "p95": _gauge("step_p95_seconds", "95th percentile step time", RANK_LABELS),
-            "wait": _gauge("data_wait_ratio", "share of step time waiting on data", RANK_LABELS),
-            "gpu": _gauge("gpu_time_ratio", "share of step time the GPU worked", RANK_LABELS),
-            "rate": _gauge("samples_per_second", "samples/s over the window", RANK_LABELS),
+            "step": _gauge("step_seconds", "median step time over the window", self._rank_labels),
+            "p95": _gauge("step_p95_seconds", "95th percentile step time", self._rank_labels),
+            "wait": _gauge(
+                "data_wait_ratio", "share of step time waiting on data", self._rank_labels
+            ),
+            "gpu": _gauge("gpu_time_ratio", "share of step time the GPU worked", self._rank_labels),
+            "rate": _gauge("samples_per_second", "samples/s over the window", self._rank_labels),
             "comm": _gauge(
                 "comm_wait_seconds",
                 "median step's wait in collectives (all-reduce, barrier...) over the window",
-                RANK_LABELS,
+                self._rank_labels,
             ),
             "comm_share": _gauge(
-                "comm_wait_ratio", "share of step time waiting in collectives", RANK_LABELS
+                "comm_wait_ratio", "share of step time waiting in collectives", self._rank_labels
             ),
-            "tokens": _gauge("tokens_per_second", "tokens/s over the window", RANK_LABELS),
+            "tokens": _gauge("tokens_per_second", "tokens/s over the window", self._rank_labels),
         }
         part = _gauge(
             "step_part_ratio",
             "share of the step in each part (docs/steps.md); clock gpu or host",
-            (*RANK_LABELS, "part", "clock"),
+            (*self._rank_labels, "part", "clock"),
         )
-        steps = _counter("steps", "optimizer steps taken", RANK_LABELS)
-        samples = _counter("samples", "samples consumed", RANK_LABELS)
+        steps = _counter("steps", "optimizer steps taken", self._rank_labels)
+        samples = _counter("samples", "samples consumed", self._rank_labels)
         for rank in view.snap.ranks:
             labels = [
                 *self._job,
@@ -194,24 +207,28 @@ class JobCollector(Collector):
 
     def _gpu_metrics(self, view: View) -> Iterator[Metric]:
         specs = {
-            "util_pct": _gauge("gpu_utilization_ratio", "NVML utilization", GPU_LABELS),
-            "sm_active_pct": _gauge("gpu_sm_active_ratio", "GPM SM activity", GPU_LABELS),
+            "util_pct": _gauge("gpu_utilization_ratio", "NVML utilization", self._gpu_labels),
+            "sm_active_pct": _gauge("gpu_sm_active_ratio", "GPM SM activity", self._gpu_labels),
             "tensor_active_pct": _gauge(
-                "gpu_tensor_active_ratio", "GPM tensor-core activity", GPU_LABELS
+                "gpu_tensor_active_ratio", "GPM tensor-core activity", self._gpu_labels
             ),
         }
-        memory = _gauge("gpu_memory_used_bytes", "GPU memory used (NVML)", GPU_LABELS)
-        total = _gauge("gpu_memory_total_bytes", "GPU memory (NVML)", GPU_LABELS)
-        power = _gauge("gpu_power_watts", "GPU power draw (NVML)", GPU_LABELS)
-        clock = _gauge("gpu_sm_clock_hertz", "SM clock (NVML)", GPU_LABELS)
-        ceiling = _gauge("gpu_sm_clock_max_hertz", "the SM clock's ceiling (NVML)", GPU_LABELS)
+        memory = _gauge("gpu_memory_used_bytes", "GPU memory used (NVML)", self._gpu_labels)
+        total = _gauge("gpu_memory_total_bytes", "GPU memory (NVML)", self._gpu_labels)
+        power = _gauge("gpu_power_watts", "GPU power draw (NVML)", self._gpu_labels)
+        clock = _gauge("gpu_sm_clock_hertz", "SM clock (NVML)", self._gpu_labels)
+        ceiling = _gauge(
+            "gpu_sm_clock_max_hertz", "the SM clock's ceiling (NVML)", self._gpu_labels
+        )
         reasons = _gauge(
             "gpu_clock_event_reason",
             "1 while NVML reports this clock-event (throttle) reason, else 0",
-            (*GPU_LABELS, "reason"),
+            (*self._gpu_labels, "reason"),
         )
-        for gpu in view.snap.latest_gpus:
-            labels = [*self._job, str(gpu.index), gpu.name or ""]
+        snap = view.snap
+        for gpu in snap.latest_gpus:
+            who = [_at(snap.gpu_uuids, gpu.index), _at(snap.gpu_pci_bus_ids, gpu.index)]
+            labels = [*self._job, str(gpu.index), gpu.name or "", *who]
             for field_name, family in specs.items():
                 _add(family, labels, _ratio(getattr(gpu, field_name)))
             _add(memory, labels, gpu.mem_used_bytes)
@@ -226,43 +243,49 @@ class JobCollector(Collector):
 
     def _job_metrics(self, view: View) -> Iterator[Metric]:
         snap, labels = view.snap, list(self._job)
-        running = _gauge("job_running", "1 while the job runs", JOB_LABELS)
+        running = _gauge("job_running", "1 while the job runs", self._job_labels)
         running.add_metric(labels, 1.0 if snap.job.running else 0.0)
-        phase = _gauge("phase", "the phase now running (each knob change opens one)", JOB_LABELS)
+        phase = _gauge(
+            "phase", "the phase now running (each knob change opens one)", self._job_labels
+        )
         phase.add_metric(labels, snap.phase)
-        rate = _gauge("job_samples_per_second", "samples/s of all ranks", JOB_LABELS)
+        rate = _gauge("job_samples_per_second", "samples/s of all ranks", self._job_labels)
         _add(rate, labels, snap.steps.samples_per_s)
-        tokens = _gauge("job_tokens_per_second", "tokens/s of all ranks", JOB_LABELS)
+        tokens = _gauge("job_tokens_per_second", "tokens/s of all ranks", self._job_labels)
         _add(tokens, labels, snap.steps.tokens_per_s)
         memory = _gauge(
             "gpu_memory_audit_bytes",
             "the memory audit: params, grads, optimizer, activations, cache (docs/steps.md)",
-            (*JOB_LABELS, "kind"),
+            (*self._job_labels, "kind"),
         )
         audit = snap.memory
         if audit is not None:
             for kind in ("params", "grads", "optimizer", "activations", "cache"):
                 _add(memory, [*labels, kind], getattr(audit, kind))
-        retries = _gauge("alloc_retries", "CUDA caching-allocator retries so far", JOB_LABELS)
+        retries = _gauge("alloc_retries", "CUDA caching-allocator retries so far", self._job_labels)
         _add(retries, labels, audit.alloc_retries if audit else None)
-        mfu = _gauge("mfu_ratio", "achieved FLOP/s over the GPU's dense peak", JOB_LABELS)
+        mfu = _gauge("mfu_ratio", "achieved FLOP/s over the GPU's dense peak", self._job_labels)
         _add(mfu, labels, _ratio(view.mfu_pct))
-        syncs = _gauge("syncs_per_step", "host-device syncs in a scanned step", JOB_LABELS)
+        syncs = _gauge("syncs_per_step", "host-device syncs in a scanned step", self._job_labels)
         observation = snap.observation
         _add(syncs, labels, observation.syncs_per_step if observation else None)
         finding = _gauge(
             "finding",
             "1 for each finding in force; headline=1 marks the first; rank: the rank it names",
-            (*JOB_LABELS, "finding", "headline", "rank"),
+            (*self._job_labels, "finding", "headline", "rank"),
         )
         for index, found in enumerate(view.findings):
             named = [found.id, "1" if index == 0 else "0", _label(found.rank)]
             finding.add_metric([*labels, *named], 1.0)
-        exit_code = _gauge("job_exit_code", "the job's exit status, once it ended", JOB_LABELS)
+        exit_code = _gauge(
+            "job_exit_code", "the job's exit status, once it ended", self._job_labels
+        )
         if not snap.job.running:
             _add(exit_code, labels, snap.job.exit_code)
         connected = _gauge(
-            "rank_connected", "1 while the rank's hook is connected; 0 once it is gone", RANK_LABELS
+            "rank_connected",
+            "1 while the rank's hook is connected; 0 once it is gone",
+            self._rank_labels,
         )
         for process in snap.hooked:
             who = [_label(process.rank), _label(process.local_rank), str(process.pid)]
@@ -289,6 +312,11 @@ def _add(
     """N/A is no sample, never a zero: a query sees the series absent, not idle."""
     if value is not None:
         family.add_metric(labels, float(value))
+
+
+def _at(values: Sequence[str | None], index: int) -> str:
+    """The label of GPU ``index``, or "" (no label) where NVML did not say."""
+    return (values[index] or "") if 0 <= index < len(values) else ""
 
 
 def _label(value: int | None) -> str:

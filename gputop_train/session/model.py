@@ -97,6 +97,9 @@ class Snapshot:
     autopilot: dict[str, Any] | None = None
     notice_count: int = 0  # notices ever made: new ones are those past the count last shown
     readings: dict[str, dict[str, Any]] = field(default_factory=dict)  # latest per sampler
+    # Who each GPU is (index order), as dcgm-exporter labels it: UUID and PCI bus id.
+    gpu_uuids: tuple[str | None, ...] = ()
+    gpu_pci_bus_ids: tuple[str | None, ...] = ()
     # What is happening while there are no figures to show ("waiting for the first
     # optimizer.step() (12 s)..."): the screen explains itself as it happens.
     activity_note: str | None = None
@@ -138,6 +141,7 @@ class Session:
         self._readings: dict[str, dict[str, Any]] = {}
         self._job = JobState()
         self._gpu_names: tuple[str | None, ...] = ()
+        self._gpu_ids: tuple[tuple[str | None, ...], tuple[str | None, ...]] = ((), ())
         self._nvml_error: str | None = None
         self._total_samples: int | None = None
         self._dropped_frames = 0
@@ -189,6 +193,7 @@ class Session:
         self.driver = item.driver
         with self._lock:
             self._gpu_names = tuple(item.names)
+            self._gpu_ids = (tuple(item.uuids), tuple(item.pci_bus_ids))
             self._nvml_error = item.error
 
     def _on_hello(self, item: events.ProcessHello) -> None:
@@ -506,6 +511,8 @@ class Session:
                 command=self.command,
                 job=self._job,
                 gpu_names=self._gpu_names,
+                gpu_uuids=self._gpu_ids[0],
+                gpu_pci_bus_ids=self._gpu_ids[1],
                 nvml_error=self._nvml_error,
                 hooked=tuple(self._current_locked()),
                 # The job's steps: the primary process's own counter (every rank of a DDP
