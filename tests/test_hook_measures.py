@@ -111,6 +111,14 @@ def test_a_gans_second_optimizer_never_takes_over(tmp_path: Path) -> None:
     assert not any("moved to a new" in n for n in run.session.snapshot(60.0).notices)
 
 
+def test_a_replaced_loaders_persistent_workers_exit_with_it(tmp_path: Path) -> None:
+    # The hook once held every DataLoader it saw, and a persistent-workers loader holds its
+    # iterator: four rounds of a rebuilt loader left eight worker processes alive.
+    run = run_hooked("replaced_loaders", "rounds=4", "workers=2", tmp_path=tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert "live workers: 0" in run.stdout, run.stdout[-500:]
+
+
 def test_the_hook_holds_no_model_or_optimizer_the_script_dropped(tmp_path: Path) -> None:
     # Past the built-in knobs' declaration and the probes: a sweep that drops a trial's model
     # must get its memory back (an Adam's state is twice the model).

@@ -69,6 +69,16 @@ def test_a_step_with_an_evaluation_pass_has_no_data_figure(tmp_path: Path) -> No
     assert all(s.part_data_ms is not None for s in run.steps[1:] if s.step not in (6, 11))
 
 
+def test_a_backward_called_through_torch_autograd_is_its_own_part(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    # torch.autograd.backward(loss), with a reentrant checkpoint whose backward runs its own
+    # backward before the last 10 ms of backward work: the part spans the outer one.
+    run = run_hooked("autograd_backward", "steps=12", tmp_path=tmp_path, script=LOOPS)
+    assert run.returncode == 0, run.stderr
+    steps = run.steps[1:]
+    assert steps and all(s.part_bwd_ms is not None and s.part_bwd_ms >= 10.0 for s in steps)
+
+
 def test_the_marks_split_into_named_parts() -> None:
     kinds = [STEP_END, FWD_START, FWD_END, BWD_START, BWD_END, FWD_START, FWD_END]
     kinds += [BWD_START, BWD_END, OPT_START, STEP_END]

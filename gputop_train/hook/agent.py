@@ -143,8 +143,12 @@ class Agent:
         self.autopilot_done = False  # the monitor said its autopilot has finished
         self.builtins = BuiltinKnobs(torch_module, self._current_feed, self._builtin_failed)
         self._script_autocast: str | None = None  # the autocast the script entered itself
-        # The loader of each live iterator, and the iterator that fed the last batch.
-        self._loaders: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+        # The loader of each live iterator, and the iterator that fed the last batch. Weak
+        # both ways: a persistent-workers loader holds its iterator, so a strong reference to
+        # the loader kept every replaced loader's worker processes alive.
+        self._loaders: weakref.WeakKeyDictionary[Any, weakref.ref[Any]] = (
+            weakref.WeakKeyDictionary()
+        )
         self._train_iterator: weakref.ref[Any] | None = None
         self._exhausted_iterator: weakref.ref[Any] | None = None
 
@@ -160,7 +164,7 @@ class Agent:
         feed.data_s += seconds
         feed.started, feed.exhausted_pass = True, False
         with contextlib.suppress(TypeError):  # an iterator that takes no weak reference
-            self._loaders[iterator] = loader
+            self._loaders[iterator] = weakref.ref(loader)
         feed.facts = {
             "num_workers": getattr(loader, "num_workers", None),
             "pin_memory": getattr(loader, "pin_memory", None),
@@ -212,7 +216,7 @@ class Agent:
         self._model.on_backward(started=True)
 
     def on_backward_end(self) -> None:
-        """``Tensor.backward`` returned: the backward's end mark (the model's thread only)."""
+        """The backward returned: the backward's end mark (the model's thread only)."""
         self._model.on_backward(started=False)
 
     def on_grad_norm(self, norm: Any) -> None:
@@ -331,7 +335,8 @@ class Agent:
     def _current_feed(self) -> tuple[Any, Any]:
         """(the DataLoader that fed the last step, its iterator while the epoch runs)."""
         iterator = self._train_iterator() if self._train_iterator else None
-        loader = self._loaders.get(iterator) if iterator is not None else None
+        held = self._loaders.get(iterator) if iterator is not None else None
+        loader = held() if held is not None else None
         exhausted = self._exhausted_iterator() if self._exhausted_iterator else None
         return loader, (iterator if iterator is not exhausted else None)
 

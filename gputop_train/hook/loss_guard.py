@@ -55,8 +55,8 @@ class LossGuard:
     # -- the training thread, during a step -------------------------------------------------
 
     def on_backward(self, tensor: Any) -> None:
-        """The tensor backward() was called on: the loss when it is a scalar."""
-        if tensor.numel() == 1:
+        """The tensor the backward starts from (None: several): the loss when a scalar."""
+        if tensor is not None and tensor.numel() == 1:
             self._step_values["loss"] = tensor.detach()
 
     def on_grad_norm(self, norm: Any) -> None:

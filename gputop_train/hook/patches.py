@@ -143,17 +143,28 @@ def _patch_autocast() -> None:
 
 
 def _patch_backward_and_clipping(torch_module: Any) -> None:
-    """Note the loss (the scalar backward() is called on) and the gradient norm the script
+    """Note the loss (the scalar the backward starts from) and the gradient norm the script
     clips to, for the numerics guard (loss_guard.py): a reference each, no copy, no sync;
-    and when the backward starts and returns, for the step breakdown (model_probe.py)."""
-    tensor_cls = torch_module.Tensor
-    original_backward = tensor_cls.backward
+    and when the backward starts and returns, for the step breakdown (model_probe.py).
+
+    ``torch.autograd.backward`` is wrapped, not ``Tensor.backward``: ``loss.backward()`` calls
+    it (looked up on the module at each call), and so does a loop that calls it itself."""
+    autograd = importlib.import_module("torch.autograd")
+    original_backward = autograd.backward
     utils = importlib.import_module("torch.nn.utils")
     original_clip = utils.clip_grad_norm_
 
-    def backward(self: Any, *args: Any, **kwargs: Any) -> Any:
-        _guarded("on_backward", self)
-        result = original_backward(self, *args, **kwargs)
+    running = [0]  # backwards in progress: reentrant checkpointing runs one inside another
+
+    def backward(tensors: Any, *args: Any, **kwargs: Any) -> Any:
+        if running[0]:  # inside the step's backward (its autograd thread on a GPU)
+            return original_backward(tensors, *args, **kwargs)
+        running[0] += 1
+        try:
+            _guarded("on_backward", _only_tensor(tensors, torch_module.Tensor))
+            result = original_backward(tensors, *args, **kwargs)
+        finally:
+            running[0] -= 1
         _guarded("on_backward_end")  # the step breakdown's end of the backward
         return result
 
@@ -164,14 +175,24 @@ def _patch_backward_and_clipping(torch_module: Any) -> None:
 
     backward.__wrapped__ = original_backward  # type: ignore[attr-defined]
     clip_grad_norm_.__wrapped__ = original_clip  # type: ignore[attr-defined]
-    tensor_cls.backward = backward
+    autograd.backward = backward  # type: ignore[attr-defined]
     utils.clip_grad_norm_ = clip_grad_norm_  # type: ignore[attr-defined]
 
     def undo() -> None:
-        tensor_cls.backward = original_backward
+        autograd.backward = original_backward  # type: ignore[attr-defined]
         utils.clip_grad_norm_ = original_clip  # type: ignore[attr-defined]
 
     _state["undo"].append(undo)
+
+
+def _only_tensor(tensors: Any, tensor_cls: type) -> Any:
+    """The one tensor a backward starts from (a loss), or None for several (``backward`` of
+    a list of outputs, as a multi-task loop may call it)."""
+    if isinstance(tensors, tensor_cls):
+        return tensors
+    if isinstance(tensors, (list, tuple)) and len(tensors) == 1:
+        return tensors[0] if isinstance(tensors[0], tensor_cls) else None
+    return None
 
 
 def _register_optimizer_hook() -> None:

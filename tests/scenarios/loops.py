@@ -27,7 +27,7 @@ if os.environ.get("BLOCK_MONITOR_DEPS"):
     sys.meta_path.insert(0, _Blocker())
 
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 
 class SleepyDataset(Dataset):
@@ -295,6 +295,27 @@ def dropped(p: dict[str, float]) -> None:
     del model, optimizer
     gc.collect()
     print("still held:", [ref() is not None for ref in refs], flush=True)
+
+
+def replaced_loaders(p: dict[str, float]) -> None:
+    """A new DataLoader with persistent workers each round, the old one dropped (a script that
+    rebuilds its loader per epoch or per setting): say how many worker processes are alive."""
+    import psutil
+
+    model, optimizer = _model()
+    data = TensorDataset(torch.randn(512, 4), torch.randn(512, 1))
+    workers = int(p.get("workers", 2))
+    for _ in range(int(p.get("rounds", 4))):
+        loader = DataLoader(data, batch_size=8, num_workers=workers, persistent_workers=True)
+        for step, (x, y) in enumerate(loader):
+            (model(x) - y).pow(2).mean().backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            if step == 5:
+                break
+    del loader
+    time.sleep(0.5)  # a dropped iterator's workers take a moment to exit
+    print("live workers:", len(psutil.Process().children()), flush=True)
 
 
 def gan(p: dict[str, float]) -> None:

@@ -300,6 +300,48 @@ def folds(p: dict[str, float]) -> list[dict]:
     return [{"samples": 4 + fold} for fold in range(int(p.get("folds", 2)))]
 
 
+class SlowBackward(torch.autograd.Function):
+    """Identity whose backward sleeps a known time: the last of the backward's work."""
+
+    @staticmethod
+    def forward(ctx, x):  # type: ignore[no-untyped-def]
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad):  # type: ignore[no-untyped-def]
+        time.sleep(0.01)
+        return grad
+
+
+def autograd_backward(p: dict[str, float]) -> list[dict]:
+    """``torch.autograd.backward(loss)`` called directly, through a reentrant checkpoint (whose
+    backward runs a backward of its own) before 10 ms of backward work."""
+    from torch.utils.checkpoint import checkpoint
+
+    embed, block = nn.Embedding(VOCAB, 16), nn.Linear(16, 16)
+    head = nn.Linear(16, VOCAB)
+    model = nn.ModuleDict({"embed": embed, "block": block, "head": head})
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+
+    class Model(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layers = model
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            h = SlowBackward.apply(embed(x))
+            h = checkpoint(block, h, use_reentrant=True)
+            return nn.functional.cross_entropy(head(h).view(-1, VOCAB), x.view(-1))
+
+    net = Model()
+    for _ in range(int(p.get("steps", 12))):
+        x = torch.randint(0, VOCAB, (4, 16))
+        torch.autograd.backward(net(x))
+        optimizer.step()
+        optimizer.zero_grad()
+    return []
+
+
 if __name__ == "__main__":
     name, rest = sys.argv[1], sys.argv[2:]
     result = globals()[name](params(rest))

@@ -8,12 +8,14 @@ import sys
 from .paths import REPO
 
 
-def gputop(*args: str, **kwargs: object) -> subprocess.CompletedProcess[str]:
+def gputop(
+    *args: str, timeout: float = 180.0, **kwargs: object
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "gputop_train", *args],
         capture_output=True,
         text=True,
         cwd=REPO,
-        timeout=180,
+        timeout=timeout,
         **kwargs,  # type: ignore[arg-type]
     )
