@@ -216,6 +216,7 @@ def test_try_measures_each_change_against_the_baseline_and_reverts_it() -> None:
         ("precision=bf16;compile=true", "measured"),
     ]
     assert [round(t.gain, 2) for t in trials] == [2.0, 1.25]
+    assert [t.reason for t in trials] == ["reverted to the baseline"] * 2  # said once, not twice
     # Every trial against a fresh baseline: the first phase, then each revert's phase.
     assert [t.baseline_phase for t in trials] == [1, 3]
     assert job.config == {"num_workers": 0, "precision": "fp32", "compile": False}

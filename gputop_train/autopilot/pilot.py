@@ -386,7 +386,7 @@ class Pilot:
             self._state = f"kept {pending.candidate.label} ({gain:.2f}x)"
             return
         if self.mode == "try":
-            self._revert(pending, "measured; back to the baseline", row, decision="measured")
+            self._revert(pending, "reverted to the baseline", row, decision="measured")
         elif gain is None:
             self._revert(pending, "no throughput measured", row)
         else:
