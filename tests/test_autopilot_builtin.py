@@ -79,6 +79,23 @@ def test_a_try_that_was_refused_is_not_called_measured() -> None:
     )
 
 
+def test_a_knob_the_script_declares_after_its_first_steps_is_tried_not_refused() -> None:
+    # Only the hook's own knobs at first (the script sizes its batch by training, then
+    # declares its knobs): the unknown name is said at once and tried once declared.
+    job = SimulatedJob(speeds(num_workers__8=0.5), declare=False)
+    builtin = {"name": "cudnn_benchmark", "kind": "bool", "value": False, "builtin": True}
+    job.declare_knobs([builtin])
+    pilot = Pilot(job.session, job.request, 5.0, tries=[(("num_workers", "8"),)], clock=job.clock)
+    job.run(1.0)
+    pilot.tick()
+    assert not pilot.status().trials  # not refused before the script could declare it
+    notices = job.session.snapshot(5.0).notices
+    assert any("--try num_workers=8: no knob named 'num_workers'" in n for n in notices)
+    job.declare_knobs()
+    fly(job, pilot)
+    assert [t.decision for t in pilot.status().trials] == ["measured"]
+
+
 def test_a_wrong_knob_or_value_is_refused_as_soon_as_the_knobs_are_known() -> None:
     job = SimulatedJob(speeds(num_workers__8=0.5))
     tries = [(("nosuchknob", "4"),), (("num_workers", "lots"),)]
@@ -154,3 +171,18 @@ def test_a_job_whose_samples_are_unknown_is_judged_by_its_steps_per_second() -> 
     (trial,) = pilot.status().trials
     assert trial.unit == "steps/s" and trial.decision == "measured"
     assert round(trial.gain or 0, 2) == 2.0  # 100 ms -> 50 ms a step
+
+
+def test_a_schedule_entry_for_a_knob_not_declared_yet_says_so_far() -> None:
+    from gputop_train.autopilot.pilot import schedule_problems
+
+    job = SimulatedJob(speeds(), declare=False)
+    job.declare_knobs(
+        [{"name": "cudnn_benchmark", "kind": "bool", "value": False, "builtin": True}]
+    )
+    schedule = [(100, {"num_workers": "8"})]
+    (problem,) = schedule_problems(job.session.snapshot(5.0), schedule)
+    assert "no knob named 'num_workers' so far (the script may declare it)" in problem
+    job.declare_knobs()  # declared: a wrong value is wrong for good
+    (problem,) = schedule_problems(job.session.snapshot(5.0), [(100, {"num_workers": "lots"})])
+    assert "so far" not in problem and "num_workers takes a whole number" in problem

@@ -210,6 +210,11 @@ class Pilot:
         half a minute, and never called measured."""
         self._tries_checked = True
         knobs = {knob.name: knob for knob in snap.knobs}
+        # A script may declare its knobs after its first steps (one that sizes its batch by
+        # training, as the corpus's memory-limit loop does): while it has declared none, a
+        # name the hook's own knobs lack is said at once and refused at its turn if still
+        # unknown, not refused for good before the script could declare it.
+        declared = any(not knob.builtin for knob in snap.knobs)
         keep = []
         for settings in self._tries:
             problem = next(filter(None, (_problem(knobs, n, v) for n, v in settings)), None)
@@ -217,6 +222,15 @@ class Pilot:
                 keep.append(settings)
                 continue
             problem += f" (this job's knobs: {describe_knobs(snap.knobs)})"
+            if not declared and any(n not in knobs for n, _ in settings):
+                keep.append(settings)
+                self._session.apply(
+                    events.NoticeAdded(
+                        f"--try {_label(settings)}: {problem}; tried if the script declares "
+                        "it before its turn, refused then if not"
+                    )
+                )
+                continue
             self._trials.append(
                 Trial(_label(settings), "requested", snap.phase, None, None,
                       decision="refused", reason=problem)
@@ -530,10 +544,13 @@ def schedule_problems(snap: Snapshot, schedule: Sequence[tuple[int, dict[str, st
     """Each --schedule entry this job's knobs refuse, with the knobs it has: said as soon as
     they are known, not at the entry's step (which may be hours in)."""
     knobs = {knob.name: knob for knob in snap.knobs}
+    # Before the script declares a knob of its own, an unknown name may yet come (_check_tries).
+    later = "" if any(not k.builtin for k in snap.knobs) else " so far (the script may declare it)"
     problems = [
-        f"--schedule step {step}: {problem}"
+        f"--schedule step {step}: {problem}{later if n not in knobs else ''}"
         for step, settings in schedule
-        for problem in filter(None, (_problem(knobs, n, v) for n, v in settings.items()))
+        for n, v in settings.items()
+        if (problem := _problem(knobs, n, v))
     ]
     if problems:
         problems[-1] += f" (this job's knobs: {describe_knobs(snap.knobs)})"

@@ -36,16 +36,21 @@ class SimulatedJob:
         self,
         step_ms: Callable[[dict[str, Any]], float],
         oom: Callable[[dict[str, Any]], bool] = lambda config: False,
+        declare: bool = True,
     ) -> None:
         self.clock = ManualClock(1_000_000.0)
         self.session = Session(command=("python", "train.py"), clock=self.clock)
         self.session.apply(events.ProcessHello.of(PID, {"rank": None, "argv": ["train.py"]}))
-        self.session.apply(events.KnobsDeclared(PID, KNOBS))
+        if declare:  # else the test declares them when the script would (``declare_knobs``)
+            self.declare_knobs()
         self.config = {k["name"]: k["value"] for k in KNOBS}
         self._step_ms, self._oom = step_ms, oom
         self._queue: list[tuple[str, Any]] = []
         self._step, self._seq = 0, 0
         self._failed_config: dict[str, Any] | None = None
+
+    def declare_knobs(self, knobs: list[dict[str, Any]] = KNOBS) -> None:
+        self.session.apply(events.KnobsDeclared(PID, knobs))
 
     def request(self, name: str, value: Any) -> str | None:
         spec = next(k for k in KNOBS if k["name"] == name)
