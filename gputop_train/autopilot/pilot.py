@@ -211,9 +211,10 @@ class Pilot:
         self._tries_checked = True
         knobs = {knob.name: knob for knob in snap.knobs}
         # A script may declare its knobs after its first steps (one that sizes its batch by
-        # training, as the corpus's memory-limit loop does): while it has declared none, a
-        # name the hook's own knobs lack is said at once and refused at its turn if still
-        # unknown, not refused for good before the script could declare it.
+        # training, as the corpus's memory-limit loop does), its own replacing a built-in one
+        # of the same name: while it has declared none, an entry for a name the built-in knobs
+        # lack, or for a built-in knob, is said at once and judged again at its turn, not
+        # refused for good before the script could declare it.
         declared = any(not knob.builtin for knob in snap.knobs)
         keep = []
         for settings in self._tries:
@@ -222,12 +223,12 @@ class Pilot:
                 keep.append(settings)
                 continue
             problem += f" (this job's knobs: {describe_knobs(snap.knobs)})"
-            if not declared and any(n not in knobs for n, _ in settings):
+            if not declared and any(n not in knobs or knobs[n].builtin for n, _ in settings):
                 keep.append(settings)
                 self._session.apply(
                     events.NoticeAdded(
-                        f"--try {_label(settings)}: {problem}; tried if the script declares "
-                        "it before its turn, refused then if not"
+                        f"--try {_label(settings)}: {problem}; judged again at its turn, in "
+                        "case the script declares its own knobs by then"
                     )
                 )
                 continue
