@@ -321,8 +321,8 @@ class Pilot:
         index = len(self._trials) - 1
         for name, value in candidate.settings:
             error = self._request_knob(name, value)
-            if error:
-                self._record(index, decision="failed", reason=error)
+            if error:  # nothing was sent: the job's knobs refuse it (a name, a value)
+                self._record(index, decision="refused", reason=error)
                 self._state = f"{candidate.label} was refused: {error}"
                 return
         self._pending = _Pending(candidate, index, snap.phase, self._clock())

@@ -15,6 +15,7 @@ import threading
 import time
 import weakref
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from .. import wire
@@ -143,10 +144,8 @@ class Agent:
         self.autopilot_done = False  # the monitor said its autopilot has finished
         self.builtins = BuiltinKnobs(torch_module, self._current_feed, self._builtin_failed)
         self._script_autocast: str | None = None  # the autocast the script entered itself
-        # The loader of each live iterator, and the iterator that fed the last batch. Weak
-        # both ways: a persistent-workers loader holds its iterator, so a strong reference to
-        # the loader kept every replaced loader's worker processes alive.
-        self._loaders: weakref.WeakKeyDictionary[Any, weakref.ref[Any]] = (
+        # The loader of each live iterator, and the iterator that fed the last batch.
+        self._loaders: weakref.WeakKeyDictionary[Any, Callable[[], Any]] = (
             weakref.WeakKeyDictionary()
         )
         self._train_iterator: weakref.ref[Any] | None = None
@@ -164,7 +163,7 @@ class Agent:
         feed.data_s += seconds
         feed.started, feed.exhausted_pass = True, False
         with contextlib.suppress(TypeError):  # an iterator that takes no weak reference
-            self._loaders[iterator] = weakref.ref(loader)
+            self._loaders[iterator] = _holder(loader)
         feed.facts = {
             "num_workers": getattr(loader, "num_workers", None),
             "pin_memory": getattr(loader, "pin_memory", None),
@@ -786,3 +785,14 @@ def _env_int(name: str) -> int | None:
 def _monitor_alive() -> bool:
     pid = _env_int(wire.MONITOR_PID_ENV)
     return pid is not None and wire.process_exists(pid)
+
+
+def _holder(loader: Any) -> Callable[[], Any]:
+    """How an iterator's entry holds its loader. A persistent-workers loader holds its
+    iterator, so a strong reference would keep the entry, and every replaced loader's worker
+    processes, alive (57 workers after six changes on the H100): held weakly. Any other
+    loader is held for as long as its iterator lives: ``iter(DataLoader(...))`` keeps only
+    the iterator, and the built-in loader knobs need the loader."""
+    if getattr(loader, "persistent_workers", False):
+        return weakref.ref(loader)
+    return lambda: loader
