@@ -1,7 +1,7 @@
 """The numerics guard: a knob change whose next steps' loss (or gradient norm) turns NaN/Inf
 or diverges from the steps before it is reverted, and the outcome says why.
 
-What the guard sees: the scalar each ``Tensor.backward()`` was called on (the loss), and the
+What the guard sees: the scalar each backward starts from (the loss), and the
 value ``torch.nn.utils.clip_grad_norm_`` returned (the gradient norm, where the script clips).
 Each step keeps a detached reference to them, nothing more: no copy, no sync. When a change
 applies, the last ``WINDOW_STEPS`` before it are the reference; ``WINDOW_STEPS`` steps later

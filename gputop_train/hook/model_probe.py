@@ -1,6 +1,6 @@
 """The model's side of a step: its training forwards (samples, tokens), the backward, and
 the marks of the step breakdown. The top-level module's calls only (its class's
-``__call__`` wrapped for it, model_call.py), the hook's own ``Tensor.backward`` wrapper
+``__call__`` wrapped for it, model_call.py), the hook's ``torch.autograd.backward`` wrapper
 (the backward's start and end) and the optimizer's global step pre-hook: no sync, nothing
 inside a compiled graph. The
 training thread only reads clocks and counts; the split is computed when a monitor reads
@@ -159,7 +159,7 @@ class ModelProbe:
         self.timeline.mark(OPT_START)
 
     def on_backward(self, started: bool) -> None:
-        """The hook's ``Tensor.backward`` wrapper: a backward starts or returns."""
+        """The hook's ``torch.autograd.backward`` wrapper: a backward starts or returns."""
         if self._ident() == self._thread:
             self.timeline.mark(BWD_START if started else BWD_END)
 
