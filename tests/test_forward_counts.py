@@ -34,11 +34,14 @@ def reason(run: HookedRun) -> str | None:
 
 
 def test_a_nanogpt_loop_counts_batch_x_block_x_accumulation(tmp_path: Path) -> None:
-    run = hooked(tmp_path, "nanogpt", "batch=4", "block=16", "accum=3", "steps=20")
+    # 80 steps: both meters' sums telescope to the time between two boundaries, so one
+    # boundary read 3 ms late moves the rate by 3 ms over the whole span (20 steps of a few
+    # ms read 4.4% off beside a CPU hog, 2026-11-25).
+    run = hooked(tmp_path, "nanogpt", "batch=4", "block=16", "accum=3", "steps=80")
     own = truth(run)
     steps = run.steps[1:]  # the model is found at the first step's end
-    assert [s.samples for s in steps] == [t["samples"] for t in own[1:]] == [12] * 19
-    assert [s.tokens for s in steps] == [t["tokens"] for t in own[1:]] == [192] * 19
+    assert [s.samples for s in steps] == [t["samples"] for t in own[1:]] == [12] * 79
+    assert [s.tokens for s in steps] == [t["tokens"] for t in own[1:]] == [192] * 79
     assert run.steps[0].tokens is None  # before the model was found: N/A, not 0
     # The rate past the hook's start-up steps (the model's search, the FLOP count, the
     # first sync scan and the built-in knobs land in steps 2-6, not in the loop's meter).
