@@ -424,7 +424,8 @@ def parse_args(argv: list[str]) -> tuple[Config, int, int]:
         default=0 if cuda else 320,
         help="store the images as JPEGs of this side, decoded per item (the CPU "
         "configuration: 320, 1.4 ms an image beside 1.1 ms of training per image on the "
-        "2-core dev box, so one worker can pay up to 1.8x; at 512, 2.7 ms, it paid 1.2-1.3x); "
+        "2-core dev box, 2026-11-25, so one worker can pay up to 1.8x; at 512, 2.7 ms, it paid "
+        "1.2-1.3x); "
         "0 keeps the article's raw 32x32 arrays",
     )
     parser.add_argument(

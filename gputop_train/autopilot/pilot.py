@@ -215,7 +215,7 @@ class Pilot:
         # of the same name: while it has declared none, an entry for a name the built-in knobs
         # lack, or for a built-in knob, is said at once and judged again at its turn, not
         # refused for good before the script could declare it.
-        declared = any(not knob.builtin for knob in snap.knobs)
+        declared = script_declared(snap)
         keep = []
         for settings in self._tries:
             problem = next(filter(None, (_problem(knobs, n, v) for n, v in settings)), None)
@@ -527,6 +527,12 @@ def knobs_known(snap: Snapshot) -> bool:
     return any(knob.builtin for knob in snap.knobs) or snap.total_steps >= 3
 
 
+def script_declared(snap: Snapshot) -> bool:
+    """Whether the script has declared knobs of its own: until then, the hook's built-in ones
+    may not be all the job will have (a script may declare its knobs after its first steps)."""
+    return any(not knob.builtin for knob in snap.knobs)
+
+
 def _problem(knobs: dict[str, KnobState], name: str, value: Any) -> str | None:
     """Why ``name=value`` cannot be tried on this job, or None."""
     knob = knobs.get(name)
@@ -546,7 +552,7 @@ def schedule_problems(snap: Snapshot, schedule: Sequence[tuple[int, dict[str, st
     they are known, not at the entry's step (which may be hours in)."""
     knobs = {knob.name: knob for knob in snap.knobs}
     # Before the script declares a knob of its own, an unknown name may yet come (_check_tries).
-    later = "" if any(not k.builtin for k in snap.knobs) else " so far (the script may declare it)"
+    later = "" if script_declared(snap) else " so far (the script may declare it)"
     problems = [
         f"--schedule step {step}: {problem}{later if n not in knobs else ''}"
         for step, settings in schedule

@@ -29,14 +29,13 @@ PREFIX = "gputop_train_"
 DEFAULT_HOST = "127.0.0.1"  # the job's figures stay on the box unless the user says otherwise
 # ``job`` is Prometheus's own label (the scrape job): a target's ``job`` would be renamed
 # ``exported_job`` unless every scrape config set honor_labels. Ours is ``train_job``.
+# Every series also carries ``hpc_job``, the Slurm job's id as dcgm-exporter's job mapping
+# names it, where the monitor runs in a Slurm job (SLURM_JOB_ID): JobCollector.__init__.
 JOB_LABELS = ("host", "train_job")
-# ``hpc_job``: the Slurm job's id, as dcgm-exporter's job mapping names it; a label of every
-# series only where the monitor runs in a Slurm job (SLURM_JOB_ID).
-HPC_JOB_LABEL = "hpc_job"
-RANK_LABELS = (*JOB_LABELS, "rank", "local_rank", "pid")
-# ``UUID`` and ``pci_bus_id`` as dcgm-exporter names them: ``on (UUID)`` joins its series
-# to ours (docs/prometheus.md).
-GPU_LABELS = (*JOB_LABELS, "gpu", "name", "UUID", "pci_bus_id")
+# A rank's and a GPU's own labels, after the job's. ``UUID`` and ``pci_bus_id`` as
+# dcgm-exporter names them: ``on (UUID)`` joins its series to ours (docs/prometheus.md).
+RANK_LABELS = ("rank", "local_rank", "pid")
+GPU_LABELS = ("gpu", "name", "UUID", "pci_bus_id")
 
 
 class ExporterError(Exception):
@@ -142,12 +141,12 @@ class JobCollector(Collector):
 
     def __init__(self, current_view: Callable[[], View], train_job: str) -> None:
         self._view = current_view
-        hpc_job = os.environ.get("SLURM_JOB_ID")
-        extra = (HPC_JOB_LABEL,) if hpc_job else ()
-        self._job = (socket.gethostname(), train_job, *((hpc_job,) if hpc_job else ()))
-        self._job_labels = (*JOB_LABELS, *extra)
-        self._rank_labels = (*self._job_labels, *RANK_LABELS[len(JOB_LABELS) :])
-        self._gpu_labels = (*self._job_labels, *GPU_LABELS[len(JOB_LABELS) :])
+        job = dict(zip(JOB_LABELS, (socket.gethostname(), train_job), strict=True))
+        if hpc_job := os.environ.get("SLURM_JOB_ID"):
+            job["hpc_job"] = hpc_job
+        self._job, self._job_labels = tuple(job.values()), tuple(job)
+        self._rank_labels = (*self._job_labels, *RANK_LABELS)
+        self._gpu_labels = (*self._job_labels, *GPU_LABELS)
 
     def collect(self) -> Iterator[Metric]:
         view = self._view()
