@@ -25,6 +25,8 @@
 #   ranks       torchrun with one rank per GPU, headless and in the TUI (2+ GPUs)
 #   stragglers  the DDP demo on every GPU with and without one slowed rank, with
 #               --prometheus (SLOW_MS, 400; 2+ GPUs)
+#   gpt-ladder  the GPT demo walking the LLM ladder by --schedule (recorded), then each
+#               transformer scenario as written, 25 s each; transformer_report's line per job
 #   tokens      tokens_meter: samples/s, tokens/s and the step's parts against a nanoGPT-style
 #               loop's own meter (its get_batch as written, and 30 ms slower)
 #   tokens-ab   hook_overhead tiny and gpt on this tree and an earlier one (AB_TREE: a `git
@@ -117,6 +119,22 @@ part_tui_ab() {
     python3 -m benchmarks.tui_cost --size 160x48 --warmup 10 --measure 20 --modes tui,nvitop \
       --threads -- --workers 8 | grep -v "median\|tui / nvitop" | sed "s/^/new $round /"
   done | tee "$res/tui_cost_ab.txt"
+}
+
+part_gpt_ladder() {
+  headless() {  # NAME TIMEOUT ARGS...: one monitored job, its summary line reported
+    local name=$1 limit=$2; shift 2
+    timeout "$limit" python3 -m gputop_train --headless --format json --interval 5 \
+      --record "$res/$name.jsonl" "$@" > "$res/$name.out" 2> "$res/$name.err"
+    tail -1 "$res/$name.out" | python3 -m benchmarks.transformer_report "$name" "$res/$name.err"
+  }
+  local ladder="60:precision=bf16,300:attention=sdpa,600:optimizer=fused,900:micro_batch=16"
+  ladder+=",1100:checkpointing=true,1300:checkpointing=false;compile=true"
+  headless ladder 300 --schedule "$ladder" demos/gpt.py --steps 1900
+  for s in nanogpt_eager gpt_manual_attention gpt_fp32 gpt_memory_limit gpt_trainer_sync \
+    gpt_tokenizer_loader; do
+    headless "$s" 50 "benchmarks/scenarios/$s.py" --seconds 25
+  done
 }
 
 part_tokens() {

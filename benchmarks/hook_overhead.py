@@ -155,6 +155,20 @@ def block_ms(step: Callable[[], None], steps: int, sync: Callable[[], None]) -> 
     return statistics.median(times), (time.perf_counter() - start) * 1000.0 / steps
 
 
+def paired_slowdown_pct(hooked: list[float], bare: list[float]) -> float:
+    """The median over ABBA quads of each quad's hooked/bare ratio, as a percentage.
+
+    Pairing each quad's two hooked blocks with its own two bare ones cancels a drift slower
+    than a quad (the VM's CPU speed wanders by tens of percent over minutes), which a ratio of
+    medians over the whole run does not.
+    """
+    quads = [
+        (hooked[i] + hooked[i + 1]) / (bare[i] + bare[i + 1])
+        for i in range(0, min(len(hooked), len(bare)) - 1, 2)
+    ]
+    return (statistics.median(quads) - 1.0) * 100.0 if quads else float("nan")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("workload", choices=("tiny", "gpt", "resnet-rung8"))
@@ -215,12 +229,15 @@ def main() -> None:
         "bare_mean_blocks_ms": bare_means,
         "hooked_mean_blocks_ms": hooked_means,
         "slowdown_mean_pct": (mean_ratio - 1.0) * 100.0,
+        "slowdown_paired_pct": paired_slowdown_pct(hooked, bare),
+        "slowdown_paired_mean_pct": paired_slowdown_pct(hooked_means, bare_means),
     }
     print(json.dumps(result, indent=2))
     print(
         f"{args.workload}: bare {result['bare_ms_median']:.3f} ms, hooked "
         f"{result['hooked_ms_median']:.3f} ms, slowdown {result['slowdown_pct']:+.2f}% "
-        f"(block means: {result['slowdown_mean_pct']:+.2f}%)"
+        f"(block means: {result['slowdown_mean_pct']:+.2f}%; paired by quad: "
+        f"{result['slowdown_paired_pct']:+.2f}%, means {result['slowdown_paired_mean_pct']:+.2f}%)"
     )
     if args.json:
         args.json.write_text(json.dumps(result, indent=2))

@@ -1,6 +1,6 @@
 """One line per monitored job from its headless summary (stdin) and the job's own meter (its
 stderr, the file named): headline, throughput, MFU and how it was reached, the workload probes
-and what they cost. Used by gpu_transformers.sh; prints N/A where a figure is missing."""
+and what they cost. Used by gpu.sh's gpt-ladder part; prints N/A where a figure is missing."""
 
 from __future__ import annotations
 
