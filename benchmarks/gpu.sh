@@ -26,7 +26,8 @@
 #   stragglers  the DDP demo on every GPU with and without one slowed rank, with
 #               --prometheus (SLOW_MS, 400; 2+ GPUs)
 #   gpt-ladder  the GPT demo walking the LLM ladder by --schedule (recorded), then each
-#               transformer scenario as written, 25 s each; transformer_report's line per job
+#               transformer scenario as written, 25 s each (GPT_LADDER_SCENARIOS: names, or
+#               empty for the ladder alone); transformer_report's line per job
 #   tokens      tokens_meter: samples/s, tokens/s and the step's parts against a nanoGPT-style
 #               loop's own meter (its get_batch as written, and 30 ms slower)
 #   tokens-ab   hook_overhead tiny and gpt on this tree and an earlier one (AB_TREE: a `git
@@ -131,8 +132,8 @@ part_gpt_ladder() {
   local ladder="60:precision=bf16,300:attention=sdpa,600:optimizer=fused,900:micro_batch=16"
   ladder+=",1100:checkpointing=true,1300:checkpointing=false;compile=true"
   headless ladder 300 --schedule "$ladder" demos/gpt.py --steps 1900
-  for s in nanogpt_eager gpt_manual_attention gpt_fp32 gpt_memory_limit gpt_trainer_sync \
-    gpt_tokenizer_loader; do
+  local scenarios="nanogpt_eager gpt_manual_attention gpt_fp32 gpt_memory_limit gpt_trainer_sync"
+  for s in ${GPT_LADDER_SCENARIOS-$scenarios gpt_tokenizer_loader}; do
     headless "$s" 50 "benchmarks/scenarios/$s.py" --seconds 25
   done
 }
