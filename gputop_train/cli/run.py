@@ -41,14 +41,11 @@ def launch(args: argparse.Namespace) -> int:
         _say(str(error))
         return 2
     session = Session(command=tuple(command))
-    try:
-        # A malformed address fails before the job starts; a port in use does not stop it.
-        exporter = _serve_metrics(args, session)
-    except ExporterError as error:
-        _say(str(error))
+    outputs = _open_outputs(args, command, session)  # before the job starts
+    if outputs is None:
         return 2
+    exporter, files = outputs
     try:
-        files = _open_files(args, command, session)
         log_fd = files.open_log()
     except (RecordError, wire.UnsafeRuntimeDir) as error:
         _say(str(error))
@@ -96,17 +93,10 @@ def attach(args: argparse.Namespace) -> int:
             f"with py-spy, a {stacks.window_s:g} s window at a time."
         )
     session = Session(command=tuple(command))
-    try:
-        exporter = _serve_metrics(args, session)
-    except ExporterError as error:
-        _say(str(error))
+    outputs = _open_outputs(args, command, session)
+    if outputs is None:
         return 2
-    try:
-        files = _open_files(args, command, session)
-    except RecordError as error:
-        _say(str(error))
-        _close(exporter)
-        return 2
+    exporter, files = outputs
     if stacks is not None:
         session.expect_stacks(stacks.window_s)
     monitor = _start_monitor(args, session, job.pid, stacks)
@@ -149,6 +139,26 @@ def _linger(exporter: Exporter | None, job: Job, seconds: float) -> None:
     _say(f"the job ended: its final metrics stay at {exporter.url} for {seconds:g} s")
     with contextlib.suppress(KeyboardInterrupt):
         threading.Event().wait(seconds)
+
+
+def _open_outputs(
+    args: argparse.Namespace, command: list[str], session: Session
+) -> tuple[Exporter | None, SessionFiles] | None:
+    """The metrics endpoint, then the recording's files; None, said, where either cannot be
+    had (a malformed address, an unwritable folder: the user's to fix before anything starts;
+    a port in use does not stop the job)."""
+    try:
+        exporter = _serve_metrics(args, session)
+    except ExporterError as error:
+        _say(str(error))
+        return None
+    try:
+        files = _open_files(args, command, session)
+    except (RecordError, wire.UnsafeRuntimeDir) as error:
+        _say(str(error))
+        _close(exporter)
+        return None
+    return exporter, files
 
 
 def _serve_metrics(args: argparse.Namespace, session: Session) -> Exporter | None:

@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import signal
 import subprocess
 import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 from .paths import REPO
 
@@ -19,3 +26,44 @@ def gputop(
         timeout=timeout,
         **kwargs,  # type: ignore[arg-type]
     )
+
+
+@dataclass
+class HeadlessRun:
+    """A ``--headless --format json`` run: its status objects, the summary last."""
+
+    returncode: int
+    lines: list[dict[str, Any]]
+    stderr: str
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        return self.lines[-1]
+
+
+def headless_until(
+    *args: str, stop_when: Callable[[dict[str, Any]], bool], timeout: float = 180.0
+) -> HeadlessRun:
+    """``gputop-train --headless --format json ARGS``, Ctrl+C'd (forwarded to the job, which
+    ends) at the first status object ``stop_when`` accepts: a test waits for what it checks,
+    not for a job long enough to outlast a loaded machine."""
+    deadline = time.monotonic() + timeout
+    with tempfile.TemporaryFile("w+") as err:
+        monitor = subprocess.Popen(
+            [sys.executable, "-m", "gputop_train", "--headless", "--format", "json", *args],
+            stdout=subprocess.PIPE, stderr=err, text=True, cwd=REPO,
+        )  # fmt: skip
+        assert monitor.stdout is not None
+        lines: list[dict[str, Any]] = []
+        stopped = False
+        for text in monitor.stdout:
+            lines.append(json.loads(text))
+            if not stopped and stop_when(lines[-1]):
+                monitor.send_signal(signal.SIGINT)
+                stopped = True
+            if time.monotonic() > deadline:
+                monitor.kill()
+                raise AssertionError(f"not done in {timeout:g} s: {lines[-1]}")
+        monitor.wait(timeout=max(1.0, deadline - time.monotonic()))
+        err.seek(0)
+        return HeadlessRun(monitor.returncode, lines, err.read())
