@@ -72,6 +72,13 @@ def variants(agent: Agent) -> dict[str, Callable[[], Undo] | None]:
         "-guard": lambda: _stubs((LossGuard, "on_backward"), (LossGuard, "end_step")),
         "-marks": lambda: _stub(StepTimeline, "mark"),
         "-end_probes": lambda: _stub(Agent, "_end_probes"),
+        # The hook as on a CPU job: no CUDA events, step timer, memory reads or sync scans.
+        "-cuda": lambda: _stub(Agent, "_cuda_in_use", lambda self: False),
+        # Inside the step's end: rows still made, or (-rows_sent) made but never sent.
+        "-finish_row": lambda: _stub(Agent, "_finish_row"),
+        "-collect_gpu": lambda: _stub(Agent, "_collect_gpu_times"),
+        "-memory": lambda: _stub(Agent, "_memory", lambda self, now: (None, None, None)),
+        "-rows_sent": lambda: _stub(Agent, "rows_after", lambda self, step: []),
     }
 
 
@@ -80,6 +87,7 @@ def main() -> None:
     parser.add_argument("workload", choices=("gpt", "tiny"))
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--steps", type=int, default=150, help="steps per block")
+    parser.add_argument("--no-profile", action="store_true", help="skip the cProfile part")
     args = parser.parse_args()
     device = "cuda" if torch.cuda.is_available() else "cpu"
     sync = torch.cuda.synchronize if device == "cuda" else _noop
@@ -127,7 +135,7 @@ def main() -> None:
             f"  {name:12s} {median:.3f} ms {(median / bare - 1) * 100:+6.1f}% vs bare"
             f"   spread {min(values):.3f}-{max(values):.3f}"
         )
-    for label, hooked in (("bare", False), ("hooked", True)):
+    for label, hooked in () if args.no_profile else (("bare", False), ("hooked", True)):
         patches.install(torch) if hooked else patches.uninstall()
         profile = cProfile.Profile()
         profile.enable()

@@ -68,3 +68,36 @@ def test_steps_without_batches_start_at_the_previous_end_even_with_reused_events
     assert results[0] is None  # the first step has nothing to start from
     assert results[1:] == [5.0] * (len(results) - 1)
     assert gpu.created < 10  # events come back from the pool instead of being re-created
+
+
+def test_only_the_chosen_steps_are_timed_and_every_step_is_reported_in_order() -> None:
+    # A fast loop times one step in a few (the step split's period): the others record no
+    # event, wait on nothing and read None, in their place among the timed ones.
+    gpu = FakeGpuClock()
+    timer = CudaStepTimer(gpu.module())
+    chosen = [step % 4 == 3 for step in range(12)]  # time the step after each chosen one
+    for step in range(12):
+        gpu.now_ms = step * 10.0
+        timer.mark_start()
+        gpu.now_ms += 7.0
+        timer.mark_end(time_next=chosen[step])
+    # Two events for each of the 3 timed steps, and the end of each step before one (it may
+    # open that step); none for the other 6 steps.
+    assert gpu.created == 9
+    assert timer.poll() == []  # the first step's end has not run: nothing behind it either
+    gpu.done_upto_ms = 1000.0
+    times = [7.0, None, None, None] * 3
+    assert timer.poll() == times
+    assert not gpu.synchronized
+
+
+def test_a_step_not_timed_still_waits_for_its_end_when_a_figure_needs_its_gpu_work() -> None:
+    gpu = FakeGpuClock()
+    timer = CudaStepTimer(gpu.module())
+    timer.mark_end(time_next=False)  # the first step, timed: its end is recorded
+    gpu.now_ms = 10.0
+    timer.mark_end(time_next=False, needs_end=True)  # a step with masks still on the GPU
+    gpu.done_upto_ms = 5.0
+    assert timer.poll() == [None]  # the first step read (no start: N/A); the second waits
+    gpu.done_upto_ms = 10.0
+    assert timer.poll() == [None]  # its end ran: its figures may be read now

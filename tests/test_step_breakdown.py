@@ -277,6 +277,20 @@ def test_a_cuda_step_is_split_on_the_gpu_clock_at_most_once_a_period() -> None:
     assert cpu[1:] == [False, False]  # the first was opened as a split one
 
 
+def test_the_step_timer_times_exactly_the_steps_split_on_the_gpu_clock() -> None:
+    # A split step's GPU figures are read once its end event ran: the timer must time it.
+    from gputop_train.hook.model_probe import GPU_SPLIT_PERIOD_S, ModelProbe
+
+    fake_torch = SimpleNamespace(
+        cuda=SimpleNamespace(Event=_FakeEvent), Tensor=object, bool=object, is_grad_enabled=bool
+    )
+    probe = ModelProbe(fake_torch, print)
+    steps = [probe.end_step(cuda=True, now=i * GPU_SPLIT_PERIOD_S / 3) for i in range(30)]
+    told = [counts.gpu_next for counts in steps[:-1]]
+    split = [counts.parts.events for counts in steps[1:]]
+    assert told == split and 8 <= sum(told) <= 11  # one step in three
+
+
 def test_the_audit_walks_the_tensors_again_only_after_a_change_or_a_minute() -> None:
     from gputop_train.hook.memory_audit import AUDIT_PERIOD_S, FIRST_AUDIT_STEP, SIZES_PERIOD_S
 

@@ -578,7 +578,10 @@ class Agent:
             _fill(row, self._model.row(counts, resolved=True))
             self._ring.append(row)
             return
-        self._timer.mark_end()
+        # A step not timed still gets its end event where a figure waits on its GPU work.
+        masks = counts.masks is not None and bool(counts.masks.pending)
+        needs_end = masks or row[wire.COLUMN["step"]] in self._comm_pairs
+        self._timer.mark_end(time_next=counts.gpu_next, needs_end=needs_end)
         self._awaiting_gpu.append(row)
         self._awaiting_counts.append(counts)
         self._collect_gpu_times()

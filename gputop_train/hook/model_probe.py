@@ -32,6 +32,7 @@ from .step_parts import (
 
 # A CUDA step is split on the GPU's clock (CUDA events at each mark) at most once in this
 # many seconds: every step of a loop of 50 ms steps or more, one in 25 of a 2 ms H100 loop.
+# The same steps are the ones the step timer times (cuda_timer.py).
 # A 2 ms H100 loop read +23-25% with every step split (hook_overhead.py tiny and gpt,
 # 2026-11-24, docs/benchmarks.md); a window of 30 s still holds up to 600 split steps.
 GPU_SPLIT_PERIOD_S = 0.05
@@ -56,6 +57,7 @@ class StepCounts:
     tokens: int | None  # known now (CPU masks, no mask); else read when the step's GPU work ran
     masks: forward_probe.MaskCounts | None
     parts: PendingStep
+    gpu_next: bool = False  # the next step is split on the GPU's clock (and timed, cuda_timer)
 
 
 class ModelColumns:
@@ -178,6 +180,7 @@ class ModelProbe:
             tokens=self._tokens if usable and not self._no_tokens else None,
             masks=self._masks if usable and not self._no_tokens else None,
             parts=parts,
+            gpu_next=gpu_next,
         )
         self._reset_counts()
         return counts
