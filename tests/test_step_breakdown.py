@@ -314,3 +314,17 @@ def test_the_audit_walks_the_tensors_again_only_after_a_change_or_a_minute() -> 
     param.numel = lambda: 300
     late = audit.due(10.0 + SIZES_PERIOD_S + AUDIT_PERIOD_S, optimizer, cuda=True)
     assert late is not None and late["params_bytes"] == 1200  # walked again within a minute
+
+
+def test_the_step_rows_memory_comes_from_the_allocators_nested_stats() -> None:
+    from gputop_train.hook.memory_audit import allocator_now
+
+    nested = {
+        "allocated_bytes": {"all": {"current": 300, "peak": 900}, "large_pool": {}},
+        "reserved_bytes": {"all": {"current": 1024, "peak": 2048}},
+    }
+    assert allocator_now(SimpleNamespace(memory_stats_as_nested_dict=lambda: nested)) == (
+        300, 1024, 900,
+    )  # fmt: skip
+    # An allocator that reports nothing (another backend): N/A, never an error.
+    assert allocator_now(SimpleNamespace(memory_stats_as_nested_dict=dict)) == (None, None, None)
