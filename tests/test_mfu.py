@@ -175,15 +175,20 @@ def test_kernels_are_split_into_matrix_math_and_the_rest() -> None:
 # -- in the hook --------------------------------------------------------------------------
 
 
-def train_hooked(agent: object, steps: int) -> None:
-    """A tiny GPT stepped ``steps`` times, each step reported to ``agent`` as the optimizer
-    hook would (no socket: the agent is marked active)."""
+def train_hooked(agent: object, steps: int, checkpointing: bool = False) -> None:
+    """A tiny GPT stepped ``steps`` times, each backward and step reported to ``agent`` as the
+    hook's wrappers would (no socket: the agent is marked active)."""
+    torch.manual_seed(0)
     model = GPT(GPTConfig.tiny())
+    model.checkpointing = checkpointing
     optimizer = torch.optim.AdamW(model.parameters())
     agent.active = True  # type: ignore[attr-defined]
     for _ in range(steps):
         x = torch.randint(model.config.vocab, (2, model.config.block))
-        model(x, x.roll(-1, dims=1)).backward()
+        loss = model(x, x.roll(-1, dims=1))
+        agent.on_backward(loss)  # type: ignore[attr-defined]
+        loss.backward()
+        agent.on_backward_end()  # type: ignore[attr-defined]
         optimizer.step()
         optimizer.zero_grad()
         agent.on_optimizer_step(optimizer)  # type: ignore[attr-defined]
@@ -206,6 +211,25 @@ def test_the_hook_publishes_the_census_once_on_its_step() -> None:
     assert workload["profile"] is None and workload["peak"] is None
     (flops,) = published(agent, "flops")
     assert flops["flops"] == pytest.approx(workload["census"]["analytic_flops"], rel=0.15)
+
+
+def test_activation_checkpointing_adds_no_model_flops() -> None:
+    # The checkpointed blocks' attention runs again in the backward: hardware work, not the
+    # model's (the H100's GPT ladder read 13% more TFLOP/s a sequence on its checkpointing
+    # rung, 2026-11-25, README).
+    from gputop_train.hook.agent import Agent
+
+    census = {}
+    for checkpointing in (False, True):
+        agent = Agent(torch)
+        train_hooked(agent, 5, checkpointing=checkpointing)
+        (workload,) = published(agent, "workload")
+        census[checkpointing] = workload["census"]
+    assert census[True]["analytic_flops"] == census[False]["analytic_flops"]
+    assert census[True]["fused_attention"] + census[True]["manual_attention"] == (
+        census[False]["fused_attention"] + census[False]["manual_attention"]
+    )
+    assert census[True]["ops"] > census[False]["ops"]  # the recomputation's kernels are real
 
 
 def test_a_failing_workload_probe_stops_alone_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:

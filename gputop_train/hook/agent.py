@@ -214,10 +214,14 @@ class Agent:
             return
         self.guard.on_backward(tensor)
         self._model.on_backward(started=True)
+        if self._census is not None:
+            self._census.in_backward = True
 
     def on_backward_end(self) -> None:
         """The backward returned: the backward's end mark (the model's thread only)."""
         self._model.on_backward(started=False)
+        if self._census is not None:
+            self._census.in_backward = False
 
     def on_grad_norm(self, norm: Any) -> None:
         if self._other_trainer and not self._on_primary_thread():

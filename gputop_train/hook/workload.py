@@ -60,6 +60,10 @@ class Census:
         self._matmul_operands: set[int] = set()
         self._embeddings: dict[int, list[int]] = {}  # weight ptr -> [rows, index numel, T, calls]
         self.active = False
+        # Set by the agent while the step's backward runs: activation checkpointing runs the
+        # forward's attention again there, which the model's FLOPs leave out (nanoGPT's and
+        # PaLM's MFU count the model's work, not the recomputation).
+        self.in_backward = False
 
     def start(self) -> None:
         self._mode.__enter__()
@@ -88,6 +92,8 @@ class Census:
             entry[1] += indices.numel()
             entry[2] = indices.shape[-1] if indices.dim() >= 2 else entry[2]
             entry[3] += 1
+        elif self.in_backward and name.startswith((*_FUSED_ATTENTION, "_softmax", "_safe_")):
+            return  # a checkpointed block's forward, run again: counted once, in the forward
         elif name.startswith(_FUSED_ATTENTION) and not name.endswith("backward") and tensors:
             q, k = tensors[0], tensors[1] if len(tensors) > 1 else tensors[0]
             if q.dim() == 4:  # (B, H, T, Q)
