@@ -200,6 +200,24 @@ def test_the_optimizer_update_switches_to_foreach_and_fused_where_its_class_has_
     assert optimizer.param_groups[0]["foreach"] is False
 
 
+def test_the_optimizer_findings_change_is_carried_by_the_builtin_update_knob(
+    agent: Agent,
+) -> None:
+    # On a script that declares no knob, optimizer.for_loop's fused=True is the built-in's to
+    # try: its role was "optimizer_impl", which no finding names, so the autopilot left it.
+    from gputop_train.advise.rules import Change, Finding
+    from gputop_train.autopilot.plan import candidates
+    from gputop_train.session.phases import knob_state
+
+    model = ConvNet()
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3, foreach=False)
+    train(agent, torch.utils.data.DataLoader(Indices(8), batch_size=4), model, optimizer)
+    knobs = [k for k in map(knob_state, agent.board.describe()) if k]
+    slow = Finding("optimizer.for_loop", "t", (), "fused=True", "up to 1.2x", 0.7, 1.2,
+                   changes=(Change("optimizer", "fused"),))  # fmt: skip
+    assert [c.settings for c in candidates([slow], knobs, None)] == [(("optimizer_impl", "fused"),)]
+
+
 def test_an_optimizer_with_one_implementation_is_refused(agent: Agent) -> None:
     model = ConvNet()
     optimizer = torch.optim.LBFGS(model.parameters())

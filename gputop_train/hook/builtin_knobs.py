@@ -409,7 +409,7 @@ class BuiltinKnobs:
             help=f"{type(optimizer).__name__}'s update: one kernel per tensor (for-loop), "
             "per list (foreach) or one fused kernel",
             choices=tuple(choices),
-            role="optimizer_impl",
+            role="optimizer",  # the role optimizer.for_loop's change names (docs/knobs.md)
             builtin=True,
             unavailable=why_not,
             numerics=FUSED_NUMERICS,
