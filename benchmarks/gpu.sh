@@ -146,7 +146,9 @@ part_tokens() {
 
 part_tokens_ab() {
   local tree=${AB_TREE:?tokens-ab needs AB_TREE: a git archive of the earlier tree, in this tree}
-  cp benchmarks/hook_overhead.py "$tree/benchmarks/hook_overhead.py"  # one benchmark, two trees
+  # One benchmark, two trees: the script and the reader it starts.
+  cp benchmarks/hook_overhead.py "$tree/benchmarks/hook_overhead.py"
+  cp benchmarks/common/reader.py "$tree/benchmarks/common/reader.py"
   for round in $(seq "${AB_ROUNDS:-2}"); do
     for workload in tiny gpt; do
       for side in old new new old; do

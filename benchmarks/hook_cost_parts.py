@@ -14,17 +14,14 @@ import io
 import os
 import pstats
 import statistics
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
-from benchmarks.common.paths import REPO
-from benchmarks.common.reader import READER
-from benchmarks.hook_overhead import gpt_workload, tiny_workload
+from benchmarks.common.reader import start_reader
+from benchmarks.hook_overhead import block_ms, gpt_workload, tiny_workload
 from gputop_train.hook import patches
 from gputop_train.hook.agent import Agent
 from gputop_train.hook.cuda_timer import CudaStepTimer
@@ -97,22 +94,11 @@ def main() -> None:
     step = (gpt_workload if args.workload == "gpt" else tiny_workload)(device)
     for _ in range(60):
         step()
-    reader = subprocess.Popen(
-        [sys.executable, "-c", READER, str(os.getpid()), "900"],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONPATH": f"{REPO}:{os.environ.get('PYTHONPATH', '')}"},
-    )
+    reader = start_reader(os.getpid(), 900.0)
     time.sleep(1.0)
 
     def block(steps: int) -> float:
-        sync()
-        start = time.perf_counter()
-        for _ in range(steps):
-            step()
-        sync()
-        return (time.perf_counter() - start) * 1000.0 / steps
+        return block_ms(step, steps, sync)[1]  # the block's mean: what throughput follows
 
     setups = variants(agent)
     means: dict[str, list[float]] = {name: [] for name in setups}

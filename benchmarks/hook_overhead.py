@@ -18,7 +18,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -27,7 +26,7 @@ from pathlib import Path
 import torch
 
 from benchmarks.common.paths import REPO
-from benchmarks.common.reader import READER
+from benchmarks.common.reader import start_reader
 from gputop_train.hook import patches
 
 
@@ -189,14 +188,7 @@ def main() -> None:
     step = make(device)
     for _ in range(args.warmup):
         step()  # also opens the hook's socket
-    duration = 600.0
-    reader = subprocess.Popen(
-        [sys.executable, "-c", READER, str(os.getpid()), str(duration)],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONPATH": f"{REPO}:{os.environ.get('PYTHONPATH', '')}"},
-    )
+    reader = start_reader(os.getpid(), 600.0)
     time.sleep(1.0)
     hooked: list[float] = []
     bare: list[float] = []

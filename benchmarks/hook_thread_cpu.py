@@ -18,13 +18,12 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 
 import torch
 
-from benchmarks.common.reader import READER
+from benchmarks.common.reader import start_reader
 
 
 def main() -> None:
@@ -64,11 +63,7 @@ def main() -> None:
     block()  # warm-up hooked: the model found, the probes of the first steps done
     reader = None
     if args.monitor:
-        reader = subprocess.Popen(
-            [sys.executable, "-c", READER, str(os.getpid()), "600"],
-            stdout=subprocess.DEVNULL,
-            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
-        )
+        reader = start_reader(os.getpid(), 600.0)
         time.sleep(3.0)  # connected, its hello and backlog sent
     patches.uninstall()
     block()

@@ -585,7 +585,7 @@ class Agent:
             return
         # A step not timed still gets its end event where a figure waits on its GPU work.
         masks = counts.masks is not None and bool(counts.masks.pending)
-        needs_end = masks or row[wire.COLUMN["step"]] in self._comm_pairs
+        needs_end = masks or self._step in self._comm_pairs
         self._timer.mark_end(time_next=counts.gpu_next, needs_end=needs_end)
         self._awaiting_gpu.append(row)
         self._awaiting_counts.append(counts)

@@ -25,6 +25,8 @@ from typing import Any
 # Fused attention kernels (SDPA's backends: flash, memory-efficient, cuDNN, CPU flash, and the
 # private flash/efficient entry points); their backward ops end in "_backward".
 _FUSED_ATTENTION = ("_scaled_dot_product", "_flash_attention_forward", "_efficient_attention")
+# The attention a checkpointed block runs again in the backward: not the model's FLOPs.
+_RECOMPUTED_ATTENTION = (*_FUSED_ATTENTION, "_softmax", "_safe_softmax")
 _MATMULS = ("mm", "addmm", "bmm", "baddbmm", "_scaled_mm", "linear")
 _COPIES = ("_to_copy", "clone", "contiguous")
 
@@ -92,7 +94,7 @@ class Census:
             entry[1] += indices.numel()
             entry[2] = indices.shape[-1] if indices.dim() >= 2 else entry[2]
             entry[3] += 1
-        elif self.in_backward and name.startswith((*_FUSED_ATTENTION, "_softmax", "_safe_")):
+        elif self.in_backward and name.startswith(_RECOMPUTED_ATTENTION):
             return  # a checkpointed block's forward, run again: counted once, in the forward
         elif name.startswith(_FUSED_ATTENTION) and not name.endswith("backward") and tensors:
             q, k = tensors[0], tensors[1] if len(tensors) > 1 else tensors[0]
