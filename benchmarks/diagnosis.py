@@ -59,7 +59,9 @@ def corpus(cores: int) -> list[Scenario]:
         Scenario("fp32_tensor_cores", ("precision=bf16", "channels_last=true", "batch_size=*2")),
         Scenario("launch_bound", ("compile=true", "batch_size=*8")),
         Scenario("sync_heavy_loss", ("sync_loss=false", "batch_size=*2")),
-        Scenario("grad_accum_no_loader", ("item_per_micro=false", "precision=bf16")),
+        Scenario(
+            "grad_accum_no_loader", ("item_per_micro=false", "precision=bf16", "micro_batch=*2")
+        ),
         Scenario("gpu_bound_healthy", ("compile=true", "batch_size=*2")),
         Scenario("memory_near_limit", ("batch_size=/2",)),
         Scenario("trainer_loop", ("precision=bf16", f"num_workers={cores - 1}")),

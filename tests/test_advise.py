@@ -177,6 +177,44 @@ def test_sync_sites_are_named_with_file_and_line() -> None:
     assert "syncs" not in ids(observe(syncs_per_step=1))
 
 
+def _syncs(o: rules.Observation) -> rules.Finding:
+    return next(f for f in rules.findings(o) if f.id == "syncs")
+
+
+# grad_accum_no_loader on the H100 (2026-11-25): 8 .item() a step, NVML 24%, SM 11%, the
+# training process at 98% CPU; removing the syncs gained 1.03x (docs/diagnosis.md).
+LAUNCH_BOUND_SYNCS = dict(
+    syncs_per_step=8,
+    gpu_util_pct=24.0,
+    gpu_sm_active_pct=11.0,
+    gpu_mem_used_bytes=2 * GiB,
+    main_cpu_pct=98.0,
+    step_data_wait_pct=0.0,
+)
+
+
+def test_syncs_gain_no_more_than_the_gpus_busy_time_allows() -> None:
+    # At 24% busy the host can wait at most 24% of the step: 1/(1-0.24) = 1.32x at most.
+    launch_bound = observe(**LAUNCH_BOUND_SYNCS)
+    finding = _syncs(launch_bound)
+    assert finding.gain == pytest.approx(1 / 0.76)
+    assert "GPU busy 24% of the time (NVML): syncs cost at most 1.32x" in finding.evidence
+    # ... so more work per launch leads there (the H100's measured answer: the batch).
+    assert headline(launch_bound).id == "gpu.larger_batch"
+    # At 95% busy the GPU can fill at most 5% more: the syncs are worth 1.05x.
+    assert _syncs(observe(syncs_per_step=8, gpu_util_pct=95.0)).gain == pytest.approx(1 / 0.95)
+    # Half busy leaves the full estimate; sync_heavy_loss (NVML 56%, SM 25%) still leads with it.
+    half = observe(**{**LAUNCH_BOUND_SYNCS, "gpu_util_pct": 56.0, "gpu_sm_active_pct": 25.0})
+    assert _syncs(half).gain == rules.SYNCS_GAIN
+    assert headline(half).id == "syncs"
+
+
+def test_syncs_without_nvml_keep_their_estimate() -> None:
+    finding = _syncs(observe(syncs_per_step=8, gpu_util_pct=None))
+    assert finding.gain == rules.SYNCS_GAIN
+    assert not any("NVML" in line for line in finding.evidence)
+
+
 def test_fp32_on_a_busy_tensor_core_gpu_asks_for_mixed_precision_whatever_tf32_shows() -> None:
     # The ImageNet-style script with 16 workers in fp32 on the H100: GPU busy 97% of the
     # step, SM 63%, tensor activity 8% from TF32, and no finding at all before.

@@ -6,7 +6,8 @@ DataLoader (the loop declares its samples with count_samples): the shape of a fi
 loop with a small per-device batch.
 
 Fixes, as flags and as live knobs: --log-on-gpu (sum the loss on the GPU, .item() once per
-step), --precision bf16.
+step), --precision bf16, --micro-batch (more samples per launch, as a user with memory to
+spare would raise it).
 """
 
 from __future__ import annotations
@@ -22,7 +23,11 @@ def train(args: argparse.Namespace) -> None:
     width = 256 if args.small else 1024
     model = mlp(width, 4, 1000).to(DEVICE)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    config = {"item_per_micro": args.item_per_micro, "precision": args.precision}
+    config = {
+        "item_per_micro": args.item_per_micro,
+        "precision": args.precision,
+        "micro_batch": args.micro_batch,
+    }
 
     def setter(key: str) -> object:
         def apply(value: object) -> None:
@@ -34,18 +39,21 @@ def train(args: argparse.Namespace) -> None:
          help=".item() after every micro-batch")  # fmt: skip
     knob("precision", args.precision, setter("precision"), choices=("fp32", "bf16"),
          role="precision")  # fmt: skip
+    knob("micro_batch", args.micro_batch, setter("micro_batch"), minimum=1, maximum=65536,
+         role="batch_size", help="samples per micro-batch")  # fmt: skip
     stop, step = Stop(args), 0
     while not stop.done:
         running: float | torch.Tensor = 0.0
         for _ in range(args.accumulate):
-            x = torch.randn(args.micro_batch, width, device=DEVICE)
-            y = torch.randint(0, 1000, (args.micro_batch,), device=DEVICE)
+            micro_batch = int(config["micro_batch"])
+            x = torch.randn(micro_batch, width, device=DEVICE)
+            y = torch.randint(0, 1000, (micro_batch,), device=DEVICE)
             bf16 = config["precision"] == "bf16"
             with torch.autocast(DEVICE, dtype=torch.bfloat16, enabled=bf16):
                 loss = F.cross_entropy(model(x), y) / args.accumulate
             loss.backward()
             running = running + (loss.item() if config["item_per_micro"] else loss.detach())
-            count_samples(args.micro_batch)
+            count_samples(micro_batch)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         step += 1

@@ -77,6 +77,7 @@ MAIN_THREAD_BUSY_PCT = 90.0
 LAUNCH_BOUND_GPU_PCT = 60.0
 # Syncs per step worth a finding; GradScaler and an occasional .item() account for one or two.
 SYNCS_PER_STEP = 3
+SYNCS_GAIN = 1.5
 # Pageable host-to-device copies: the playbook's rung 2 on the reference GPU took pinned memory
 # from 1,408 to 1,806 img/s (+28%) on 19 MiB batches; batches under 1 MB copy in microseconds.
 PAGEABLE_MIN_BYTES = 1_000_000
@@ -532,6 +533,21 @@ def pinned_copies(o: Observation) -> Finding | None:
 # -- the step ------------------------------------------------------------------------------
 
 
+def _sync_gain_bound(o: Observation) -> tuple[float, str] | None:
+    """The most removing the step's syncs can gain, from the GPU's busy time (NVML: the share
+    of time a kernel runs). The host waits at a sync only while the GPU works, so the waits
+    are at most that share (the step can shrink to 1 - busy); and the GPU can at most fill
+    its idle time (1 / busy). On the H100/H200 corpus the measured gains sat under it: 1.03x
+    and 1.10x at 24% and 29% busy (bound 1.32x, 1.41x), 1.60x and 1.56x at 56% and 62%
+    (bound 1.79x, 1.61x) (docs/diagnosis.md). None without NVML."""
+    util = o.gpu.util_pct
+    if not o.uses_gpu or util is None:
+        return None
+    busy = min(max(util, 1.0), 100.0) / 100.0
+    bound = 1.0 / max(busy, 1.0 - busy)
+    return bound, f"GPU busy {fmt.pct(util)} of the time (NVML): syncs cost at most {bound:.2f}x"
+
+
 def host_device_syncs(o: Observation) -> Finding | None:
     if o.syncs_per_step is None or o.syncs_per_step < SYNCS_PER_STEP:
         return None
@@ -539,15 +555,20 @@ def host_device_syncs(o: Observation) -> Finding | None:
         f"{site['file'].rsplit('/', 1)[-1]}:{site['line']} {site['op']} (x{site['count']})"
         for site in o.sync_sites[:5]
     ]
+    evidence = [f"sync scan of one step: {o.syncs_per_step} synchronizing ops (hook)", *sites]
+    gain, bounded = SYNCS_GAIN, _sync_gain_bound(o)
+    if bounded is not None:
+        gain = min(gain, bounded[0])
+        evidence.append(bounded[1])
     return Finding(
         "syncs",
         f"{o.syncs_per_step} host-device syncs per step",
-        (f"sync scan of one step: {o.syncs_per_step} synchronizing ops (hook)", *sites),
+        tuple(evidence),
         "replace data-dependent ops (nonzero, unique, boolean masks, .item(), .cpu()) with "
         "fixed-shape ones (torch.where, masked reductions, ignore_index); log on the GPU",
-        None,
+        f"up to {gain:.1f}x" if bounded is not None else None,
         0.8,
-        1.5,
+        gain,
         changes=(Change("syncs", False),),
     )
 
@@ -1010,7 +1031,10 @@ def per_step_sync(o: Observation) -> Finding | None:
     if activity is None or _gpu_busy(o) or _input_bound(o):
         return None
     busy_line = GPU_BUSY_SM_PCT if o.gpu.sm_active_pct is not None else GPU_BUSY_UTIL_PCT
-    gain = min(1.5, busy_line / max(activity, 5.0))
+    gain = min(SYNCS_GAIN, busy_line / max(activity, 5.0))
+    bounded = _sync_gain_bound(o)
+    if bounded is not None:
+        gain = min(gain, bounded[0])
     sites = [
         f"{site['file'].rsplit('/', 1)[-1]}:{site['line']} {site['op']} (x{site['count']})"
         for site in o.sync_sites[:3]
