@@ -15,27 +15,28 @@ import psutil
 import pytest
 
 from gputop_train.job.launched import hook_environment
+from tests.support import torch_jobs
 from tests.support.paths import REPO, SCENARIOS
+from tests.support.torch_jobs import ForkedJob
 from tests.support.waiting import wait_until
 
 pytest.importorskip("torch")
 
 
-def start_hooked(scenario: str, *params: str, tmp_path: Path) -> subprocess.Popen[bytes]:
+def start_hooked(scenario: str, *params: str, tmp_path: Path) -> ForkedJob:
     """A job as gputop-train leaves it after "leave it running": hooked, no monitor."""
-    log = (tmp_path / "job.log").open("wb")
-    return subprocess.Popen(
-        [sys.executable, str(SCENARIOS), scenario, *params],
+    log = tmp_path / "job.log"
+    return torch_jobs.spawn(
+        [str(SCENARIOS), scenario, *params],
         env=hook_environment(os.environ),
         stdout=log,
         stderr=log,
-        cwd=REPO,
-        start_new_session=True,
+        new_session=True,
     )
 
 
 @pytest.fixture
-def running_job(tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
+def running_job(tmp_path: Path) -> Iterator[ForkedJob]:
     job = start_hooked("forever", tmp_path=tmp_path)
     yield job
     if job.poll() is None:
@@ -62,9 +63,7 @@ def wait_for_socket(pid: int, timeout_s: float = 30.0) -> None:
         time.sleep(0.1)
 
 
-def test_ctrl_c_detaches_and_leaves_the_job_running(
-    running_job: subprocess.Popen[bytes], tmp_path: Path
-) -> None:
+def test_ctrl_c_detaches_and_leaves_the_job_running(running_job: ForkedJob, tmp_path: Path) -> None:
     wait_for_socket(running_job.pid)
     recording = tmp_path / "attached.jsonl"
     monitor = attach(
@@ -126,9 +125,9 @@ def test_a_job_without_the_hook_is_watched_through_py_spy(tmp_path: Path) -> Non
 
     # The loop waits ~75% of each step for its one worker: 30 ms batches, 10 ms steps.
     params = ("workers=1", "batch_ms=30", "step_ms=10", "steps=100000")
-    log = (tmp_path / "job.log").open("wb")
-    job = subprocess.Popen(
-        [sys.executable, str(SCENARIOS), "sleepy", *params], stdout=log, stderr=log, cwd=REPO
+    log = tmp_path / "job.log"
+    job = torch_jobs.spawn(
+        [str(SCENARIOS), "sleepy", *params], env=dict(os.environ), stdout=log, stderr=log
     )
     try:
         try:
@@ -174,7 +173,7 @@ def test_a_job_without_the_hook_is_watched_through_py_spy(tmp_path: Path) -> Non
 
 
 def test_an_attached_monitor_serves_prometheus_metrics(
-    running_job: subprocess.Popen[bytes],
+    running_job: ForkedJob,
 ) -> None:
     import re
     import urllib.request

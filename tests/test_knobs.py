@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -175,24 +176,20 @@ def test_a_schedule_applies_each_entry_at_its_step() -> None:
 
 
 def test_live_changes_reach_the_job_through_the_socket_and_apply_on_its_thread(
-    tmp_path: pytest.TempPathFactory,
+    tmp_path: Path,
 ) -> None:
     import os
-    import subprocess
-    import sys
     import time
 
     from gputop_train.job.launched import hook_environment
     from gputop_train.monitor.monitor import Monitor
     from gputop_train.session.model import Session
-    from tests.support.paths import REPO, SCENARIOS
+    from tests.support import torch_jobs
+    from tests.support.paths import SCENARIOS
 
-    job = subprocess.Popen(
-        [sys.executable, str(SCENARIOS), "knobbed", "steps=300"],
-        env=hook_environment(os.environ),
-        stdout=subprocess.PIPE,
-        text=True,
-        cwd=REPO,
+    output = tmp_path / "job.out"
+    job = torch_jobs.spawn(
+        [str(SCENARIOS), "knobbed", "steps=300"], env=hook_environment(os.environ), stdout=output
     )
     session = Session()
     monitor = Monitor(session, job.pid, psutil_module=None)
@@ -205,7 +202,8 @@ def test_live_changes_reach_the_job_through_the_socket_and_apply_on_its_thread(
         assert monitor.request_knob("step_ms", 500) == "step_ms must be within 1..100, not 500"
         assert monitor.request_knob("step_ms", 20) is None
         assert monitor.request_knob("step_ms", 13) is None  # valid, but the script refuses it
-        out, _ = job.communicate(timeout=60)
+        job.wait(timeout=60)
+        out = output.read_text()
         monitor.drain(3.0)
     finally:
         monitor.stop()

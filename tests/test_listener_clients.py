@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -17,6 +15,7 @@ from gputop_train.hook.listener import UNREAD_DROP_S
 from gputop_train.job.launched import hook_environment
 from gputop_train.monitor.hook_client import HookClient
 from gputop_train.session.model import Session
+from tests.support import torch_jobs
 
 pytestmark = pytest.mark.timeout(300)  # real hooked jobs, waits of UNREAD_DROP_S and more
 
@@ -26,10 +25,9 @@ LOOPS = REPO / "tests" / "scenarios" / "loops.py"
 
 @pytest.fixture
 def knobbed_job(private_runtime_dir: Path):  # type: ignore[no-untyped-def]
-    job = subprocess.Popen(
-        [sys.executable, str(LOOPS), "knobbed", "steps=100000"],
-        env=hook_environment(os.environ), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+    job = torch_jobs.spawn(
+        [str(LOOPS), "knobbed", "steps=100000"], env=hook_environment(os.environ)
+    )
     path = wire.socket_path(job.pid, wire.runtime_dir(create=False))
     deadline = time.monotonic() + 60
     while not path.exists():

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,7 +12,8 @@ from gputop_train.monitor.hook_client import HookClient
 from gputop_train.session.model import Session
 from gputop_train.session.steps import Step
 
-from .paths import REPO, SCENARIOS
+from . import torch_jobs
+from .paths import SCENARIOS
 
 
 @dataclass
@@ -39,31 +38,31 @@ def run_hooked(
     script: Path = SCENARIOS,
 ) -> HookedRun:
     """Run tests/scenarios/loops.py (or ``script``) SCENARIO under the launcher's
-    environment, as a monitor."""
+    environment, forked from the torch server (torch_jobs), and read it as a monitor."""
     out, err = tmp_path / "stdout", tmp_path / "stderr"
-    with out.open("w") as stdout, err.open("w") as stderr:
-        job = subprocess.Popen(
-            [sys.executable, str(script), scenario, *params],
-            env={**hook_environment(os.environ), **(extra_env or {})},
-            stdout=stdout,
-            stderr=stderr,
-            cwd=REPO,
-        )
-        session = Session()
-        client = HookClient(session, lambda: {job.pid})
-        started = time.monotonic()
-        while job.poll() is None:
-            if time.monotonic() - started > timeout_s:
-                job.kill()
-                raise AssertionError(f"scenario {scenario} did not finish in {timeout_s}s")
-            if time.monotonic() - started >= connect_after_s:
-                client.poll(0.05)
-            else:
-                time.sleep(0.05)
-        deadline = time.monotonic() + 2.0
-        while client.connected_pids and time.monotonic() < deadline:
+    for path in (out, err):  # a second run in one test starts afresh
+        path.write_text("")
+    job = torch_jobs.spawn(
+        [str(script), scenario, *params],
+        env={**hook_environment(os.environ), **(extra_env or {})},
+        stdout=out,
+        stderr=err,
+    )
+    session = Session()
+    client = HookClient(session, lambda: {job.pid})
+    started = time.monotonic()
+    while job.poll() is None:
+        if time.monotonic() - started > timeout_s:
+            job.kill()
+            raise AssertionError(f"scenario {scenario} did not finish in {timeout_s}s")
+        if time.monotonic() - started >= connect_after_s:
             client.poll(0.05)
-        client.close()
+        else:
+            time.sleep(0.05)
+    deadline = time.monotonic() + 2.0
+    while client.connected_pids and time.monotonic() < deadline:
+        client.poll(0.05)
+    client.close()
     return HookedRun(job.returncode, out.read_text(), err.read_text(), session)
 
 
