@@ -19,6 +19,13 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 # again: 0.25 s of CPU a start on the 2-core box (0.77 s with the bytecode, 1.02 s without).
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
+# Every job the suite starts runs torch with one intra-op thread, as a test worker has about
+# one core: with torch's default (a thread per core), two workers' jobs oversubscribed the
+# 2-core box, and a job that trains until a condition is met burnt both threads meanwhile (the
+# transformer, diagnosis and shared-machine tests: 75 -> 52 s of CPU, 47 -> 33 s, 2026-11-27).
+# No test is about torch's own threading; the demo sets its CPU configuration's threads itself.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 
 @pytest.fixture(autouse=True)
 def private_runtime_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
@@ -28,3 +35,11 @@ def private_runtime_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path
     monkeypatch.setenv("GPUTOP_TRAIN_RUNTIME_DIR", str(directory))
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     return directory
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """Three test workers for every two cores (``-n auto``, as ``addopts`` sets): with its jobs
+    forked and shared, the suite waits about a quarter of its time (on jobs' sleeps, a drop
+    timer, a stall), which a third worker fills: 7 min 58 s with 2 workers, 7 min 5 s with 3
+    on the 2-core dev box (2026-11-27)."""
+    return max(1, len(os.sched_getaffinity(0)) * 3 // 2)

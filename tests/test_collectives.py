@@ -6,9 +6,7 @@ a user would; each rank writes its own clock's truth, which the hook's figures a
 
 from __future__ import annotations
 
-import json
 import statistics
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -24,11 +22,15 @@ from gputop_train.session.clocks import gpu_clocks
 from gputop_train.session.comm import CommStats
 from gputop_train.session.stats import RankIdentity, RankStats, StepStats
 from gputop_train.session.steps import Step
-from tests.support.cli import gputop
 from tests.support.observations import observe
+from tests.support.torchrun import (
+    TorchrunRun,
+    input_slowed_ddp,
+    monitored_torchrun,
+    unslowed_ddp,
+)
 
 REPO = Path(__file__).resolve().parents[1]
-SCENARIO = REPO / "tests" / "scenarios" / "collectives.py"
 
 
 # -- the rule, on synthetic ranks ---------------------------------------------------------
@@ -224,28 +226,6 @@ def test_a_row_from_a_hook_without_comm_ms_reads_it_as_not_measured() -> None:
 # -- torchrun jobs --------------------------------------------------------------------------
 
 
-def torchrun(
-    tmp_path: Path, ranks: int, scenario: str, *params: str, monitor: tuple[str, ...] = ()
-) -> tuple[list[dict[str, Any]], dict[int, list[float]]]:
-    """The headless JSON lines of a monitored torchrun job, and each rank's truth."""
-    truth_dir = tmp_path / "truth"
-    truth_dir.mkdir()
-    result = gputop(
-        "--headless", "--format", "json", "--interval", "1", *monitor, "--",
-        sys.executable, "-m", "torch.distributed.run", "--standalone",
-        "--nproc-per-node", str(ranks), str(SCENARIO), scenario, f"truth_dir={truth_dir}",
-        *params,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr[-2000:]
-    lines = [json.loads(line) for line in result.stdout.splitlines()]
-    truth = {
-        int(path.stem.split("-")[1]): json.loads(path.read_text())["comm"]
-        for path in truth_dir.glob("rank-*.json")
-    }
-    assert sorted(truth) == list(range(ranks))
-    return lines, truth
-
-
 def stragglers(line: dict[str, Any]) -> list[str]:
     return [f["title"] for f in line["findings"] if f["id"] == "ranks.straggler"]
 
@@ -261,15 +241,19 @@ def first_named(lines: list[dict[str, Any]], ranks: int) -> tuple[float, float |
     return measured, named
 
 
+def comm_truth(run: TorchrunRun) -> dict[int, list[float]]:
+    return {rank: own["comm"] for rank, own in run.truth.items()}
+
+
 @pytest.mark.torch
 @pytest.mark.parametrize(("ranks", "slow"), [(2, 1), (4, 2)])
 def test_a_rank_slowed_in_its_compute_is_named_within_30_s(
-    tmp_path: Path, ranks: int, slow: int
+    tmp_path_factory: pytest.TempPathFactory, ranks: int, slow: int
 ) -> None:
-    lines, truth = torchrun(
-        tmp_path, ranks, "ddp", "steps=120", f"slow_rank={slow}", "slow_step_ms=30",
-        monitor=("--no-record",),
-    )  # fmt: skip
+    run = monitored_torchrun(
+        tmp_path_factory, ranks, "ddp", "steps=120", f"slow_rank={slow}", "slow_step_ms=30"
+    )
+    lines, truth = run.lines, comm_truth(run)
     measured, named = first_named(lines, ranks)
     assert named is not None and named - measured <= 30.0
     titles = {title for line in lines for title in stragglers(line)}
@@ -287,44 +271,44 @@ def test_a_rank_slowed_in_its_compute_is_named_within_30_s(
 
 
 @pytest.mark.torch
-def test_no_straggler_is_named_when_no_rank_is_slowed(tmp_path: Path) -> None:
-    lines, _ = torchrun(tmp_path, 2, "ddp", "steps=100", monitor=("--no-record",))
+def test_no_straggler_is_named_when_no_rank_is_slowed(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    lines = unslowed_ddp(tmp_path_factory).lines
     assert all(r["comm_ms_p50"] is not None for r in lines[-1]["ranks"])
     assert [t for line in lines for t in stragglers(line)] == []
 
 
 @pytest.mark.torch
-def test_a_rank_slowed_in_its_input_is_still_named(tmp_path: Path) -> None:
-    lines, _ = torchrun(
-        tmp_path, 2, "ddp", "steps=100", "slow_rank=1", "slow_data_ms=30",
-        monitor=("--no-record",),
-    )  # fmt: skip
-    named = stragglers(lines[-1])
+def test_a_rank_slowed_in_its_input_is_still_named(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    named = stragglers(input_slowed_ddp(tmp_path_factory).summary)
     assert named and named[0].startswith("Straggler: rank 1 waits for data")
 
 
 @pytest.mark.torch
 def test_each_rank_waits_what_its_own_clock_measures_around_its_all_reduce(
-    tmp_path: Path,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
-    lines, truth = torchrun(
-        tmp_path, 2, "manual", "steps=80", "slow_rank=1", "slow_step_ms=30",
-        monitor=("--no-record",),
-    )  # fmt: skip
-    for figures in lines[-1]["ranks"]:
+    run = monitored_torchrun(
+        tmp_path_factory, 2, "manual", "steps=80", "slow_rank=1", "slow_step_ms=30"
+    )
+    truth = comm_truth(run)
+    for figures in run.summary["ranks"]:
         own = statistics.median(truth[figures["rank"]])
         # 15%, and 0.3 ms for the slowed rank's near-zero wait (the wrapper's clock reads).
         assert figures["comm_ms_p50"] == pytest.approx(own, rel=0.15, abs=0.3)
-    assert stragglers(lines[-1])[0].startswith("Straggler: rank 1 ")
+    assert stragglers(run.summary)[0].startswith("Straggler: rank 1 ")
 
 
 @pytest.mark.torch
-def test_an_fsdp_job_is_hooked_counted_and_its_straggler_named(tmp_path: Path) -> None:
-    lines, _ = torchrun(
-        tmp_path, 2, "fsdp", "steps=60", "slow_rank=1", "slow_step_ms=30",
-        monitor=("--no-record",),
-    )  # fmt: skip
-    summary = lines[-1]
+def test_an_fsdp_job_is_hooked_counted_and_its_straggler_named(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    summary = monitored_torchrun(
+        tmp_path_factory, 2, "fsdp", "steps=60", "slow_rank=1", "slow_step_ms=30"
+    ).summary
     assert [(r["rank"], r["total_steps"], r["total_samples"]) for r in summary["ranks"]] == [
         (0, 60, 480),
         (1, 60, 480),
@@ -334,15 +318,17 @@ def test_an_fsdp_job_is_hooked_counted_and_its_straggler_named(tmp_path: Path) -
 
 
 @pytest.mark.torch
-def test_a_stalled_rank_is_named_and_every_rank_dumped(tmp_path: Path) -> None:
-    record = tmp_path / "run.jsonl"
-    lines, _ = torchrun(
-        tmp_path, 2, "ddp", "steps=40", "slow_rank=1", "stall_step=20", "stall_s=15",
-        monitor=("--record", str(record), "--stall-after", "3"),
+def test_a_stalled_rank_is_named_and_every_rank_dumped(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    run = monitored_torchrun(
+        tmp_path_factory, 2, "ddp", "steps=40", "slow_rank=1", "stall_step=20", "stall_s=15",
+        record=True, monitor=("--stall-after", "3"),
     )  # fmt: skip
+    lines = run.lines
     stalled = [f["title"] for line in lines for f in line["findings"] if f["id"] == "ranks.stalled"]
     assert stalled and "rank 1 did not arrive at the collective" in stalled[0]
-    folder = tmp_path / "run-stall-1"
+    folder = run.folder / "run-stall-1"
     waiting = (folder / "rank-0.txt").read_text()
     assert "waits in all_reduce (DDP gradient buckets)" in waiting.splitlines()[0]
     asleep = (folder / "rank-1.txt").read_text()

@@ -4,6 +4,8 @@ test_attacks.py, its unit checks in test_hook_robustness.py, the wire's in test_
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import pty
@@ -20,6 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gputop_train import events, wire
+from gputop_train.cli import main as cli_main
 from gputop_train.job import relay as relay_module
 from gputop_train.job.launched import start_job
 from gputop_train.job.relay import relay
@@ -27,6 +30,7 @@ from gputop_train.record import reader
 from gputop_train.record.files import write_private
 from gputop_train.record.recorder import Recorder
 from gputop_train.session.model import Session
+from tests.support import shared_runs
 from tests.support.hooked import hooked_child
 from tests.support.paths import REPO, SCENARIOS
 from tests.support.waiting import wait_until
@@ -136,20 +140,39 @@ def test_the_recorder_stops_on_a_full_disk_with_one_notice_and_bounded_memory(
 # 7. Files: private, never through a symlink; runtime directories that cannot work say why.
 
 
-def _recorded(stem: Path, steps: int) -> Path:
-    """A short headless session recorded under ``stem``."""
-    result = _gputop(
-        "--headless", "--record", str(stem), str(SCENARIOS), "sleepy", f"steps={steps}",
-        "batch_ms=0", "step_ms=1",
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    return stem
+def _recorded(factory: pytest.TempPathFactory) -> Path:
+    """A short headless session recorded under the returned stem: one run for the tests that
+    only read it."""
+
+    def make(folder: Path) -> str:
+        stem = folder / "recorded"
+        result = _gputop(
+            "--headless", "--record", str(stem), str(SCENARIOS), "sleepy", "steps=5",
+            "batch_ms=0", "step_ms=1",
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        return str(stem)
+
+    return Path(shared_runs.once(factory, "a recorded 5-step session", make)[0])
+
+
+def _summary_in_process(path: Path) -> tuple[int, str, str]:
+    """``gputop-train summary PATH`` run by the CLI's own entry point in this process (a
+    subprocess per recording cost 0.3-0.6 s of CPU to start): its exit code and output; an
+    exception escaping it fails the test, as a traceback would."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = cli_main(["summary", str(path)])
+        except SystemExit as exit_:
+            code = exit_.code if isinstance(exit_.code, int) else 2
+    return code, out.getvalue(), err.getvalue()
 
 
 @pytest.mark.torch
-def test_recordings_and_logs_are_private(tmp_path: Path) -> None:
+def test_recordings_and_logs_are_private(tmp_path_factory: pytest.TempPathFactory) -> None:
     pytest.importorskip("torch")
-    stem = _recorded(tmp_path / "private", steps=3)
+    stem = _recorded(tmp_path_factory)
     for suffix in (".jsonl", ".log", ".summary.md", ".summary.json", ".svg"):
         mode = stat.S_IMODE(Path(f"{stem}{suffix}").stat().st_mode)
         assert mode == 0o600, (suffix, oct(mode))
@@ -264,21 +287,22 @@ def _corruptions(good: list[str]) -> dict[str, list[str]]:
 
 
 @pytest.mark.torch
-def test_twenty_corrupt_recordings_never_traceback(tmp_path: Path) -> None:
+def test_twenty_corrupt_recordings_never_traceback(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     pytest.importorskip("torch")
-    stem = _recorded(tmp_path / "good", steps=5)
-    good = Path(f"{stem}.jsonl").read_text().splitlines()
+    good = Path(f"{_recorded(tmp_path_factory)}.jsonl").read_text().splitlines()
     cases = _corruptions(good)
     assert len(cases) == 20
     for name, lines in cases.items():
         path = tmp_path / f"{name}.jsonl"
         path.write_text("\n".join(lines) + "\n")
-        result = _gputop("summary", str(path))
-        assert "Traceback" not in result.stderr, (name, result.stderr)
+        code, out, err = _summary_in_process(path)
+        assert "Traceback" not in err, (name, err)
         if name in ("no-meta", "newer-format"):
-            assert result.returncode == 2 and result.stderr.count("\n") == 1, name
+            assert code == 2 and err.count("\n") == 1, (name, err)
         else:
-            assert result.returncode == 0 and "steps" in result.stdout, (name, result.stderr)
+            assert code == 0 and "steps" in out, (name, err)
 
 
 @settings(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -17,8 +16,8 @@ from gputop_train.views import rank_dicts, view_of
 from tests.support.cli import gputop
 from tests.support.clock import ManualClock
 from tests.support.observations import observe
-from tests.support.paths import SCENARIOS
 from tests.support.sessions import two_rank_session
+from tests.support.torchrun import input_slowed_ddp
 
 
 def rank(index: int, step_ms: float, wait_pct: float, steps: int = 50) -> RankStats:
@@ -107,19 +106,14 @@ def test_a_column_with_nothing_in_it_is_left_out() -> None:
 
 
 @pytest.mark.torch
-def test_torchrun_with_one_rank_slowed_names_that_rank(tmp_path: Path) -> None:
+def test_torchrun_with_one_rank_slowed_names_that_rank(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
     pytest.importorskip("torch")
-    result = gputop(
-        "--headless", "--format", "json", "--interval", "1", "--no-record", "--",
-        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-        str(SCENARIOS), "ddp", "batch=8", "steps=150", "step_ms=20",
-        "slow_rank=1", "slow_data_ms=30",
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    summary = json.loads(result.stdout.splitlines()[-1])
+    summary = input_slowed_ddp(tmp_path_factory).summary  # rank 1's batches 30 ms late
     assert [r["rank"] for r in summary["ranks"]] == [0, 1]
     slow, fast = summary["ranks"][1], summary["ranks"][0]
-    assert slow["data_wait_pct"] > 40.0 > 5.0 > fast["data_wait_pct"]  # 30 of 52 ms, and ~0
+    assert slow["data_wait_pct"] > 40.0 > 5.0 > fast["data_wait_pct"]  # 30 of ~52 ms, and ~0
     stragglers = [f for f in summary["findings"] if f["id"] == "ranks.straggler"]
     assert stragglers and stragglers[0]["title"].startswith("Straggler: rank 1 ")
 
@@ -162,27 +156,24 @@ def test_the_markdown_summary_has_a_row_per_rank() -> None:
 
 @pytest.mark.torch
 @pytest.mark.timeout(300)  # two ranks of the demo: 50 s alone on the dev box, more beside others
-@pytest.mark.parametrize("slowed", [True, False])
-def test_the_ddp_demo_blames_its_slowed_ranks_input_and_only_then(slowed: bool) -> None:
+def test_the_ddp_demo_blames_its_slowed_ranks_input() -> None:
+    # Unslowed, no rank is named: test_no_straggler_is_named_when_no_rank_is_slowed holds it on
+    # a real two-rank DDP job (the demo's unslowed run, 43 s of CPU here, said less: CPU-bound
+    # ranks on a shared 2-core box may differ for real, so it asserted only that no input was
+    # blamed).
     pytest.importorskip("torchvision")
-    flag = ["--slow-rank", "1", "--slow-input-ms", "150"] if slowed else []
     result = gputop(
         "--headless", "--format", "json", "--interval", "1", "--no-record", "--",
         sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-        "demos/resnet_ddp.py", "--steps", "40", "--image-size", "32", *flag,
+        "demos/resnet_ddp.py", "--steps", "40", "--image-size", "32",
+        "--slow-rank", "1", "--slow-input-ms", "150",
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout.splitlines()[-1])
     assert [r["rank"] for r in summary["ranks"]] == [0, 1]
     assert all(r["total_steps"] == 40 for r in summary["ranks"])
     named = [f["title"] for f in summary["findings"] if f["id"] == "ranks.straggler"]
-    if slowed:
-        assert named and named[0].startswith("Straggler: rank 1 waits for data")
-    else:
-        # Unslowed, no rank's input is blamed. Its CPU-bound ranks may still differ for real
-        # on a shared 2-core box: beside a CPU hog and the other test worker, rank 1 once ran
-        # chronically behind and was named "computes slower" (2026-11-25), which is so.
-        assert not any("waits for data" in title for title in named), named
+    assert named and named[0].startswith("Straggler: rank 1 waits for data")
 
 
 def test_with_more_ranks_than_rows_the_straggler_is_among_those_shown() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from gputop_train.record.recorder import Recorder
 from gputop_train.record.replay import ReplayController
 from gputop_train.record.summary import markdown, summarize
 from gputop_train.views import view_of
+from tests.support import shared_runs
 from tests.support.clock import ManualClock
 from tests.support.paths import REPO, SCENARIOS
 from tests.support.sessions import JOB_PID, NOW, scripted_session
@@ -79,6 +81,18 @@ def sessions() -> str:
     )
     assert listed.returncode == 0, listed.stderr
     return listed.stdout
+
+
+def recorded_run(factory: pytest.TempPathFactory) -> Path:
+    """A finished recording of 40 steps of 50 ms, for the tests that only read it (one run;
+    tests/support/shared_runs.py)."""
+
+    def make(folder: Path) -> str:
+        record = folder / "run.jsonl"
+        start_monitor(record, "sleepy", "steps=40", "batch_ms=5", "step_ms=50").wait(timeout=60)
+        return str(record)
+
+    return Path(shared_runs.once(factory, "a recording of 40 steps of 50 ms", make)[0])
 
 
 def running_now(listed: str) -> list[str]:
@@ -152,11 +166,11 @@ def test_sighup_writes_the_summary_and_leaves_the_job_running(tmp_path: Path, si
     assert summary["figures"]["total_steps"] >= 20
 
 
-def test_a_torn_last_line_and_a_corrupt_line_are_skipped_with_a_warning(tmp_path: Path) -> None:
+def test_a_torn_last_line_and_a_corrupt_line_are_skipped_with_a_warning(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     record = tmp_path / "run.jsonl"
-    monitor = start_monitor(record, "sleepy", "steps=40", "batch_ms=1", "step_ms=1")
-    monitor.wait(timeout=60)
-    lines = record.read_text().splitlines()
+    lines = recorded_run(tmp_path_factory).read_text().splitlines()
     lines.insert(3, "{this is not json")
     record.write_text("\n".join(lines) + '\n{"kind": "steps", "t": 17')  # torn mid-write
     result = subprocess.run(
@@ -182,10 +196,10 @@ def test_something_that_is_not_a_recording_is_refused_clearly(tmp_path: Path) ->
     assert result.returncode == 2 and "no gputop-train header" in result.stderr
 
 
-def test_replay_moves_a_cursor_through_the_recording(tmp_path: Path) -> None:
-    record = tmp_path / "run.jsonl"
-    start_monitor(record, "sleepy", "steps=40", "batch_ms=5", "step_ms=50").wait(timeout=60)
-    recording = read(record)
+def test_replay_moves_a_cursor_through_the_recording(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    recording = read(recorded_run(tmp_path_factory))
     wall = [0.0]
     replay = ReplayController(recording, clock=lambda: wall[0])
     replay.playing = False
@@ -204,16 +218,16 @@ def test_replay_moves_a_cursor_through_the_recording(tmp_path: Path) -> None:
     assert "# gputop-train session" in markdown(summarize(replay.session, recording.meta))
 
 
-def test_sessions_lists_recordings_with_their_headline_figures(tmp_path: Path) -> None:
-    start_monitor(
-        tmp_path / "data" / "gputop-train" / "sessions" / "2026-01-01T00-00-00-x.jsonl",
-        "sleepy",
-        "steps=10",
-        "batch_ms=1",
-        "step_ms=1",
-    ).wait(timeout=60)
+def test_sessions_lists_recordings_with_their_headline_figures(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    record = recorded_run(tmp_path_factory)
+    listed = tmp_path / "data" / "gputop-train" / "sessions" / "2026-01-01T00-00-00-x.jsonl"
+    listed.parent.mkdir(parents=True)
+    shutil.copy(record, listed)
+    shutil.copy(record.with_suffix(".summary.json"), listed.with_suffix(".summary.json"))
     line = next(line for line in sessions().splitlines() if "2026-01-01" in line)
-    assert " 10 " in line and line.split()[4] == "0"  # 10 steps, exit code 0
+    assert " 40 " in line and line.split()[4] == "0"  # 40 steps, exit code 0
 
 
 def test_the_recording_holds_metadata_phases_and_findings_as_they_happened(tmp_path: Path) -> None:

@@ -252,11 +252,6 @@ def autocast_loop(p: dict[str, float]) -> None:
         optimizer.zero_grad()
 
 
-def exit_code(p: dict[str, float]) -> None:
-    sleepy({"batch_ms": 0, "step_ms": 1, "steps": 3})
-    sys.exit(int(p.get("code", 3)))
-
-
 def forever(p: dict[str, float]) -> None:
     """Trains until interrupted; says so on the way out."""
     try:
