@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +16,7 @@ import pytest
 from gputop_train import wire
 from gputop_train.job.launched import hook_environment
 from tests.support import shared_runs, torch_jobs
+from tests.support.paths import REPO
 from tests.support.waiting import wait_until
 
 pytest.importorskip("torch")
@@ -91,6 +94,24 @@ def test_the_launchers_environment_arms_the_hook_and_it_says_goodbye(tmp_path: P
     wait_until(socket.exists, 60, "the hook's socket")  # armed by the product's boot file
     assert job.wait(timeout=60) == 0, err.read_text()
     assert not socket.exists()  # its exit handler closed it
+
+
+def test_no_forked_job_outlives_the_test_process_that_asked_for_it(tmp_path: Path) -> None:
+    script = tmp_path / "probe.py"
+    script.write_text(PROBE)
+    asker = (
+        "import os, sys\n"
+        "from tests.support import torch_jobs\n"
+        "job = torch_jobs.spawn([sys.argv[1], 'wait'], env=dict(os.environ))\n"
+        "print(job.pid, flush=True)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", asker, str(script)], capture_output=True, text=True, cwd=REPO,
+        timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    pid = int(result.stdout.split()[0])
+    wait_until(lambda: not wire.process_exists(pid), 30, "the orphaned job's end")
 
 
 def test_a_shared_run_is_made_once_and_a_failed_one_again(

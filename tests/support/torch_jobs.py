@@ -85,6 +85,7 @@ class _Server:
         self._lock = threading.Condition()
         self._spawned: dict[int, int] = {}  # request id -> pid
         self._exited: dict[int, int] = {}  # pid -> exit code (negative: the signal)
+        self._gone = False  # the server ended: nothing more will be forked or told
         self._send_lock = threading.Lock()
         threading.Thread(target=self._read, name="torch-jobs-reader", daemon=True).start()
         atexit.register(self.close)
@@ -97,8 +98,9 @@ class _Server:
             self._process.stdin.write(line)
             self._process.stdin.flush()
         with self._lock:
-            if not self._lock.wait_for(lambda: request_id in self._spawned, timeout_s):
-                raise RuntimeError("the torch job server did not fork the job")
+            self._lock.wait_for(lambda: request_id in self._spawned or self._gone, timeout_s)
+            if request_id not in self._spawned:
+                raise RuntimeError("the torch job server did not fork the job (see its stderr)")
             return self._spawned.pop(request_id)
 
     def exit_code(self, pid: int) -> int | None:
@@ -107,9 +109,12 @@ class _Server:
 
     def wait_exit(self, pid: int, timeout: float | None) -> int:
         with self._lock:
-            if not self._lock.wait_for(lambda: pid in self._exited, timeout):
-                raise subprocess.TimeoutExpired(f"forked job {pid}", timeout or 0.0)
-            return self._exited[pid]
+            self._lock.wait_for(lambda: pid in self._exited or self._gone, timeout)
+            if pid in self._exited:
+                return self._exited[pid]
+            if self._gone:
+                raise RuntimeError(f"the torch job server ended before job {pid} did")
+            raise subprocess.TimeoutExpired(f"forked job {pid}", timeout or 0.0)
 
     def close(self) -> None:
         if self._process.poll() is None and self._process.stdin is not None:
@@ -129,6 +134,9 @@ class _Server:
                 else:
                     self._exited[message["exited"]] = message["returncode"]
                 self._lock.notify_all()
+        with self._lock:
+            self._gone = True
+            self._lock.notify_all()
 
 
 _server: _Server | None = None
