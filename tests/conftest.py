@@ -22,7 +22,8 @@ os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 # Every job the suite starts runs torch with one intra-op thread, as a test worker has about
 # one core: with torch's default (a thread per core), two workers' jobs oversubscribed the
 # 2-core box, and a job that trains until a condition is met burnt both threads meanwhile (the
-# transformer, diagnosis and shared-machine tests: 75 -> 52 s of CPU, 47 -> 33 s, 2026-11-27).
+# transformer, diagnosis and shared-machine tests: 75 -> 52 s of CPU, 47 -> 33 s of wall time,
+# 2-core dev box, 2026-11-27).
 # No test is about torch's own threading; the demo sets its CPU configuration's threads itself.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
