@@ -1,10 +1,11 @@
 """One real run shared by the tests that read it, across xdist workers.
 
-Why: a monitored torchrun job costs 18-22 s of CPU on the 2-core box (the agent and each rank
-import torch), and some tests differ only in what they read from the same run (an unslowed
-DDP job: no straggler named; each rank hooked and its samples adding up). The first test to
-ask makes the run under a file lock; the others wait for it and read its result (pytest-xdist's
-"session fixture once" recipe). A run that fails is made again by the next test that asks.
+Why: a monitored torchrun job cost 18-22 s of CPU on the 2-core dev box (2026-11-27, the
+suite's per-test CPU; the agent and each rank import torch), and some tests differ only in
+what they read from the same run (an unslowed DDP job: no straggler named; each rank hooked
+and its samples adding up). The first test to ask makes the run under a file lock; the others
+wait for it and read its result (pytest-xdist's "session fixture once" recipe). A run that
+fails is made again by the next test that asks.
 """
 
 from __future__ import annotations
