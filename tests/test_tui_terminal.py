@@ -45,9 +45,12 @@ def run_in_terminal(term: str, seconds: float, **env: str) -> str:
     os.close(slave)
     output = bytearray()
 
-    def pump(duration: float) -> None:
+    def pump(duration: float, until: bytes | None = None) -> None:
+        """Read what the app writes for `duration` s, or until `until` appears in it."""
         deadline = time.monotonic() + duration
-        while (left := deadline - time.monotonic()) > 0:
+        while (left := deadline - time.monotonic()) > 0 and monitor.poll() is None:
+            if until is not None and until in output:
+                return
             ready, _, _ = select.select([master], [], [], min(left, 0.2))
             if ready:
                 try:
@@ -56,15 +59,19 @@ def run_in_terminal(term: str, seconds: float, **env: str) -> str:
                     return
 
     try:
+        # Each key waits for the screen it is meant for: on a loaded machine the dashboard
+        # can take seconds to come up, and an `s` sent before the quit dialog is drawn would
+        # be lost (and the job run on for its 4000 steps).
         pump(seconds)
+        pump(60.0, until=b"samples/s")
         os.write(master, b"q")
-        pump(1.0)
+        pump(30.0, until=b"Stop job")
         os.write(master, b"s")  # stop the job
-        pump(3.0)
-        monitor.wait(timeout=30)
+        pump(60.0)  # keep reading as it stops: a full pty would block the app's last writes
     finally:
         if monitor.poll() is None:
             monitor.kill()
+        monitor.wait()
         os.close(master)
     assert monitor.returncode == 130  # the job's exit code: it was stopped with Ctrl+C
     return output.decode(errors="replace")
