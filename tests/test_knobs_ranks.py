@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from gputop_train.hook.knobs import Knob, KnobBoard
-from tests.support.cli import gputop, headless_until
+from tests.support.cli import headless_until
 from tests.support.paths import SCENARIOS
+from tests.support.torchrun import standalone_torchrun
 
 
 def test_a_change_for_a_later_step_waits_for_it_and_one_that_arrives_late_is_refused() -> None:
@@ -27,25 +28,40 @@ def test_a_change_for_a_later_step_waits_for_it_and_one_that_arrives_late_is_ref
     )  # fmt: skip
 
 
+def _cudnn_changes(record: Path) -> dict[bool, dict[int, int]]:
+    """The cudnn_benchmark changes the ranks took: value -> {pid: step}, as recorded so far."""
+    changes: dict[bool, dict[int, int]] = {}
+    lines = record.read_text().splitlines() if record.exists() else []
+    for line in lines:
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError:  # the line being written
+            continue
+        frame = event.get("frame") or {}
+        outcome = event.get("kind", event.get("type")) == "knob_outcome"
+        if outcome and frame.get("ok") and frame["name"] == "cudnn_benchmark":
+            changes.setdefault(frame["value"], {})[event["pid"]] = frame["step"]
+    return changes
+
+
 @pytest.mark.torch
 @pytest.mark.timeout(240)  # torchrun's start, a baseline, a trial and a revert
 def test_a_two_rank_gloo_job_gets_a_change_on_both_ranks_after_one_step(tmp_path: Path) -> None:
     pytest.importorskip("torch")
     record = tmp_path / "ddp.jsonl"
-    result = gputop(
-        "--headless", "--format", "json", "--interval", "1", "--record", str(record),
-        "--try", "cudnn_benchmark=true", "--",
-        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-        str(SCENARIOS), "ddp", "batch=8", "steps=1200", "step_ms=15",
+    # The job trains until both ranks have taken the revert, then is Ctrl+C'd: a fixed 1200
+    # steps ended before the trial, and a stop at the autopilot's "done" before the ranks had
+    # taken its revert, beside six CPU hogs on the dev box (2026-11-27).
+    run = headless_until(
+        "--interval", "1", "--record", str(record), "--try", "cudnn_benchmark=true", "--",
+        *standalone_torchrun(2), str(SCENARIOS), "ddp", "batch=8", "steps=100000", "step_ms=15",
+        stop_when=lambda _: len(_cudnn_changes(record).get(False, {})) == 2,
     )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    events = [json.loads(line) for line in record.read_text().splitlines()]
-    outcomes = [e for e in events if e.get("kind", e.get("type")) == "knob_outcome"]
-    changes = {}
-    for event in outcomes:
-        frame = event["frame"]
-        if frame["name"] == "cudnn_benchmark" and frame["ok"]:
-            changes.setdefault(frame["value"], {})[event["pid"]] = frame["step"]
+    trials = run.summary["autopilot"]["trials"]
+    assert [(t["change"], t["decision"]) for t in trials] == [
+        ("cudnn_benchmark=true", "measured")
+    ], run.stderr[-2000:]
+    changes = _cudnn_changes(record)
     assert set(changes) == {True, False}  # tried, then put back
     for value, steps_by_rank in changes.items():
         assert len(steps_by_rank) == 2, (value, steps_by_rank)  # both ranks

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 
 import pytest
 
@@ -17,7 +16,7 @@ from tests.support.cli import gputop
 from tests.support.clock import ManualClock
 from tests.support.observations import observe
 from tests.support.sessions import two_rank_session
-from tests.support.torchrun import input_slowed_ddp
+from tests.support.torchrun import input_slowed_ddp, standalone_torchrun
 
 
 def rank(index: int, step_ms: float, wait_pct: float, steps: int = 50) -> RankStats:
@@ -164,8 +163,7 @@ def test_the_ddp_demo_blames_its_slowed_ranks_input() -> None:
     pytest.importorskip("torchvision")
     result = gputop(
         "--headless", "--format", "json", "--interval", "1", "--no-record", "--",
-        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-        "demos/resnet_ddp.py", "--steps", "40", "--image-size", "32",
+        *standalone_torchrun(2), "demos/resnet_ddp.py", "--steps", "40", "--image-size", "32",
         "--slow-rank", "1", "--slow-input-ms", "150",
     )  # fmt: skip
     assert result.returncode == 0, result.stderr

@@ -16,6 +16,13 @@ from .cli import gputop
 from .paths import REPO
 
 SCENARIO = REPO / "tests" / "scenarios" / "collectives.py"
+# torchrun as a user's command line runs it, with this interpreter (a test's venv).
+TORCHRUN = (sys.executable, "-m", "torch.distributed.run")
+
+
+def standalone_torchrun(ranks: int) -> tuple[str, ...]:
+    """``torchrun --standalone --nproc-per-node RANKS``: one node's job, the script to follow."""
+    return (*TORCHRUN, "--standalone", "--nproc-per-node", str(ranks))
 
 
 @dataclass
@@ -49,9 +56,7 @@ def monitored_torchrun(
         recording = ("--record", str(folder / "run.jsonl")) if record else ("--no-record",)
         result = gputop(
             "--headless", "--format", "json", "--interval", "1", *recording, *monitor, "--",
-            sys.executable, "-m", "torch.distributed.run", "--standalone",
-            "--nproc-per-node", str(ranks), str(SCENARIO), scenario, f"truth_dir={truth_dir}",
-            *params,
+            *standalone_torchrun(ranks), str(SCENARIO), scenario, f"truth_dir={truth_dir}", *params,
         )  # fmt: skip
         assert result.returncode == 0, result.stderr[-2000:]
         truth = {
