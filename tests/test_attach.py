@@ -191,7 +191,9 @@ def test_an_attached_monitor_serves_prometheus_metrics(
             found = re.search(r"Prometheus metrics at (\S+)", line)
             url = found.group(1) if found else ""
         assert url.startswith("http://127.0.0.1:"), "the monitor never said where its metrics are"
-        body = ""
+        # Its own wait: beside two CPU hogs the first steps came after the 30 s that included
+        # the monitor's start (dev box, 2026-11-27).
+        body, deadline = "", time.monotonic() + 60
         while "gputop_train_steps_total{" not in body and time.monotonic() < deadline:
             time.sleep(0.5)
             with urllib.request.urlopen(url, timeout=5) as response:
