@@ -53,6 +53,10 @@ AUTOPILOT_DONE = "autopilot_done"  # the autopilot has finished: hook.autopilot_
 # TUI's default --refresh is this period.
 SEND_PERIOD_S = 0.5
 
+# How a rank's refusal of a change meant for a step it is already past begins (a knob
+# outcome's error, the step follows): the monitor may send it again for a later step.
+LATE_FOR_STEP = "arrived after step"
+
 # -- the environment the launcher gives the job ---------------------------------------------
 # hook/boot/sitecustomize.py reads HOOK_ENV and PKG_ROOT_ENV by their values: it runs before
 # this package can be imported.

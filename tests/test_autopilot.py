@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from gputop_train.advise.rules import Change, Finding
-from gputop_train.autopilot.pilot import MIN_TRIAL_S, Pilot
+from gputop_train.autopilot.pilot import APPLY_TIMEOUT_S, MIN_TRIAL_S, REVERT_RESENDS, Pilot
 from gputop_train.autopilot.plan import Candidate, candidates, concrete_value, resolve
 from gputop_train.session.phases import knob_state
 from tests.support.simulated_job import KNOBS, SimulatedJob, fly, scripted, speeds
@@ -160,6 +160,43 @@ def test_a_change_the_script_refuses_fails_and_is_not_retried() -> None:
         ("num_workers=8", "kept"),
     ]
     assert "not supported" in trials[0].reason
+
+
+def test_a_revert_refused_as_late_is_sent_again_for_a_later_step() -> None:
+    # Under torchrun a revert that reaches the ranks past its step is refused by them; sent
+    # again, it takes, and the trial's worse setting does not stay.
+    job = SimulatedJob(
+        speeds(num_workers__8=0.5, precision__bf16=1.2),
+        late={("precision", "fp32"): REVERT_RESENDS},
+    )
+    advise = scripted(Change("precision", "bf16"), Change("workers", 8))
+    pilot = Pilot(job.session, job.request, 10.0, clock=job.clock, advise=advise)
+    fly(job, pilot)
+    status = pilot.status()
+    assert job.late == {("precision", "fp32"): 0}  # refused that many times, then taken
+    assert [(t.change, t.decision) for t in status.trials][:2] == [
+        ("precision=bf16", "reverted"),
+        ("num_workers=8", "kept"),
+    ]
+    assert job.config["precision"] == "fp32"
+
+
+def test_a_revert_refused_as_late_every_time_stops_the_autopilot_saying_so() -> None:
+    job = SimulatedJob(speeds(precision__bf16=1.2), late={("precision", "fp32"): 1_000})
+    pilot = Pilot(
+        job.session,
+        job.request,
+        10.0,
+        clock=job.clock,
+        advise=scripted(Change("precision", "bf16")),
+    )
+    fly(job, pilot, seconds=REVERT_RESENDS * 10 + APPLY_TIMEOUT_S + 120)
+    status = pilot.status()
+    assert job.late[("precision", "fp32")] == 1_000 - (REVERT_RESENDS + 1)  # sent 1 + 3 times
+    assert (
+        status.stopped_because == "a revert found no step boundary: the settings in force are kept"
+    )
+    assert job.config["precision"] == "bf16"  # and the autopilot says it is still in force
 
 
 def test_a_change_that_fails_later_is_reverted_by_the_script_and_recorded_as_failed() -> None:

@@ -57,6 +57,11 @@ RESTORE_REMEASURE_S = 15.0
 # an 8% noise bar, where the scorecard's longer phases measured the same fix at 1.11x.
 BORDERLINE_MEASURE_S = 15.0
 DEFAULT_BUDGET_S = 600.0
+# A revert the job refused as late (under torchrun the monitor's frame reached a rank after
+# the step every rank was to take it at: two ranks beside CPU hogs on the 2-core dev box,
+# 2026-11-27, refused theirs and the trial's setting stayed) is sent again, each time for a
+# step further ahead, at most this many times.
+REVERT_RESENDS = 3
 
 
 @dataclass(frozen=True)
@@ -108,6 +113,17 @@ class _Pending:
     applied_at: float | None = None
 
 
+@dataclass
+class _Reverting:
+    """A revert sent, awaiting the phase it opens."""
+
+    phase_before: int
+    asked_at: float
+    settings: tuple[tuple[str, object], ...]  # the values it puts back
+    label: str  # the trial's, for the state line
+    resends: int = 0  # sent again after a refusal as late
+
+
 class Pilot:
     """``tries`` (one entry per change, each a tuple of (knob, value)) selects the --try
     survey; without them it follows the advisor."""
@@ -137,7 +153,7 @@ class Pilot:
         self._plan: tuple[str, ...] = ()
         self._baseline: PhaseRow | None = None
         self._pending: _Pending | None = None
-        self._reverting: tuple[int, float] | None = None  # (phase before, asked at)
+        self._reverting: _Reverting | None = None
         self._restoring: PhaseRow | None = None  # the baseline a revert must come back to
         self._stopped: str | None = None
         self._start: PhaseRow | None = None  # the first baseline measured
@@ -414,18 +430,28 @@ class Pilot:
         self._pending = None
         for name, value in pending.candidate.previous:
             self._request_knob(name, value)
-        self._reverting = (row.phase.index, self._clock())
+        label = pending.candidate.label
+        self._reverting = _Reverting(
+            row.phase.index, self._clock(), pending.candidate.previous, label
+        )
         self._restoring = self._baseline
-        self._state = f"reverting {pending.candidate.label}"
+        self._state = f"reverting {label}"
 
     def _await_revert(self, snap: Snapshot) -> None:
-        phase_before, asked_at = self._reverting or (0, 0.0)
-        if snap.phase > phase_before:
+        reverting = self._reverting
+        assert reverting is not None
+        if snap.phase > reverting.phase_before:
             self._reverting = None
             self._state = f"measuring the baseline (phase {snap.phase})"
             if self._clock() - self._started > self._budget_s:
                 self._finish(f"the budget of {self._budget_s / 60:g} min is spent")
-        elif self._clock() - asked_at > APPLY_TIMEOUT_S:
+        elif _refused_as_late(reverting.settings, snap) and reverting.resends < REVERT_RESENDS:
+            reverting.resends += 1
+            reverting.asked_at = self._clock()
+            for name, value in reverting.settings:
+                self._request_knob(name, value)
+            self._state = f"reverting {reverting.label}: refused as late, sent for a later step"
+        elif self._clock() - reverting.asked_at > APPLY_TIMEOUT_S:
             self._reverting = None
             self._finish("a revert found no step boundary: the settings in force are kept")
 
@@ -464,6 +490,17 @@ class Pilot:
         states = {k.name: k for k in snap.knobs}
         errors = [states[n].error for n, _ in candidate.settings if n in states and states[n].error]
         return "; ".join(e for e in errors if e) or "refused"
+
+
+def _refused_as_late(settings: Sequence[tuple[str, Any]], snap: Snapshot) -> bool:
+    """Whether the job answered a change of these knobs: too late for its step."""
+    states = {k.name: k for k in snap.knobs}
+    return any(
+        (k := states.get(name)) is not None
+        and k.pending is None
+        and (k.error or "").startswith(wire.LATE_FOR_STEP)
+        for name, _ in settings
+    )
 
 
 def _lost_throughput(before: PhaseRow, after: PhaseRow) -> str | None:

@@ -163,7 +163,7 @@ class KnobBoard:
         for change in due:
             if change.at_step is not None and change.at_step < step:
                 # Another rank applies it after step at_step: this one is past it already.
-                error = f"arrived after step {change.at_step}, the step every rank applies it at"
+                error = f"{wire.LATE_FOR_STEP} {change.at_step}, the step every rank applies it at"
                 knob = self.knobs.get(change.name)
                 value = knob.value if knob is not None else None
                 self._ack(change.request_id, change.name, value, value, False, error, step)

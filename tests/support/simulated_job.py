@@ -10,7 +10,7 @@ from gputop_train import events
 from gputop_train.advise.rules import Change, Finding
 from gputop_train.autopilot.pilot import Pilot
 from gputop_train.session.model import Session
-from gputop_train.wire import parse_knob
+from gputop_train.wire import LATE_FOR_STEP, parse_knob
 from tests.support.clock import ManualClock
 
 PID = 7
@@ -30,13 +30,15 @@ KNOBS = [
 class SimulatedJob:
     """Steps whose time ``step_ms(config)`` gives; a config it raises on is refused at the
     boundary, as a knob callback that raises is; ``oom_after`` configs fail a few steps after
-    they applied, and the script reverts them (hook.revert_last_change)."""
+    they applied, and the script reverts them (hook.revert_last_change). ``late`` counts, per
+    (knob, value), the requests refused as a rank refuses one that arrives past its step."""
 
     def __init__(
         self,
         step_ms: Callable[[dict[str, Any]], float],
         oom: Callable[[dict[str, Any]], bool] = lambda config: False,
         declare: bool = True,
+        late: dict[tuple[str, Any], int] | None = None,
     ) -> None:
         self.clock = ManualClock(1_000_000.0)
         self.session = Session(command=("python", "train.py"), clock=self.clock)
@@ -48,6 +50,7 @@ class SimulatedJob:
         self._queue: list[tuple[str, Any]] = []
         self._step, self._seq = 0, 0
         self._failed_config: dict[str, Any] | None = None
+        self.late = dict(late or {})
 
     def declare_knobs(self, knobs: list[dict[str, Any]] = KNOBS) -> None:
         self.session.apply(events.KnobsDeclared(PID, knobs))
@@ -75,6 +78,11 @@ class SimulatedJob:
             self._revert_last()
         for name, value in self._queue:
             previous = self.config[name]
+            if self.late.get((name, value), 0) > 0:
+                self.late[(name, value)] -= 1
+                late = f"{LATE_FOR_STEP} {self._step - 1}, the step every rank applies it at"
+                self._ack(name, previous, previous, ok=False, error=late)
+                continue
             trial = {**self.config, name: value}
             try:
                 self._step_ms(trial)
