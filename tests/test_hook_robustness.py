@@ -51,6 +51,31 @@ def test_socket_and_directory_are_private(tmp_path: Path, private_runtime_dir: P
         listener.finish()
 
 
+def test_the_socket_file_appears_only_once_it_listens(
+    private_runtime_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A monitor that finds the file connects at once: bound but not yet listening, it was
+    # refused (beside CPU hogs on the 2-core dev box).
+    final = wire.socket_path(os.getpid(), wire.runtime_dir())
+    seen_at_listen: list[bool] = []
+
+    class Watched(socket.socket):
+        def listen(self, backlog: int = 0) -> None:
+            seen_at_listen.append(final.exists())
+            super().listen(backlog)
+
+    monkeypatch.setattr(listener_module.socket, "socket", Watched)
+    listener = _listener(private_runtime_dir, start=False)
+    try:
+        assert seen_at_listen == [False]  # not there while it could not take a connection
+        assert listener.path == final and final.exists()
+        assert [p.name for p in private_runtime_dir.iterdir()] == [final.name]  # no temp left
+        with _connected(listener):
+            pass  # listening as soon as it is there
+    finally:
+        listener.finish()
+
+
 def test_a_directory_open_to_other_users_is_refused(private_runtime_dir: Path) -> None:
     private_runtime_dir.mkdir(mode=0o755)
     os.chmod(private_runtime_dir, 0o755)

@@ -161,13 +161,19 @@ class Listener:
 
     @staticmethod
     def _bind(path: Path) -> socket.socket:
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()  # a stale socket from an earlier process with our PID
+        """Listen at ``path``. The socket is bound under another name and renamed once it
+        listens: a monitor that finds the file is never refused (bound but not yet listening,
+        it was, beside CPU hogs on the 2-core dev box, 2026-11-27)."""
+        binding = path.with_name(f".{path.name}.binding")
+        for stale in (path, binding):  # from an earlier process with our PID
+            with contextlib.suppress(FileNotFoundError):
+                stale.unlink()
         server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        server.bind(str(path))
-        os.chmod(path, 0o600)  # the directory is 0700 already; this is belt and braces
+        server.bind(str(binding))
+        os.chmod(binding, 0o600)  # the directory is 0700 already; this is belt and braces
         server.listen(MAX_CLIENTS)
         server.setblocking(False)
+        os.replace(binding, path)
         return server
 
     def start(self) -> None:
