@@ -3,9 +3,9 @@
 A suite time depends on the machine and its load, so a figure from another day or box is no
 baseline. This runs, in one sitting: the earlier tree's own suite as its CI ran it (a git
 worktree, a venv that sees this interpreter's packages but imports the earlier
-``gputop_train``), then this tree's suite as the README runs it, then this tree's tests whose
-names the earlier suite had (the same tests, made faster or not). Each with wall time and the
-CPU of everything it started.
+``gputop_train`` through a .pth), then this tree's suite as the README runs it, then this
+tree's tests whose names the earlier suite had (the same tests, made faster or not). Each with
+wall time and the CPU of everything it started.
 
     python -m benchmarks.suite_time [--base a903fe9] [--work DIR] [--base-command ...]
 
@@ -69,24 +69,18 @@ def base_tree(base: str, work: Path) -> tuple[Path, str]:
             ["git", "worktree", "add", "-q", "--detach", str(tree), base], cwd=REPO, check=True
         )
     python = venv / "bin" / "python"
-    if not python.exists():
+    if not python.exists():  # this interpreter's packages, the base tree's gputop_train first
         subprocess.run(
-            [sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True
-        )
-        subprocess.run(
-            [
-                str(python),
-                "-m",
-                "pip",
-                "install",
-                "-q",
-                "--no-deps",
-                "--no-build-isolation",
-                "-e",
-                str(tree),
-            ],
+            [sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)],
             check=True,
         )
+        site = subprocess.run(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        Path(site, "suite_time_base.pth").write_text(f"{tree}\n")
     where = subprocess.run(
         [str(python), "-c", "import gputop_train; print(gputop_train.__file__)"],
         cwd=work,
