@@ -28,7 +28,7 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 SUMMARY = re.compile(r"(\d+) (passed|failed|skipped|errors?)")
-COLLECT_ONLY = ("--collect-only", "-q", "-p", "no:xdist", "-p", "no:cacheprovider")
+COLLECT_ONLY = ("--collect-only", "-q", "-p", "no:cacheprovider")
 
 
 def _children_cpu_s() -> float:
@@ -53,10 +53,14 @@ def timed(command: list[str], cwd: Path) -> dict[str, Any]:
     }
 
 
-def collected(python: str, cwd: Path) -> list[str]:
-    """The node ids a suite collects (serially: collection only)."""
+def collected(python: str, cwd: Path, *serially: str) -> list[str]:
+    """The node ids a suite collects (``serially``: how that suite turns its workers off)."""
     done = subprocess.run(
-        [python, "-m", "pytest", *COLLECT_ONLY], cwd=cwd, capture_output=True, text=True, check=True
+        [python, "-m", "pytest", *COLLECT_ONLY, *serially],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     return [line for line in done.stdout.splitlines() if "::" in line]
 
@@ -108,8 +112,8 @@ def main() -> None:
     work = args.work or Path(tempfile.mkdtemp(prefix="suite-time-"))
     tree, python = base_tree(args.base, work)
 
-    names = {node.split("::", 1)[1] for node in collected(python, tree)}
-    current = collected(sys.executable, REPO)
+    names = {node.split("::", 1)[1] for node in collected(python, tree, "-p", "no:xdist")}
+    current = collected(sys.executable, REPO, "-n", "0")
     same = [node for node in current if node.split("::", 1)[1] in names]
     ids = work / "same_tests.txt"
     ids.write_text("\n".join(same) + "\n")
