@@ -191,17 +191,17 @@ def test_an_attached_monitor_serves_prometheus_metrics(
             found = re.search(r"Prometheus metrics at (\S+)", line)
             url = found.group(1) if found else ""
         assert url.startswith("http://127.0.0.1:"), "the monitor never said where its metrics are"
-        # Its own wait: beside two CPU hogs the first steps came after the 30 s that included
-        # the monitor's start (dev box, 2026-11-27).
+        # Read until the job's steps are counted, on a deadline of its own: beside CPU hogs
+        # the first scrapes came before any step had reached the monitor (dev box, 2026-11-27).
+        counted = re.compile(
+            rf'gputop_train_steps_total\{{.*pid="{running_job.pid}".*train_job="attached"\}} [1-9]'
+        )
         body, deadline = "", time.monotonic() + 60
-        while "gputop_train_steps_total{" not in body and time.monotonic() < deadline:
+        while not counted.search(body) and time.monotonic() < deadline:
             time.sleep(0.5)
             with urllib.request.urlopen(url, timeout=5) as response:
                 body = response.read().decode()
-        assert re.search(
-            rf'gputop_train_steps_total\{{.*pid="{running_job.pid}".*train_job="attached"\}} [1-9]',
-            body,
-        )
+        assert counted.search(body), body[-2000:]
     finally:
         monitor.send_signal(signal.SIGINT)  # detach: the job goes on
         monitor.communicate(timeout=30)
