@@ -351,6 +351,13 @@ def socket_path(pid: int, directory: Path | None = None) -> Path:
     return (directory or runtime_dir(create=False)) / f"{pid}.sock"
 
 
+def binding_path(socket: Path) -> Path:
+    """Where the hook binds its socket before it listens (then renames it to ``socket``): a
+    name no longer than the socket's, so the runtime directory's length check holds for it,
+    and not ending in .sock, so no monitor takes it for a job's."""
+    return socket.with_suffix(".bind")
+
+
 # -- frames: one class per type, with encode and a checking decode ----------------------------
 
 

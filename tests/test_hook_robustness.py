@@ -70,6 +70,9 @@ def test_the_socket_file_appears_only_once_it_listens(
         assert seen_at_listen == [False]  # not there while it could not take a connection
         assert listener.path == final and final.exists()
         assert [p.name for p in private_runtime_dir.iterdir()] == [final.name]  # no temp left
+        # The name it was bound under fits wherever the socket's does (the runtime directory's
+        # length check is made for the socket's name).
+        assert len(wire.binding_path(final).name) <= len(final.name)
         with _connected(listener):
             pass  # listening as soon as it is there
     finally:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 import pytest
 
 from gputop_train.hook.knobs import Knob, KnobBoard
+from gputop_train.record import reader
 from tests.support.cli import headless_until
 from tests.support.paths import SCENARIOS
 from tests.support.torchrun import standalone_torchrun
@@ -29,16 +29,16 @@ def test_a_change_for_a_later_step_waits_for_it_and_one_that_arrives_late_is_ref
 
 
 def _cudnn_changes(record: Path) -> dict[bool, dict[int, int]]:
-    """The cudnn_benchmark changes the ranks took: value -> {pid: step}, as recorded so far."""
+    """The cudnn_benchmark changes the ranks took: value -> {pid: step}, as recorded so far
+    (the product's reader: a line still being written is skipped)."""
+    try:
+        events = reader.read(record).events
+    except (FileNotFoundError, reader.UnreadableRecording):  # not begun yet
+        return {}
     changes: dict[bool, dict[int, int]] = {}
-    lines = record.read_text().splitlines() if record.exists() else []
-    for line in lines:
-        try:
-            event = json.loads(line)
-        except json.JSONDecodeError:  # the line being written
-            continue
+    for event in events:
         frame = event.get("frame") or {}
-        outcome = event.get("kind", event.get("type")) == "knob_outcome"
+        outcome = event.get("kind") == "knob_outcome"
         if outcome and frame.get("ok") and frame["name"] == "cudnn_benchmark":
             changes.setdefault(frame["value"], {})[event["pid"]] = frame["step"]
     return changes

@@ -117,10 +117,9 @@ class _Pending:
 class _Reverting:
     """A revert sent, awaiting the phase it opens."""
 
+    candidate: Candidate  # the trial it takes back (its ``previous`` values)
     phase_before: int
     asked_at: float
-    settings: tuple[tuple[str, object], ...]  # the values it puts back
-    label: str  # the trial's, for the state line
     resends: int = 0  # sent again after a refusal as late
 
 
@@ -430,12 +429,9 @@ class Pilot:
         self._pending = None
         for name, value in pending.candidate.previous:
             self._request_knob(name, value)
-        label = pending.candidate.label
-        self._reverting = _Reverting(
-            row.phase.index, self._clock(), pending.candidate.previous, label
-        )
+        self._reverting = _Reverting(pending.candidate, row.phase.index, self._clock())
         self._restoring = self._baseline
-        self._state = f"reverting {label}"
+        self._state = f"reverting {pending.candidate.label}"
 
     def _await_revert(self, snap: Snapshot) -> None:
         reverting = self._reverting
@@ -445,12 +441,16 @@ class Pilot:
             self._state = f"measuring the baseline (phase {snap.phase})"
             if self._clock() - self._started > self._budget_s:
                 self._finish(f"the budget of {self._budget_s / 60:g} min is spent")
-        elif _refused_as_late(reverting.settings, snap) and reverting.resends < REVERT_RESENDS:
+        elif self._refused_as_late(reverting.candidate.previous, snap) and (
+            reverting.resends < REVERT_RESENDS
+        ):
             reverting.resends += 1
             reverting.asked_at = self._clock()
-            for name, value in reverting.settings:
+            for name, value in reverting.candidate.previous:
                 self._request_knob(name, value)
-            self._state = f"reverting {reverting.label}: refused as late, sent for a later step"
+            self._state = (
+                f"reverting {reverting.candidate.label}: refused as late, sent for a later step"
+            )
         elif self._clock() - reverting.asked_at > APPLY_TIMEOUT_S:
             self._reverting = None
             self._finish("a revert found no step boundary: the settings in force are kept")
@@ -480,11 +480,11 @@ class Pilot:
         self._state = f"done: {reason}"
 
     def _refused(self, candidate: Candidate, snap: Snapshot) -> bool:
-        states = {k.name: k for k in snap.knobs}
-        return any(
-            (k := states.get(name)) is not None and k.pending is None and k.error is not None
-            for name, _ in candidate.settings
-        )
+        return bool(_refusals(candidate.settings, snap))
+
+    def _refused_as_late(self, settings: Sequence[tuple[str, Any]], snap: Snapshot) -> bool:
+        """The job answered a change of these knobs: too late for its step (wire.LATE_FOR_STEP)."""
+        return any(error.startswith(wire.LATE_FOR_STEP) for error in _refusals(settings, snap))
 
     def _refusal(self, candidate: Candidate, snap: Snapshot) -> str:
         states = {k.name: k for k in snap.knobs}
@@ -492,15 +492,14 @@ class Pilot:
         return "; ".join(e for e in errors if e) or "refused"
 
 
-def _refused_as_late(settings: Sequence[tuple[str, Any]], snap: Snapshot) -> bool:
-    """Whether the job answered a change of these knobs: too late for its step."""
+def _refusals(settings: Sequence[tuple[str, Any]], snap: Snapshot) -> list[str]:
+    """The errors the job answered changes of these knobs with (answered: none pending)."""
     states = {k.name: k for k in snap.knobs}
-    return any(
-        (k := states.get(name)) is not None
-        and k.pending is None
-        and (k.error or "").startswith(wire.LATE_FOR_STEP)
+    return [
+        k.error
         for name, _ in settings
-    )
+        if (k := states.get(name)) is not None and k.pending is None and k.error is not None
+    ]
 
 
 def _lost_throughput(before: PhaseRow, after: PhaseRow) -> str | None:

@@ -164,7 +164,7 @@ class Listener:
         """Listen at ``path``. The socket is bound under another name and renamed once it
         listens: a monitor that finds the file is never refused (bound but not yet listening,
         it was, beside CPU hogs on the 2-core dev box, 2026-11-27)."""
-        binding = path.with_name(f".{path.name}.binding")
+        binding = wire.binding_path(path)
         for stale in (path, binding):  # from an earlier process with our PID
             with contextlib.suppress(FileNotFoundError):
                 stale.unlink()
