@@ -25,6 +25,7 @@ from .views import (
     PHASE_COLUMNS,
     TRIAL_COLUMNS,
     View,
+    ledger_lines,
     phase_dicts,
     phase_figures,
     status_fields,
@@ -182,6 +183,7 @@ def summary_text(view: View) -> str:
     if snap.autopilot:
         lines += ["", f"{snap.autopilot['mode']}: {snap.autopilot['state']}"]
         lines += ["  " + " | ".join(row) for row in [TRIAL_COLUMNS, *trial_rows(snap.autopilot)]]
+        lines += ["  " + line for line in ledger_lines(snap.autopilot)]
     lines.append(f"  job exit code {_exit_text(snap)}")
     return "\n".join(line for text in lines for line in (_wrap(text, "    ") if text else [""]))
 

@@ -437,10 +437,66 @@ def trial_rows(autopilot: dict[str, Any] | None) -> list[tuple[str, ...]]:
                 _times(trial.get("gain")),
                 _times(trial.get("needed_gain")),
                 _times(trial.get("gain_vs_start")),
-                f"{trial.get('decision')}: {trial.get('reason')}",
+                f"{trial.get('decision')}: {trial.get('reason')}" + _settled_note(trial),
             )
         )
     return rows
+
+
+def _settled_note(trial: dict[str, Any]) -> str:
+    """How the trial's window opened (autopilot/settle.py), where it was measured."""
+    return f" ({trial['settled']})" if trial.get("settled") else ""
+
+
+def ledger_lines(autopilot: dict[str, Any] | None) -> list[str]:
+    """The autopilot's ledger in plain lines (docs/autopilot.md, "The ledger"): start -> end,
+    the kept rungs with their predicted and settled gains, the reverted ones and why, the
+    edits left with their expected gains, and the command line that replays the result. A
+    recording's fields are read as they come: a value of the wrong type reads N/A."""
+    if not isinstance(autopilot, dict) or autopilot.get("mode") != "autopilot":
+        return []
+    unit = autopilot.get("unit") or "samples/s"
+    start = _number(autopilot.get("start_samples_per_s"))
+    end = _number(autopilot.get("end_samples_per_s"))
+    lines = []
+    if start is not None:
+        overall = f" ({end / start:.2f}x, both settled)" if start and end else ""
+        lines.append(f"start -> end: {_figure(start)} -> {_figure(end)} {unit}{overall}")
+    for trial in _dicts(autopilot.get("trials")):
+        decision = trial.get("decision")
+        if decision == "kept":
+            lines.append(
+                f"kept {trial.get('change')} (from {trial.get('source')}): predicted "
+                f"{_times(_number(trial.get('predicted_gain')))}, settled "
+                f"{_times(_number(trial.get('gain')))}" + _settled_note(trial)
+            )
+        elif decision in ("reverted", "failed", "refused"):
+            lines.append(f"{decision} {trial.get('change')}: {trial.get('reason')}")
+    for edit in _dicts(autopilot.get("edits_left")):
+        gain = edit.get("expected_gain") or "gain not estimated"
+        lines_in = edit.get("lines")
+        places = [str(x) for x in lines_in if x] if isinstance(lines_in, (list, tuple)) else []
+        where = f" [{'; '.join(places)}]" if places else ""
+        lines.append(f"edit left: {edit.get('finding')} ({gain}): {edit.get('action')}{where}")
+    if autopilot.get("replay"):
+        lines.append(f"replay: {autopilot['replay']}")
+    return lines
+
+
+def _dicts(value: Any) -> list[dict[str, Any]]:
+    """The dicts of a list (a recording's) or tuple (the live status's); none of anything else."""
+    if not isinstance(value, (list, tuple)):
+        return []
+    return [item for item in value if isinstance(item, dict)]
+
+
+def _number(value: Any) -> float | None:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value == value
+    return float(value) if ok else None
+
+
+def _figure(value: float | None) -> str:
+    return fmt.NA if value is None else f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
 
 
 def _per_step(trial: dict[str, Any]) -> str:

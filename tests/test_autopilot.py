@@ -8,7 +8,7 @@ from typing import Any
 from gputop_train.advise.rules import Change, Finding
 from gputop_train.autopilot.pilot import APPLY_TIMEOUT_S, MIN_TRIAL_S, REVERT_RESENDS, Pilot
 from gputop_train.autopilot.plan import Candidate, candidates, concrete_value, resolve
-from gputop_train.session.phases import knob_state
+from gputop_train.session.phases import WARMUP_S, knob_state
 from tests.support.simulated_job import KNOBS, SimulatedJob, fly, scripted, speeds
 
 
@@ -29,7 +29,11 @@ def test_a_change_that_pays_is_kept_and_one_that_hurts_is_reverted() -> None:
     ]
     assert trials[0].gain == 2.0 and trials[1].gain < 1.0
     assert job.config == {"num_workers": 8, "precision": "fp32", "compile": False}
-    assert pilot.status().stopped_because == "no finding left to act on"
+    # The last word agrees with the headline: what it proposes is in force (issue 39).
+    assert pilot.status().stopped_because == (
+        "the headline (finding.workers) proposes num_workers=8, in force; no other change a "
+        "knob can carry is left"
+    )
     # The record keeps the trial table: the session's autopilot state, as replay shows it.
     assert [t["decision"] for t in job.session.snapshot().autopilot["trials"]] == [
         "kept",
@@ -212,7 +216,9 @@ def test_a_change_that_fails_later_is_reverted_by_the_script_and_recorded_as_fai
 
 def test_the_budget_stops_it_and_an_unfinished_trial_is_reverted() -> None:
     job = SimulatedJob(speeds(num_workers__8=0.5))
-    budget_s = 2 * MIN_TRIAL_S + 2.0  # the baseline fits, the trial does not
+    # The baseline (warm-up, then a settled window as long as the advice's) fits, the trial
+    # (warm-up, then at least MIN_TRIAL_S settled) does not.
+    budget_s = WARMUP_S + 10.0 + MIN_TRIAL_S
     pilot = Pilot(
         job.session,
         job.request,

@@ -61,9 +61,11 @@ def test_a_finding_no_knob_carries_stops_the_autopilot_saying_what_to_edit() -> 
     pilot = Pilot(job.session, job.request, 5.0, clock=job.clock, advise=lambda o: [sdpa])
     fly(job, pilot)
     assert pilot.status().stopped_because == (
-        "no knob, declared or built-in, can carry the next action: edit the script "
+        "no knob, declared or built-in, can carry what is left: edit the script "
         "(gpu.attention: use F.scaled_dot_product_attention)"
     )
+    (edit,) = pilot.status().edits_left  # and the ledger lists it
+    assert (edit.finding, edit.action) == ("gpu.attention", action)
 
 
 def test_a_try_that_was_refused_is_not_called_measured() -> None:

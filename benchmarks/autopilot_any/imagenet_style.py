@@ -30,14 +30,17 @@ parser.add_argument("--amp", choices=("fp32", "bf16"), default="fp32")
 parser.add_argument("--channels-last", action="store_true")
 parser.add_argument("--compile", action="store_true")
 parser.add_argument("--max-seconds", type=float, default=0.0, help="stop after this long")
+parser.add_argument("--meter-s", type=float, default=5.0, help="print samples/s this often")
 
 
 def main() -> None:
     args = parser.parse_args()
-    model = models.__dict__[args.arch]().cuda()
+    # The GPU as the example has it; the CPU only for a smoke test of the harness.
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    model = models.__dict__[args.arch]().to(device)
     if args.channels_last:
         model = model.to(memory_format=torch.channels_last)
-    criterion = nn.CrossEntropyLoss().cuda()
+    criterion = nn.CrossEntropyLoss().to(device)
     optimizer = torch.optim.SGD(
         model.parameters(), args.lr, momentum=args.momentum, weight_decay=args.weight_decay
     )
@@ -48,18 +51,19 @@ def main() -> None:
         batch_size=args.batch_size,
         shuffle=True,
         num_workers=args.workers,
-        pin_memory=True,
+        pin_memory=device.type == "cuda",
     )
     started = time.time()
+    meter_start, meter_samples = time.time(), 0
     for epoch in range(args.epochs):
         model.train()
         end = time.time()
         for i, (images, target) in enumerate(train_loader):
-            images = images.cuda(non_blocking=True)
-            target = target.cuda(non_blocking=True)
+            images = images.to(device, non_blocking=True)
+            target = target.to(device, non_blocking=True)
             if args.channels_last:
                 images = images.contiguous(memory_format=torch.channels_last)
-            with torch.autocast("cuda", torch.bfloat16, enabled=args.amp == "bf16"):
+            with torch.autocast(device.type, torch.bfloat16, enabled=args.amp == "bf16"):
                 output = train_model(images)
                 loss = criterion(output, target)
             optimizer.zero_grad()
@@ -68,6 +72,13 @@ def main() -> None:
             if i % args.print_freq == 0:
                 print(f"Epoch: [{epoch}][{i}] Time {time.time() - end:.3f} Loss {loss.item():.4f}")
             end = time.time()
+            meter_samples += images.size(0)
+            if args.meter_s and end - meter_start >= args.meter_s:
+                # The script's own meter (benchmarks/autopilot_settled.py reads it): samples/s
+                # over the last interval, with the wall time it ended at.
+                rate = meter_samples / (end - meter_start)
+                print(f"meter t={end:.1f} {rate:.1f} samples/s", flush=True)
+                meter_start, meter_samples = end, 0
             if args.max_seconds and time.time() - started > args.max_seconds:
                 return
 

@@ -1,12 +1,12 @@
-"""The trial protocol, driven by the session's phases: apply a change, let it warm up, measure
-it against the configuration before it, then keep or revert it.
+"""The trial protocol, driven by the session's phases: apply a change, let it settle, measure
+it against the configuration before it, settled too, then keep or revert it.
 
-Two ways to drive it. ``--autopilot`` follows the advisor: the headline finding's change, when
-a declared knob can carry it, kept when its gain clears the baseline's noise, reverted when it
-does not pay or fails; then the next finding, until the advisor says the GPU is the
-bottleneck, no knob can carry the next action, or the budget is spent. ``--try CHANGE`` (the
-diagnosis benchmark's way) measures each given change against the baseline and reverts it,
-so that every change is compared with the same configuration.
+Two ways to drive it. ``--autopilot`` climbs the advice: the best finding whose change a knob
+can carry (declared or built-in), kept when its settled gain clears the baseline's noise,
+reverted when it does not pay or fails; a finding no knob can carry goes to the edits left to
+the person; the advice is read again on each settled baseline, until no change a knob can
+carry is left or the budget is spent. ``--try CHANGE`` (the diagnosis benchmark's way)
+measures each given change against a settled baseline of the same state and reverts it.
 
 A tick runs once a second on a monitor thread; everything it sees comes from session
 snapshots and everything it does is a knob request, as a user's would be.
@@ -25,11 +25,14 @@ from ..advise.rules import HEALTHY, Finding, findings
 from ..session.model import Session, Snapshot
 from ..session.phases import KnobState, PhaseRow, describe_knobs
 from ..session.stats import Observation
+from ..session.steps import Step
+from .ledger import Edit, edit_of, end_settings, replay_command
 from .plan import Candidate, candidates, resolve
+from .settle import Settled, settle
 
-# A trial is judged on at least this many measured steps covering this many seconds, after
-# the phase's warm-up (docs/phases.md: a compile is warm-up). 20 steps give the noise figure
-# four blocks of five; 5 s hold 50 GPU and 5 process samples.
+# A trial is judged on at least this many settled steps covering this many seconds, once
+# its transient is over (settle.py; the phase's warm-up, a compile's included, before it).
+# 20 steps give the noise figure four blocks of five; 5 s hold 50 GPU and 5 process samples.
 MIN_TRIAL_STEPS = 20
 MIN_TRIAL_S = 5.0
 # The least gain to keep a change, whatever the baseline's block-to-block noise says: four
@@ -85,6 +88,10 @@ class Trial:
     gain_vs_start: float | None = None
     numerics: str | None = None  # how the change alters the numerics, where it does
     unit: str = "samples/s"  # of the rates: steps/s where the job's samples are unknown
+    settings: tuple[tuple[str, object], ...] = ()  # (knob, value) it set
+    # How each side's window opened (settle.py): "settled after 12 s", "level from its start".
+    baseline_settled: str = ""
+    settled: str = ""
 
 
 @dataclass(frozen=True)
@@ -101,6 +108,26 @@ class PilotStatus:
     budget_s: float
     start_samples_per_s: float | None = None  # the first baseline, phase 1 as a rule
     gain_vs_start: float | None = None  # the kept set in force, measured, over the start
+    # The ledger (docs/autopilot.md): where it ends, the edits no knob can make (from the
+    # latest settled baseline's advice), and the command line that replays the kept changes.
+    end_samples_per_s: float | None = None  # the latest settled baseline: what is in force
+    unit: str = "samples/s"
+    end_settings: tuple[str, ...] = ()  # "num_workers=16": the kept changes, from the start
+    edits_left: tuple[Edit, ...] = ()
+    replay: str | None = None
+
+
+@dataclass(frozen=True)
+class _Measure:
+    """A phase's settled window: what a baseline or a trial is judged on."""
+
+    phase: int
+    settled: Settled
+    observation: Observation | None = None  # the advice's window, inside the settled one
+
+    @property
+    def rate(self) -> float | None:
+        return self.settled.rate
 
 
 @dataclass
@@ -150,12 +177,14 @@ class Pilot:
         self._state = "measuring the baseline"
         self._trials: list[Trial] = []
         self._plan: tuple[str, ...] = ()
-        self._baseline: PhaseRow | None = None
+        self._baseline: _Measure | None = None
         self._pending: _Pending | None = None
         self._reverting: _Reverting | None = None
-        self._restoring: PhaseRow | None = None  # the baseline a revert must come back to
+        self._restoring: _Measure | None = None  # the baseline a revert must come back to
         self._stopped: str | None = None
-        self._start: PhaseRow | None = None  # the first baseline measured
+        self._start: _Measure | None = None  # the first baseline measured
+        self._initial: dict[str, object] = {}  # the knobs' values at the start
+        self._edits: tuple[Edit, ...] = ()
         self._tries_checked = False  # --try entries checked against the job's knobs
 
     # -- any thread ------------------------------------------------------------------------
@@ -174,11 +203,20 @@ class Pilot:
             stopped_because=self._stopped,
             elapsed_s=self._clock() - self._started,
             budget_s=self._budget_s,
-            start_samples_per_s=_rate(self._start) if self._start else None,
+            start_samples_per_s=self._start.rate if self._start else None,
             gain_vs_start=next(
                 (t.gain_vs_start for t in reversed(self._trials) if t.gain_vs_start), None
             ),
+            end_samples_per_s=self._baseline.rate if self._baseline else None,
+            unit=self._start.settled.unit if self._start else "samples/s",
+            end_settings=tuple(f"{n}={_text(v)}" for n, v in self._end_settings()),
+            edits_left=self._edits,
+            replay=replay_command(self._session.command, self._end_settings()),
         )
+
+    def _end_settings(self) -> list[tuple[str, object]]:
+        kept = [t.settings for t in self._trials if t.decision == "kept"]
+        return end_settings(self._initial, kept)
 
     def stop(self, reason: str = "stopped by the user; the settings in force are kept") -> None:
         """Stop now and keep every setting as it is (a trial under way stays applied)."""
@@ -255,12 +293,19 @@ class Pilot:
 
     def _measure_baseline(self, snap: Snapshot) -> None:
         row = snap.phases[-1] if snap.phases else None
-        if row is None or not _measured_enough(row):
+        if row is None:
             self._state = f"measuring the baseline (phase {snap.phase})"
             return
+        # The advice must be read on the settled phase: its window (the snapshot's, the
+        # last window_s of the phase) inside the settled one.
+        need_s = max(MIN_TRIAL_S, self._window_s) if self.mode == "autopilot" else MIN_TRIAL_S
+        measure = self._measure(snap, row, need_s)
+        if measure is None:
+            self._state = f"measuring the baseline (phase {snap.phase}): {self._progress(row)}"
+            return
         restored = self._restoring
-        lost = _lost_throughput(restored, row) if restored else None
-        if lost and (row.measured_s or 0.0) < RESTORE_REMEASURE_S:
+        lost = _lost_throughput(restored, measure) if restored else None
+        if lost and measure.settled.seconds < RESTORE_REMEASURE_S:
             self._state = f"measuring the restored baseline longer: {lost}"
             return
         self._restoring = None
@@ -269,16 +314,42 @@ class Pilot:
             return
         if lost:
             self._state = f"warning: {lost}"
-        self._baseline = row
+        self._baseline = measure
         if self._start is None:
-            self._start = row
-        candidate, why_not = self._next_candidate(snap, row)
+            self._start = measure
+            self._initial = {k.name: k.value for k in snap.knobs}
+        candidate, why_not = self._next_candidate(snap, measure)
         if candidate is None:
             self._finish(why_not)
             return
-        self._apply(candidate, snap, row)
+        self._apply(candidate, snap, measure)
 
-    def _next_candidate(self, snap: Snapshot, row: PhaseRow) -> tuple[Candidate | None, str]:
+    def _measure(self, snap: Snapshot, row: PhaseRow, need_s: float) -> _Measure | None:
+        """The phase's settled window once it covers ``need_s`` and MIN_TRIAL_STEPS."""
+        settled = self._settled(snap, row.phase.index)
+        if settled is None or settled.rate is None:
+            return None
+        if settled.steps < MIN_TRIAL_STEPS or settled.seconds < need_s:
+            return None
+        return _Measure(row.phase.index, settled, snap.observation or row.observation)
+
+    def _settled(self, snap: Snapshot, index: int) -> Settled | None:
+        """Phase ``index``'s settled window, from the steps of its own configuration."""
+        first = snap.phases[index - 1].phase.first_step
+        end = snap.phases[index].phase.first_step if index < len(snap.phases) else None
+        primary = self._session.primary_pid()
+        own: list[Step] = []
+        others: list[Step] = []
+        for step in self._session.steps():
+            if step.step >= first and (end is None or step.step < end):
+                (own if primary is None or step.pid == primary else others).append(step)
+        return settle(own, others)
+
+    def _progress(self, row: PhaseRow) -> str:
+        measured = row.measured_s or 0.0
+        return f"waiting for it to settle ({measured:.0f} s measured)"
+
+    def _next_candidate(self, snap: Snapshot, base: _Measure) -> tuple[Candidate | None, str]:
         if self.mode == "try":
             if not self._tries:
                 return None, self._survey_outcome()
@@ -288,16 +359,56 @@ class Pilot:
             self._plan = tuple(_label(t) for t in self._tries)
             return Candidate(settings, previous, "requested"), ""
         tried = self._not_to_retry()
-        for finding in self._advise(row.observation):
-            carried = candidates([finding], snap.knobs, row.observation)
+        found = self._advise(base.observation)
+        # Each finding no knob carries is an edit left to the person; the climb goes on with
+        # the best finding a knob can carry (issue 38: an edit headline stopped it early).
+        self._edits = tuple(
+            edit_of(f) for f in found if f.id not in HEALTHY and not self._carried(f, snap, base)
+        )
+        for finding in found:
+            carried = self._carried(finding, snap, base)
             fresh = [c for c in carried if c.label not in tried and not c.in_force(snap.knobs)]
             if fresh:
                 self._plan = tuple(c.label for c in fresh[1:])
                 return fresh[0], ""
-            if not carried:  # what holds the step back now is beyond every declared knob
-                return None, _why_stop(finding)
-            # every change it proposes was tried or is in force: on to the next finding
-        return None, "no finding left to act on"
+        return None, self._last_word(found, snap, base)
+
+    def _carried(self, finding: Finding, snap: Snapshot, base: _Measure) -> list[Candidate]:
+        return candidates([finding], snap.knobs, base.observation)
+
+    def _last_word(self, found: Sequence[Finding], snap: Snapshot, base: _Measure) -> str:
+        """Why it stops, in agreement with the headline the person sees beside it (issue 39:
+        "no finding left to act on" beside a headline proposing a change measured 0.94x)."""
+        edits = self._edits
+        left = f"; {_count(len(edits), 'edit')} left to make in the script" if edits else ""
+        if not found:
+            return "the advisor has no finding on the settled phase" + left
+        headline = found[0]
+        carried = self._carried(headline, snap, base)
+        if not carried and headline.id in HEALTHY:
+            return f"the advisor says: {headline.title}" + left
+        if not carried:
+            more = len(edits) - 1
+            return (
+                "no knob, declared or built-in, can carry what is left: edit the script "
+                f"({headline.id}: {headline.action})"
+                + (f"; {_count(more, 'more edit')} in the ledger" if more > 0 else "")
+            )
+        said = "; ".join(self._outcome_of(c, snap) for c in carried)
+        return (
+            f"the headline ({headline.id}) proposes {said}; no other change a knob can carry "
+            "is left" + left
+        )
+
+    def _outcome_of(self, candidate: Candidate, snap: Snapshot) -> str:
+        """What became of a change the headline still proposes."""
+        if candidate.in_force(snap.knobs):
+            return f"{candidate.label}, in force"
+        trial = next((t for t in reversed(self._trials) if t.change == candidate.label), None)
+        if trial is None:
+            return candidate.label
+        gain = f" at {trial.gain:.2f}x" if trial.gain is not None else ""
+        return f"{candidate.label}, measured{gain} and {trial.decision}: {trial.reason}"
 
     def _survey_outcome(self) -> str:
         """How the --try survey ended: a change refused or failed was not measured."""
@@ -320,17 +431,19 @@ class Pilot:
             if t.decision in ("failed", "trying") or (i > since and t.decision == "reverted")
         }
 
-    def _apply(self, candidate: Candidate, snap: Snapshot, row: PhaseRow) -> None:
-        headline = self._advise(row.observation)
+    def _apply(self, candidate: Candidate, snap: Snapshot, base: _Measure) -> None:
+        headline = self._advise(base.observation)
         trial = Trial(
             change=candidate.label,
             source=candidate.source,
-            baseline_phase=row.phase.index,
-            baseline_samples_per_s=_rate(row),
-            unit=_unit(row),
+            baseline_phase=base.phase,
+            baseline_samples_per_s=base.rate,
+            unit=base.settled.unit,
             baseline_headline=headline[0].id if headline else None,
             predicted_gain=candidate.predicted_gain,
             numerics=self._numerics(candidate),
+            settings=candidate.settings,
+            baseline_settled=base.settled.note,
         )
         self._trials.append(trial)
         index = len(self._trials) - 1
@@ -376,28 +489,32 @@ class Pilot:
         if snap.phase > pending.applied_phase:
             self._abandon_pending("interrupted by another knob change")
             return
-        if _measured_enough(row):
-            self._decide(pending, row)
+        measure = self._measure(snap, row, MIN_TRIAL_S)
+        if measure is not None:
+            self._decide(pending, measure)
         elif now - (pending.applied_at or now) > TRIAL_TIMEOUT_S:
-            self._revert(pending, f"not measured within {TRIAL_TIMEOUT_S:g} s", row)
+            self._revert(pending, f"not measured within {TRIAL_TIMEOUT_S:g} s", row.phase.index)
         else:
-            self._state = f"trying {pending.candidate.label}: measuring (phase {row.phase.index})"
+            self._state = (
+                f"trying {pending.candidate.label} (phase {row.phase.index}): {self._progress(row)}"
+            )
 
-    def _decide(self, pending: _Pending, row: PhaseRow) -> None:
+    def _decide(self, pending: _Pending, measure: _Measure) -> None:
         baseline = self._baseline
-        base_rate = _rate(baseline) if baseline else None
-        rate = _rate(row)
+        base_rate = baseline.rate if baseline else None
+        rate = measure.rate
         gain = rate / base_rate if rate and base_rate else None
-        noise = max(MIN_GAIN_PCT, baseline.noise_pct or 0.0) if baseline else MIN_GAIN_PCT
-        needed = 1.0 + noise / 100.0
+        noise = baseline.settled.noise_pct if baseline else None
+        needed = 1.0 + max(MIN_GAIN_PCT, noise or 0.0) / 100.0
         self._trials[pending.index] = replace(
             self._trials[pending.index],
-            phase=row.phase.index,
+            phase=measure.phase,
             samples_per_s=rate,
             gain=gain,
             needed_gain=needed,
+            settled=measure.settled.note,
         )
-        early = (row.measured_s or 0.0) < BORDERLINE_MEASURE_S
+        early = measure.settled.seconds < BORDERLINE_MEASURE_S
         if self.mode == "autopilot" and gain is not None and 1.0 < gain < needed and early:
             self._state = (
                 f"trying {pending.candidate.label}: {_compared(gain, '<', needed)} so far, "
@@ -406,30 +523,30 @@ class Pilot:
             return
         if self.mode == "autopilot" and gain is not None and gain >= needed:
             self._record(pending.index, decision="kept", reason=_compared(gain, ">=", needed))
-            start = _rate(self._start) if self._start else None
+            start = self._start.rate if self._start else None
             if start and rate:
                 self._trials[pending.index] = replace(
                     self._trials[pending.index], gain_vs_start=rate / start
                 )
             self._pending = None
-            self._baseline = row
+            self._baseline = measure
             self._state = f"kept {pending.candidate.label} ({gain:.2f}x)"
             return
         if self.mode == "try":
-            self._revert(pending, "reverted to the baseline", row, decision="measured")
+            self._revert(pending, "reverted to the baseline", measure.phase, decision="measured")
         elif gain is None:
-            self._revert(pending, "no throughput measured", row)
+            self._revert(pending, "no throughput measured", measure.phase)
         else:
-            self._revert(pending, f"{_compared(gain, '<', needed)}: does not pay", row)
+            self._revert(pending, f"{_compared(gain, '<', needed)}: does not pay", measure.phase)
 
     def _revert(
-        self, pending: _Pending, reason: str, row: PhaseRow, decision: str = "reverted"
+        self, pending: _Pending, reason: str, phase: int, decision: str = "reverted"
     ) -> None:
         self._record(pending.index, decision=decision, reason=reason)
         self._pending = None
         for name, value in pending.candidate.previous:
             self._request_knob(name, value)
-        self._reverting = _Reverting(pending.candidate, row.phase.index, self._clock())
+        self._reverting = _Reverting(pending.candidate, phase, self._clock())
         self._restoring = self._baseline
         self._state = f"reverting {pending.candidate.label}"
 
@@ -502,55 +619,32 @@ def _refusals(settings: Sequence[tuple[str, Any]], snap: Snapshot) -> list[str]:
     ]
 
 
-def _lost_throughput(before: PhaseRow, after: PhaseRow) -> str | None:
+def _lost_throughput(before: _Measure, after: _Measure) -> str | None:
     """What a revert failed to bring back, in words; None when it came back (tolerance)."""
-    rate_before, rate_after = _rate(before), _rate(after)
+    rate_before, rate_after = before.rate, after.rate
     if not rate_before or not rate_after:
         return None
     if rate_after >= (1.0 - RESTORE_TOLERANCE) * rate_before:
         return None
     return (
-        f"phase {after.phase.index} runs {rate_after:,.4g} {_unit(after)}, "
+        f"phase {after.phase} runs {rate_after:,.4g} {after.settled.unit}, "
         f"{1 - rate_after / rate_before:.0%} below the same settings in "
-        f"phase {before.phase.index} ({rate_before:,.4g})"
+        f"phase {before.phase} ({rate_before:,.4g})"
     )
 
 
-def _rate(row: PhaseRow) -> float | None:
-    """A phase's throughput: samples/s, or steps/s where the job's samples are unknown (a
-    loop without a DataLoader: the same batch every step, so steps compare as samples do)."""
-    if row.samples_per_s is not None:
-        return row.samples_per_s
-    if row.steps and row.measured_s:
-        return row.steps / row.measured_s
-    return None
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
-def _unit(row: PhaseRow) -> str:
-    return "samples/s" if row.samples_per_s is not None else "steps/s"
+def _text(value: object) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def _compared(gain: float, sign: str, needed: float) -> str:
     """``1.03x < 1.03x`` reads as a contradiction: more decimals where two read equal."""
     digits = next((d for d in (2, 3, 4) if f"{gain:.{d}f}" != f"{needed:.{d}f}"), 4)
     return f"{gain:.{digits}f}x {sign} {needed:.{digits}f}x"
-
-
-def _measured_enough(row: PhaseRow) -> bool:
-    return (
-        row.steps >= MIN_TRIAL_STEPS
-        and (row.measured_s or 0.0) >= MIN_TRIAL_S
-        and _rate(row) is not None
-    )
-
-
-def _why_stop(finding: Finding) -> str:
-    if finding.id in HEALTHY:
-        return f"the advisor says: {finding.title}"
-    return (
-        f"no knob, declared or built-in, can carry the next action: edit the script "
-        f"({finding.id}: {finding.action})"
-    )
 
 
 def _value_of(snap: Snapshot, name: str) -> Any:

@@ -14,6 +14,7 @@ from ..views import (
     PHASE_COLUMNS,
     TRIAL_COLUMNS,
     finding_dict,
+    ledger_lines,
     phase_dicts,
     status_fields,
     steps_text,
@@ -136,6 +137,9 @@ def markdown(summary: dict[str, Any], chart_name: str | None = None) -> str:
         lines += ["", f"## {autopilot['mode'].capitalize()}: {autopilot['state']}", ""]
         lines += ["| " + " | ".join(TRIAL_COLUMNS) + " |", "|---" * len(TRIAL_COLUMNS) + "|"]
         lines += ["| " + " | ".join(row) + " |" for row in trial_rows(autopilot)]
+        ledger = ledger_lines(autopilot)
+        if ledger:
+            lines += ["", "### Ledger", "", *(f"- {_code_replay(line)}" for line in ledger)]
     phases = summary["phases"]
     # The advisor judges the current phase past its warm-up (session/observe.py): with one
     # phase that is the whole run, with several it is the last one.
@@ -153,6 +157,12 @@ def markdown(summary: dict[str, Any], chart_name: str | None = None) -> str:
             f"- `{s['file']}:{s['line']}` `{s['op']}` x{s['count']}" for s in summary["sync_sites"]
         ]
     return "\n".join(lines) + "\n"
+
+
+def _code_replay(line: str) -> str:
+    """The replay command as code, so Markdown leaves its quotes and asterisks alone."""
+    head, colon, command = line.partition("replay: ")
+    return f"replay: `{command}`" if colon and not head else line
 
 
 def _gib(value: int | None) -> str:

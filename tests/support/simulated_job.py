@@ -14,7 +14,8 @@ from gputop_train.wire import LATE_FOR_STEP, parse_knob
 from tests.support.clock import ManualClock
 
 PID = 7
-KNOBS = [
+BASE_STEP_MS = 100.0  # speeds()'s step time with no factor
+KNOBS: list[dict[str, Any]] = [
     {"name": "num_workers", "kind": "int", "value": 0, "min": 0, "max": 16, "role": "workers"},
     {
         "name": "precision",
@@ -31,7 +32,9 @@ class SimulatedJob:
     """Steps whose time ``step_ms(config)`` gives; a config it raises on is refused at the
     boundary, as a knob callback that raises is; ``oom_after`` configs fail a few steps after
     they applied, and the script reverts them (hook.revert_last_change). ``late`` counts, per
-    (knob, value), the requests refused as a rank refuses one that arrives past its step."""
+    (knob, value), the requests refused as a rank refuses one that arrives past its step.
+    ``data_ms(config)`` is each step's wait for its batch (none by default); a transient reads
+    ``changed_at`` and ``changed_step``: when, and after which step, each knob last changed."""
 
     def __init__(
         self,
@@ -39,6 +42,7 @@ class SimulatedJob:
         oom: Callable[[dict[str, Any]], bool] = lambda config: False,
         declare: bool = True,
         late: dict[tuple[str, Any], int] | None = None,
+        data_ms: Callable[[dict[str, Any]], float] = lambda config: 0.0,
     ) -> None:
         self.clock = ManualClock(1_000_000.0)
         self.session = Session(command=("python", "train.py"), clock=self.clock)
@@ -46,14 +50,16 @@ class SimulatedJob:
         if declare:  # else the test declares them when the script would (``declare_knobs``)
             self.declare_knobs()
         self.config = {k["name"]: k["value"] for k in KNOBS}
-        self._step_ms, self._oom = step_ms, oom
+        self._step_ms, self._oom, self._data_ms = step_ms, oom, data_ms
+        self.changed_at: dict[str, float] = {}
+        self.changed_step: dict[str, int] = {}
         self._queue: list[tuple[str, Any]] = []
         self._step, self._seq = 0, 0
         self._failed_config: dict[str, Any] | None = None
         self.late = dict(late or {})
 
     def declare_knobs(self, knobs: list[dict[str, Any]] = KNOBS) -> None:
-        self.session.apply(events.KnobsDeclared(PID, knobs))
+        self.session.apply(events.KnobsDeclared(PID, tuple(knobs)))
 
     def request(self, name: str, value: Any) -> str | None:
         spec = next(k for k in KNOBS if k["name"] == name)
@@ -69,10 +75,11 @@ class SimulatedJob:
 
     def _one_step(self) -> None:
         step_ms = self._step_ms(self.config)
+        data_ms = self._data_ms(self.config)
         self.clock.now += step_ms / 1000.0
         self._step += 1
-        row = [self._step, self.clock.now, step_ms, 0.0, 32, 1, None, None, None, None]
-        self.session.apply(events.StepRows(PID, [row]))
+        row = [self._step, self.clock.now, step_ms, data_ms, 32, 1, None, None, None, None]
+        self.session.apply(events.StepRows(PID, (row,)))
         if self._oom(self.config) and self._failed_config is None:
             self._failed_config = dict(self.config)
             self._revert_last()
@@ -90,6 +97,7 @@ class SimulatedJob:
                 self._ack(name, previous, value, ok=False, error=str(error))
                 continue
             self.config = trial
+            self.changed_at[name], self.changed_step[name] = self.clock.now, self._step
             self._last = (name, previous, value)
             self._ack(name, value, previous, ok=True)
         self._queue.clear()
@@ -128,7 +136,7 @@ def speeds(**step_ms_by_value: float) -> Callable[[dict[str, Any]], float]:
     """Step time: 100 ms, times the factor of each knob value named ``knob__value``."""
 
     def step_ms(config: dict[str, Any]) -> float:
-        ms = 100.0
+        ms = BASE_STEP_MS
         for key, factor in step_ms_by_value.items():
             knob, _, value = key.partition("__")
             if str(config[knob]).lower() == value:

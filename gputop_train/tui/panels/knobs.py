@@ -10,7 +10,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
-from ...views import View
+from ...views import View, ledger_lines
 from ..messages import ApplyKnob
 from ..widgets.live_text import LiveText
 from . import text
@@ -77,10 +77,24 @@ def _with_headings(knobs: list[Any], prompts: dict[str, Text]) -> list[Option]:
 
 
 class AutopilotPanel(LiveText, Panel):
-    """The autopilot's state, plan and decisions (docs/autopilot.md)."""
+    """The autopilot's state, plan and decisions, then its ledger (docs/autopilot.md)."""
 
     def show_view(self, view: View, ui: UiState) -> None:
-        self.show(text.autopilot_panel(view.snap))
+        self.show(autopilot_text(view))
+
+
+def autopilot_text(view: View) -> Text:
+    """The panel's text: the state and last decisions, then start -> end, the kept rungs,
+    the reverted ones, the edits left and the replay line."""
+    out = text.autopilot_panel(view.snap)
+    ledger = ledger_lines(view.snap.autopilot)
+    if ledger:
+        out.append("\n Ledger", style="bold")
+        for line in ledger:
+            style = "green" if line.startswith("kept") else "dim"
+            style = "yellow" if line.startswith("edit left") else style
+            out.append(f"\n {line}", style=style)
+    return out
 
 
 class PhasesPanel(VerticalScroll, Panel):

@@ -1,0 +1,187 @@
+"""The autopilot's settled gains against the script's own meter, in one device call (issue 38).
+
+    python -m benchmarks.autopilot_settled --out /tmp/settled --budget 1.75
+
+On the ImageNet-style script with 4 workers (benchmarks/autopilot_any/imagenet_style.py,
+which prints its own samples/s every 5 s):
+
+1. ``--autopilot``: the climb from the unmodified script; the job runs on ``--tail`` seconds
+   after the autopilot is done. The script's own meter before the first change is the start,
+   the meter in the tail (past its first 10 s) the end; each kept rung's reported gain and the
+   whole climb's are set beside them.
+2. ``--try num_workers=16 --try autocast=bf16``: bf16 on the input-bound job, after a revert
+   whose prefetched batches inflated the baseline before (issue 38: 0.74x); it should read
+   within 5% of 1.0x.
+3. The plain script at the kept settings, started with them in its own flags: its meter
+   against the autopilot's end.
+
+Each step is skipped when ``--deadline-s`` would not hold it; results.json says which.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.common.paths import REPO
+
+SCRIPT = REPO / "benchmarks" / "autopilot_any" / "imagenet_style.py"
+METER = re.compile(r"meter t=([\d.]+) ([\d.]+) samples/s")
+# The script's flags for each built-in knob value the autopilot may keep.
+FLAGS = {
+    "num_workers": lambda v: ["-j", str(v)],
+    "autocast": lambda v: ["--amp", str(v)] if v != "off" else [],
+    "channels_last": lambda v: ["--channels-last"] if str(v).lower() == "true" else [],
+    "compile": lambda v: ["--compile"] if v != "off" else [],
+}
+# The tail's first seconds still hold the last change's transient; the meter past them is
+# the end (the meter prints every 5 s).
+TAIL_SKIP_S = 10.0
+
+
+def monitored(options: list[str], script: list[str], stem: Path, tail_s: float, cap_s: float):
+    """Run under ``gputop-train --headless --format json``; stop the job ``tail_s`` after the
+    pilot is done (or at ``cap_s``). Returns (summary, first change's wall time, done's)."""
+    command = [sys.executable, "-m", "gputop_train", "--headless", "--format", "json"]
+    command += ["--record", f"{stem}.jsonl", *options, "--", sys.executable, *script]
+    first_change = done_at = None
+    summary: dict[str, Any] | None = None
+    started, interrupted = time.time(), False
+    with Path(f"{stem}.monitor.log").open("w") as log:
+        monitor = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=log, text=True)
+        assert monitor.stdout is not None
+        for line in monitor.stdout:
+            fields = json.loads(line)
+            if fields.get("type") == "summary":
+                summary = fields
+                break
+            pilot = fields.get("autopilot") or {}
+            if pilot.get("trials") and first_change is None:
+                first_change = time.time()
+            if pilot.get("done") and done_at is None:
+                done_at = time.time()
+            due = done_at is not None and time.time() - done_at >= tail_s
+            if (due or time.time() - started > cap_s) and not interrupted:
+                monitor.send_signal(signal.SIGINT)
+                interrupted = True
+        monitor.wait(timeout=120)
+    return summary or {}, first_change, done_at
+
+
+def meters(stem: Path) -> list[tuple[float, float]]:
+    text = Path(f"{stem}.log").read_text(errors="replace") if Path(f"{stem}.log").exists() else ""
+    return [(float(t), float(r)) for t, r in METER.findall(text)]
+
+
+def median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def kept_flags(end_settings: list[str]) -> list[str]:
+    flags: list[str] = []
+    for setting in end_settings:
+        name, _, value = setting.partition("=")
+        if name in FLAGS:
+            flags += FLAGS[name](value)
+    return flags
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--budget", type=float, default=1.75, help="autopilot budget, minutes")
+    parser.add_argument("--tail", type=float, default=25.0, help="seconds after it is done")
+    parser.add_argument("--plain-s", type=float, default=35.0)
+    parser.add_argument("--deadline-s", type=float, default=280.0, help="for this whole call")
+    parser.add_argument(
+        "--script-args", default="", help='more arguments for the script ("-b 4": a CPU smoke test)'
+    )
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    deadline = time.time() + args.deadline_s
+    extra = args.script_args.split()
+    results: dict[str, Any] = {}
+
+    def save() -> None:
+        (args.out / "results.json").write_text(json.dumps(results, indent=1))
+
+    cap = 60 * args.budget + args.tail + 60
+    stem = args.out / "imagenet-autopilot"
+    summary, first, done = monitored(
+        ["--autopilot", "--autopilot-budget", str(args.budget)],
+        [str(SCRIPT), *extra, "--max-seconds", str(cap)],
+        stem,
+        args.tail,
+        cap,
+    )
+    pilot = summary.get("autopilot") or {}
+    readings = meters(stem)
+    start = median([r for t, r in readings[1:] if first is None or t < first])
+    end = median([r for t, r in readings if done is not None and t > done + TAIL_SKIP_S])
+    results["autopilot"] = {
+        "meter_start": start,
+        "meter_end": end,
+        "meter_ratio": end / start if start and end else None,
+        "reported_start": pilot.get("start_samples_per_s"),
+        "reported_end": pilot.get("end_samples_per_s"),
+        "gain_vs_start": pilot.get("gain_vs_start"),
+        "state": pilot.get("state"),
+        "trials": pilot.get("trials"),
+        "edits_left": pilot.get("edits_left"),
+        "replay": pilot.get("replay"),
+        "end_settings": pilot.get("end_settings"),
+        "meters": readings,
+        "first_change_t": first,
+        "done_t": done,
+    }
+    print(json.dumps({k: v for k, v in results["autopilot"].items() if k != "meters"}, indent=1))
+    save()
+
+    if time.time() + 100 < deadline:
+        stem = args.out / "imagenet-try"
+        tries = ["--try", "num_workers=16", "--try", "autocast=bf16"]
+        script = [str(SCRIPT), *extra, "--max-seconds", "150"]
+        summary, _, _ = monitored(tries, script, stem, 0.0, 150)
+        survey = summary.get("autopilot") or {}
+        results["try"] = {"state": survey.get("state"), "trials": survey.get("trials")}
+        for trial in survey.get("trials") or ():
+            print(f"try {trial['change']}: {trial.get('baseline_samples_per_s')} -> "
+                  f"{trial.get('samples_per_s')} = {trial.get('gain')} ({trial.get('settled')}; "
+                  f"baseline {trial.get('baseline_settled')})", flush=True)  # fmt: skip
+    else:
+        results["try"] = {"skipped": "out of time in this call"}
+    save()
+
+    flags = kept_flags(pilot.get("end_settings") or [])
+    if flags and time.time() + args.plain_s + 25 < deadline:
+        stem = args.out / "imagenet-plain-kept"
+        script = [str(SCRIPT), *extra, *flags, "--max-seconds", str(args.plain_s)]
+        with Path(f"{stem}.log").open("w") as log:
+            subprocess.run(
+                [sys.executable, *script],
+                cwd=REPO,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                timeout=args.plain_s + 60,
+            )
+        plain = median([r for _, r in meters(stem)[2:]])  # past the workers' start
+        results["plain_kept"] = {"flags": flags, "meter": plain, "meters": meters(stem)}
+        if plain and end:
+            results["plain_kept"]["autopilot_end_over_plain"] = end / plain
+        print(f"plain {' '.join(flags)}: {plain} samples/s; autopilot end {end}", flush=True)
+    else:
+        results["plain_kept"] = {"skipped": "nothing kept" if not flags else "out of time"}
+    save()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
