@@ -187,5 +187,55 @@ def main() -> int:
     return 0
 
 
+def recompute(recording: Path) -> list[dict[str, Any]]:
+    """Each phase of a recording as the pilot's settling reads it (autopilot/settle.py): the
+    first settled window of MIN_TRIAL_S and MIN_TRIAL_STEPS, taken a second at a time as its
+    ticks take it, and the phase's steps; for a recording of a run before the settling (or of
+    a pilot whose arithmetic changed since), what it would have measured on the same steps."""
+    from gputop_train.autopilot.pilot import MIN_TRIAL_S, MIN_TRIAL_STEPS
+    from gputop_train.autopilot.settle import settle
+    from gputop_train.record import reader
+    from gputop_train.session.phases import split_warmup
+    from gputop_train.session.stats import step_stats
+
+    session = reader.replay_all(reader.read(recording))
+    phases = session.snapshot(10.0, with_phases=True).phases
+    primary = session.primary_pid()
+    steps = [s for s in session.steps() if primary is None or s.pid == primary]
+    out = []
+    for index, row in enumerate(phases):
+        end = phases[index + 1].phase.first_step if index + 1 < len(phases) else None
+        own = [s for s in steps if s.step >= row.phase.first_step and (end is None or s.step < end)]
+        first, fixed = None, None
+        for cut in range(1, len(own) + 1):
+            if cut < len(own) and own[cut].t - own[cut - 1].t < 1.0 and cut % 10:
+                continue  # about once a second, as the pilot ticks
+            # The protocol before the settling: the phase past its warm-up, judged at once it
+            # held MIN_TRIAL_STEPS over MIN_TRIAL_S.
+            measured = split_warmup(own[:cut])[1]
+            span = sum(s.step_ms or 0.0 for s in measured) / 1000.0
+            if fixed is None and len(measured) >= MIN_TRIAL_STEPS and span >= MIN_TRIAL_S:
+                fixed = step_stats(measured, primary).samples_per_s
+            window = settle(own[:cut])
+            if window and window.steps >= MIN_TRIAL_STEPS and window.seconds >= MIN_TRIAL_S:
+                first = window
+                break
+        out.append(
+            {
+                "phase": row.phase.index,
+                "change": row.phase.change,
+                "phase_samples_per_s": row.samples_per_s,
+                "fixed_5s_samples_per_s": fixed,
+                "settled_samples_per_s": first.rate if first else None,
+                "settled_note": first.note if first else None,
+                "t_mid": first.t_mid if first else None,
+            }
+        )
+    return out
+
+
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--recompute"]:
+        print(json.dumps(recompute(Path(sys.argv[2])), indent=1))
+        sys.exit(0)
     sys.exit(main())

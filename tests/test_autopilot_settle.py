@@ -204,3 +204,17 @@ def test_the_last_word_names_the_headlines_change_measured_and_reverted() -> Non
         "the headline (finding.precision) proposes precision=bf16, measured at 0.94x and reverted"
     )
     assert status.replay is None and status.end_settings == ()  # nothing kept
+
+
+def test_try_brackets_each_trial_between_baselines_of_the_same_state() -> None:
+    # The job slows by 1% a second for good (the H100's 4-worker input drifted 10% between
+    # phases of the same settings): a no-op against the baseline before it alone reads the
+    # drift; against the mean of the baselines before and after it, ~1.0x.
+    job = SimulatedJob(lambda c: 100.0 * (1.0 + 0.01 * (job.clock.now - 1_000_000.0)))
+    pilot = Pilot(job.session, job.request, 10.0, tries=[(("compile", "true"),)], clock=job.clock)
+    fly(job, pilot)
+    (trial,) = pilot.status().trials
+    before, after = trial.baseline_samples_per_s, trial.baseline_after_samples_per_s
+    assert before is not None and after is not None and trial.samples_per_s is not None
+    assert trial.samples_per_s / before < 0.95  # what the old comparison read
+    assert trial.gain is not None and abs(trial.gain - 1.0) < 0.05, trial  # issue 38: 5%

@@ -2,7 +2,7 @@
 own flags, side by side in one call: the autopilot should end at least as fast as the best
 single fix (issue 27). The autopilot turns only the hook's built-in knobs here.
 
-    python -m benchmarks.autopilot_any.run --out /tmp/any imagenet nanogpt
+    python -m benchmarks.autopilot_any.run --out /tmp/any imagenet nanogpt gpt
     python -m benchmarks.autopilot_any.run --out /tmp/any --budget 3 --fix-seconds 45 hf
 
 Each script runs under ``gputop-train --headless --format json``: once with ``--autopilot``
@@ -24,8 +24,9 @@ from typing import Any
 from benchmarks.common.monitored import run_until_pilot_done
 
 # After the autopilot is done, the job runs on this long in the configuration it left, so its
-# end is measured as a fix's run is (30 s after an 8 s warm-up), not by the trial that kept the
-# last change: on the H100 (2026-11-24) the ImageNet-style trial of 16 workers, judged 5 s
+# end is measured as a fix's run is (30 s after an 8 s warm-up). The autopilot now judges each
+# trial once it has settled (autopilot/settle.py), but its end is still this last phase, not
+# the trial that kept the last change: on the H100 (2026-11-24) the ImageNet-style trial of 16 workers, judged 5 s
 # after the live change while the new workers started, read 2,072 samples/s where a run
 # started with -j 16 read 3,299.
 SETTLE_S = 30.0
@@ -53,6 +54,15 @@ SCRIPTS: dict[str, tuple[str, list[str], str, dict[str, list[str]]]] = {
         "--max_seconds",
         {"--compile True": ["--compile", "True"]},
     ),
+    "gpt": (
+        "gpt_style.py",
+        [],
+        "--max-seconds",
+        {
+            "--precision bf16": ["--precision", "bf16"],
+            "--precision bf16 --compile": ["--precision", "bf16", "--compile"],
+        },
+    ),
     "hf": (
         "hf_trainer_style.py",
         [],
@@ -64,7 +74,7 @@ SCRIPTS: dict[str, tuple[str, list[str], str, dict[str, list[str]]]] = {
 
 # A fix that compiles spends its first minute compiling (GPT-2 small: ~40-60 s on an H100):
 # its run is that much longer, so that as many steps are measured after the warm-up.
-FIX_WARMUP_S = {"--compile True": 60.0}
+FIX_WARMUP_S = {"--compile True": 60.0, "--precision bf16 --compile": 60.0}
 
 
 def phase_rate(phase: dict[str, Any]) -> tuple[float | None, str]:

@@ -56,6 +56,7 @@ class Settled:
     data_wait_pct: float | None
     transient_s: float  # measured seconds of the phase before the window opened
     level: bool  # False: given up on a level (GIVE_UP_S), judged on the latter half
+    t_mid: float = 0.0  # the window's middle (the job's clock): where it sits between others
 
     @property
     def note(self) -> str:
@@ -165,6 +166,7 @@ def _figures(
         data_wait_pct=figures.data_wait_pct,
         transient_s=transient_s,
         level=level,
+        t_mid=(start + stop) / 2.0,
     )
 
 
