@@ -13,7 +13,7 @@ from typing import Any
 from gputop_train.advise.rules import Change, Finding
 from gputop_train.autopilot.ledger import REPLAY_STEP
 from gputop_train.autopilot.pilot import Pilot
-from gputop_train.autopilot.settle import GIVE_UP_S, LEVEL_PCT, settle
+from gputop_train.autopilot.settle import GIVE_UP_S, HORIZON_S, LEVEL_PCT, settle
 from gputop_train.session.steps import Step
 from tests.support.simulated_job import SimulatedJob, fly, scripted
 
@@ -74,6 +74,14 @@ def test_a_ramp_opens_the_window_once_it_is_over_and_a_level_phase_at_once() -> 
     flat = settle(steps([100.0] * 120))
     assert flat is not None and flat.transient_s < 1.0 and "level from its start" in flat.note
     assert settle(steps(ramp)) is None  # still ramping: no window yet
+
+
+def test_a_phase_met_long_after_it_opened_is_read_over_its_latest_horizon() -> None:
+    settled = settle(steps([100.0] * int(10 * HORIZON_S * 10)))  # ten horizons long
+    assert settled is not None and settled.level
+    assert HORIZON_S - 1.0 <= settled.seconds <= HORIZON_S
+    assert settled.transient_s >= 8 * HORIZON_S  # the older steps count as before the window
+    assert settled.note == f"level over its latest {HORIZON_S:.0f} s"
 
 
 def test_noise_without_a_trend_settles_and_a_drift_is_judged_after_the_give_up() -> None:

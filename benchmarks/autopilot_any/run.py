@@ -26,9 +26,9 @@ from benchmarks.common.monitored import run_until_pilot_done
 # After the autopilot is done, the job runs on this long in the configuration it left, so its
 # end is measured as a fix's run is (30 s after an 8 s warm-up). The autopilot now judges each
 # trial once it has settled (autopilot/settle.py), but its end is still this last phase, not
-# the trial that kept the last change: on the H100 (2026-11-24) the ImageNet-style trial of 16 workers, judged 5 s
-# after the live change while the new workers started, read 2,072 samples/s where a run
-# started with -j 16 read 3,299.
+# the trial that kept the last change: on the H100 (2026-11-24) the ImageNet-style trial of
+# 16 workers, judged 5 s after the live change while the new workers started, read 2,072
+# samples/s where a run started with -j 16 read 3,299.
 SETTLE_S = 30.0
 
 HERE = Path(__file__).resolve().parent

@@ -373,10 +373,12 @@ class Pilot:
         primary = self._session.primary_pid()
         own: list[Step] = []
         others: list[Step] = []
-        for step in self._session.steps():
+        for step in reversed(self._session.steps()):  # newest first: the phase is at the end
+            if step.step < first and (primary is None or step.pid == primary):
+                break
             if step.step >= first and (end is None or step.step < end):
                 (own if primary is None or step.pid == primary else others).append(step)
-        return settle(own, others)
+        return settle(own[::-1], others[::-1])
 
     def _progress(self, row: PhaseRow) -> str:
         measured = row.measured_s or 0.0

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..session import stats
 from ..session.phases import NOISE_BLOCKS, split_warmup
@@ -42,6 +42,10 @@ LEVEL_WAIT_PTS = 5.0
 # a shrinking dataset) must still be measured. benchmarks/autopilot_any waits 30 s for 16
 # new ImageNet workers to settle on the H100 (issue 38: 1.73x at 5 s, 2.9x settled); twice that.
 GIVE_UP_S = 60.0
+# Only the phase's latest this-many seconds are searched: the search is quadratic in blocks,
+# and a phase the autopilot meets long after it opened (started from the Knobs tab an hour
+# in) has long settled. Twice GIVE_UP_S, so a phase given up on is judged on 60 s.
+HORIZON_S = 2 * GIVE_UP_S
 
 
 @dataclass(frozen=True)
@@ -57,12 +61,15 @@ class Settled:
     transient_s: float  # measured seconds of the phase before the window opened
     level: bool  # False: given up on a level (GIVE_UP_S), judged on the latter half
     t_mid: float = 0.0  # the window's middle (the job's clock): where it sits between others
+    older_s: float = 0.0  # measured seconds before HORIZON_S, not searched (in transient_s)
 
     @property
     def note(self) -> str:
         """How the window was found, in words, for a trial's reason."""
         if not self.level:
             return f"not level after {GIVE_UP_S:g} s: judged on the last {self.seconds:.0f} s"
+        if self.older_s:
+            return f"level over its latest {self.seconds:.0f} s"
         if self.transient_s >= BLOCK_S:
             return f"settled after {self.transient_s:.0f} s"
         return "level from its start"
@@ -81,6 +88,8 @@ def settle(own: Sequence[Step], others: Sequence[Step] = ()) -> Settled | None:
     order (its warm-up included: cut here), ``others`` other ranks' steps of the same phase.
     None while no window is level and the phase is short of ``GIVE_UP_S``."""
     _, measured = split_warmup(own)
+    skipped = _horizon(measured)
+    before, measured = measured[:skipped], measured[skipped:]
     blocks = _blocks(measured)
     if len(blocks) < MIN_LEVEL_BLOCKS:
         return None
@@ -92,7 +101,18 @@ def settle(own: Sequence[Step], others: Sequence[Step] = ()) -> Settled | None:
         start = len(blocks) // 2
     window = measured[blocks[start].first : blocks[-1].end]
     transient = measured[: blocks[start].first]
-    return _figures(window, others, _seconds(transient), level)
+    older = _seconds(before)
+    return replace(_figures(window, others, older + _seconds(transient), level), older_s=older)
+
+
+def _horizon(measured: Sequence[Step]) -> int:
+    """How many of the oldest steps fall before the last HORIZON_S seconds."""
+    seconds = 0.0
+    for index in range(len(measured) - 1, -1, -1):
+        seconds += (measured[index].step_ms or 0.0) / 1000.0
+        if seconds > HORIZON_S:
+            return index + 1
+    return 0
 
 
 def _blocks(measured: Sequence[Step]) -> list[_Block]:
