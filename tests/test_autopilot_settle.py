@@ -226,3 +226,27 @@ def test_try_brackets_each_trial_between_baselines_of_the_same_state() -> None:
     assert before is not None and after is not None and trial.samples_per_s is not None
     assert trial.samples_per_s / before < 0.95  # what the old comparison read
     assert trial.gain is not None and abs(trial.gain - 1.0) < 0.05, trial  # issue 38: 5%
+
+
+def test_carriability_is_read_on_the_settled_phase_not_while_new_workers_start() -> None:
+    # While the 16 new workers ramp up the job still waits on its input, and the advice is an
+    # edit (issue 38: "move the preprocessing to the GPU" while the workers started); once
+    # they are up the model limits, and the advice is bf16, which a knob carries.
+    job = input_bound_job()
+
+    def advise(observation: Any) -> list[Finding]:
+        if observation is None:
+            return []
+        if job.config["num_workers"] < 16:
+            return [Finding("input.more_workers", "input", (), "workers", None, 0.8, 3.0,
+                            changes=(Change("workers", 16),))]  # fmt: skip
+        if (observation.steps.data_wait_pct or 0.0) > 30.0:
+            return [edit("input.gpu_preprocessing", 3.0)]
+        return [Finding("gpu.mixed_precision", "fp32", (), "bf16", None, 0.8, 1.5,
+                        changes=(Change("precision", "bf16"),))]  # fmt: skip
+
+    pilot = Pilot(job.session, job.request, 10.0, clock=job.clock, advise=advise)
+    fly(job, pilot)
+    status = pilot.status()
+    assert [t.change for t in status.trials] == ["num_workers=16", "precision=bf16"]
+    assert all(e.finding != "input.gpu_preprocessing" for e in status.edits_left)
