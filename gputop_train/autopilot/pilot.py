@@ -78,7 +78,7 @@ class Trial:
     baseline_headline: str | None  # the headline finding of the baseline, by id
     phase: int | None = None
     samples_per_s: float | None = None
-    gain: float | None = None  # samples/s against the baseline's
+    gain: float | None = None  # settled samples/s against the settled baseline's
     needed_gain: float | None = None  # what keeping it took: 1 + the baseline's noise
     decision: str = "trying"  # "trying", "kept", "reverted", "failed", "measured"
     reason: str = ""
@@ -93,7 +93,8 @@ class Trial:
     baseline_settled: str = ""
     settled: str = ""
     # --try: the same state measured again after the revert; the gain is then against the
-    # mean of the two baselines, so a drift of the job between them cancels.
+    # two baselines interpolated to the trial's time, so a drift of the job between them
+    # cancels.
     baseline_after_samples_per_s: float | None = None
 
 
