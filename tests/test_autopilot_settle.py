@@ -146,6 +146,13 @@ def test_an_edit_headline_goes_to_the_ledger_and_the_climb_goes_on() -> None:
     pilot = Pilot(
         job.session, job.request, 10.0, clock=job.clock, advise=lambda o: [sdpa, compile_]
     )
+    while not pilot.status().trials:
+        job.run(1.0)
+        pilot.tick()
+    # While it tries compile, its state says why the headline is passed over.
+    assert pilot.status().state == (
+        "trying compile=true (from gpu.compile; the headline model.sdpa needs an edit (ledger))"
+    )
     fly(job, pilot)
     status = pilot.status()
     assert [(t.change, t.decision) for t in status.trials] == [("compile=true", "kept")]

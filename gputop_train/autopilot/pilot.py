@@ -491,7 +491,10 @@ class Pilot:
                 return
         self._pending = _Pending(candidate, index, snap.phase, self._clock())
         numerics = f"; {trial.numerics}" if trial.numerics else ""
-        self._state = f"trying {candidate.label} (from {candidate.source}{numerics})"
+        # Beside a headline it does not follow, the state says why (an edit, in the ledger).
+        passed = next((e for e in self._edits if headline and e.finding == headline[0].id), None)
+        aside = f"; the headline {passed.finding} needs an edit (ledger)" if passed else ""
+        self._state = f"trying {candidate.label} (from {candidate.source}{numerics}{aside})"
 
     def _numerics(self, candidate: Candidate) -> str | None:
         notes = []
