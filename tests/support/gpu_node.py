@@ -45,7 +45,7 @@ def node_session(node: Node, seconds: float = 20.0) -> tuple[Session, FakeNvml]:
     clock = ManualClock(NOW - seconds)
     session = Session(command=("python", "train.py"), clock=clock, started_at=NOW - seconds - 5)
     session.cpu_count = 16
-    fake = FakeNvml([FakeGpu(uuid=uuid(i)) for i in range(node.gpus)])
+    fake = FakeNvml([FakeGpu(uuid=uuid(i), gpm={}) for i in range(node.gpus)])
     sampler = NvmlSampler(fake, clock=clock, wall_clock=clock, owner=fake.owner)
     names = sampler.open()
     ids = sampler.identities()
@@ -69,7 +69,7 @@ def node_session(node: Node, seconds: float = 20.0) -> tuple[Session, FakeNvml]:
         job = [pid for pid, on in node.ranks.items() if on == index] if node.touched else []
         busy = bool(job)
         gpu.util = 100 if busy else 0
-        gpu.gpm = {2: 95.0 if busy else 0.0, 3: 40.0, 5: 60.0 if busy else 0.0, 10: 50.0}
+        gpu.gpm.update({2: 95.0 if busy else 0.0, 3: 40.0, 5: 60.0 if busy else 0.0, 10: 50.0})  # type: ignore[union-attr]
         gpu.mem_used = (62 * GIB if busy else GIB // 2) + sum(
             int(g * GIB) for _, _, g, _ in node.others.get(index, [])
         )
