@@ -7,8 +7,10 @@ from __future__ import annotations
 import pytest
 
 from gputop_train import views
+from gputop_train.export.prometheus import PREFIX
 from gputop_train.session import job_gpus
 from tests.support.gpu_node import GIB, Node, node_session, uuid
+from tests.support.metrics import exposition, samples
 
 
 def test_a_one_gpu_job_on_eight_reads_its_own_gpu() -> None:
@@ -120,3 +122,16 @@ def test_mfu_of_two_ranks_on_two_gpus_is_one_ranks_not_doubled() -> None:
     assert two.efficiency.per_gpu_tflops == pytest.approx(one.achieved_tflops)
     fields = views.status_fields(two)["mfu"]
     assert fields["gpus"] == 2 and fields["per_gpu_tflops"] == pytest.approx(714, rel=0.01)
+
+
+def test_prometheus_marks_the_jobs_gpus_and_the_others_share_to_join_dcgm_on_uuid() -> None:
+    others = {1: [(900, "alice", 9.0, 45)], 4: [(901, "bob", 20.0, 80)]}
+    text = exposition(node_session(Node(gpus=8, ranks={4242: 1}, others=others))[0])
+    job = {
+        dict(labels)["UUID"]: value for labels, value in samples(text, PREFIX + "gpu_job").items()
+    }
+    assert job == {uuid(i): float(i == 1) for i in range(8)}
+    shared = samples(text, PREFIX + "gpu_other_sm_ratio")
+    assert {dict(labels)["gpu"]: value for labels, value in shared.items()} == {"1": 0.45, "4": 0.8}
+    counts = samples(text, PREFIX + "gpu_other_processes")
+    assert sum(counts.values()) == 2 and len(counts) == 8

@@ -4,8 +4,6 @@ columns. A one-GPU machine keeps its detailed panel (text.gpu_panel)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from rich.text import Text
 
 from ... import format as fmt
@@ -44,7 +42,7 @@ def _heading(job: JobGpus | None, count: int, width: int) -> Text:
     """Which GPUs are the job's; why, where it fits (always where they are only assumed)."""
     if job is None:
         return Text(f"GPUs ({count})\n", style="bold")
-    text = Text(f"GPU {spans(job.indices) or 'none'} of {count}: the job's", style="bold")
+    text = Text(f"GPU {fmt.spans(job.indices) or 'none'} of {count}: the job's", style="bold")
     reason = f" ({job.reason})"
     style = "yellow" if job.assumed else "dim"
     if len(text.plain) + len(reason) <= width:
@@ -53,21 +51,6 @@ def _heading(job: JobGpus | None, count: int, width: int) -> Text:
         text.append("\n " + job.reason[: max(10, width - 2)], style=style)
     text.append("\n")
     return text
-
-
-def spans(indices: Sequence[int]) -> str:
-    """0,1,2,3,5 -> "0-3,5"."""
-    parts: list[str] = []
-    ordered = sorted(indices)
-    start = previous = None
-    for index in [*ordered, None]:
-        if start is not None and (index is None or index != previous + 1):  # type: ignore[operator]
-            parts.append(str(start) if start == previous else f"{start}-{previous}")
-            start = None
-        if index is not None and start is None:
-            start = index
-        previous = index
-    return ",".join(parts)
 
 
 def _columns(wide: bool) -> str:
@@ -80,7 +63,7 @@ def _columns(wide: bool) -> str:
 
 
 def _row(gpu: GpuFigures, wide: bool) -> Text:
-    ranks = spans(gpu.ranks) or ("job" if gpu.pids else "-")
+    ranks = fmt.spans(gpu.ranks) or ("job" if gpu.pids else "-")
     throttled = bool(gpu.throttle)
     style = "bold red" if throttled else ""
     text = Text()
@@ -119,10 +102,12 @@ def _others(others: list[GpuFigures], wide: bool) -> Text:
         label = "not the job's" if wide else "other"
         text.append(f" {gpu.index:>2} {label}: {_user(first, wide)}{more}\n", style="dim")
     if len(used) > OTHER_LINES:
-        rest_used = spans([g.index for g in used[OTHER_LINES:]])
+        rest_used = fmt.spans([g.index for g in used[OTHER_LINES:]])
         text.append(f" GPU {rest_used}: others' (JSON: gpus)\n", style="dim")
     if idle:
-        text.append(f" GPU {spans([g.index for g in idle])}: idle, not the job's\n", style="dim")
+        text.append(
+            f" GPU {fmt.spans([g.index for g in idle])}: idle, not the job's\n", style="dim"
+        )
     return text
 
 
