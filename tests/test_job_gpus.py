@@ -8,6 +8,7 @@ import pytest
 
 from gputop_train import views
 from gputop_train.export.prometheus import PREFIX
+from gputop_train.record.summary import markdown, summarize
 from gputop_train.session import job_gpus
 from tests.support.gpu_node import GIB, Node, node_session, uuid
 from tests.support.metrics import exposition, samples
@@ -135,3 +136,16 @@ def test_prometheus_marks_the_jobs_gpus_and_the_others_share_to_join_dcgm_on_uui
     assert {dict(labels)["gpu"]: value for labels, value in shared.items()} == {"1": 0.45, "4": 0.8}
     counts = samples(text, PREFIX + "gpu_other_processes")
     assert sum(counts.values()) == 2 and len(counts) == 8
+
+
+def test_the_summary_has_a_row_per_gpu_and_the_fullest_gpus_memory_peak() -> None:
+    others = {1: [(900, "alice", 9.0, 45)]}
+    session, _ = node_session(Node(gpus=4, ranks={11: 1, 12: 2}, others=others))
+    summary = summarize(session, {"host": "node"})
+    assert summary["gpu_mem_peak_bytes"] == 71 * GIB  # GPU 1: the job's 62 and alice's 9
+    text = markdown(summary)
+    gpus = text.split("## GPUs")[1]
+    rows = [line for line in gpus.splitlines() if line.startswith("| ") and "GiB" in line]
+    assert len(rows) == 4 and "PID 900 alice 9.0 GiB SM 45%" in rows[1]
+    assert "The job's GPUs: 1-2, NVML lists" in text
+    assert "| 71.0 GiB |" in text.split("## Phases")[1]  # the phase's peak: one GPU's
