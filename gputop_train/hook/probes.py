@@ -248,7 +248,10 @@ def _device_uuid(torch_module: Any, param: Any) -> str | None:
         return None
     index = device.index if device.index is not None else torch_module.cuda.current_device()
     uuid = getattr(torch_module.cuda.get_device_properties(index), "uuid", None)
-    return None if uuid is None else f"GPU-{uuid}"
+    if uuid is None:
+        return None
+    text = str(uuid)  # 8-4-4-4-12 hex; NVML's has "GPU-" before it
+    return text if text.upper().startswith(("GPU-", "MIG-")) else f"GPU-{text}"
 
 
 def _first_float_param(optimizer: Any) -> Any:

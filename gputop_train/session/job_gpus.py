@@ -107,6 +107,8 @@ def select(
         if named:
             reason = f"assumed from CUDA_VISIBLE_DEVICES={visible} until the job touches a GPU"
             return replace(base, indices=named, reason=reason)
+    if not count:
+        return replace(base, reason="NVML lists no GPU")
     reason = f"assumed: every GPU ({count}) until the job touches one"
     return replace(base, indices=tuple(range(count)), reason=reason)
 
