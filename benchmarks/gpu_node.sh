@@ -6,14 +6,16 @@
 #   C  DDP, then FSDP2, of the same GPT on both GPUs (torchrun --nproc-per-node 2)
 #   D  the GPT alone under CUDA_VISIBLE_DEVICES=1, GPU 0 idle (the issue's case)
 # Beside each: nvidia-smi's per-GPU readings every 0.5 s and its compute apps. Results in
-# $OUT/node/ (headless JSON, recordings, logs), packed into $OUT/node.tar.gz.
+# /tmp/gputop-node/ (headless JSON, recordings, logs), packed into $OUT/node.tar.gz after each
+# part (a run cut short still brings back the parts it finished).
 #
 #     bash benchmarks/gpu_node.sh              # SECONDS_EACH=35 per job
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/gputop-out}
-res=$OUT/node
-mkdir -p "$res"
+res=/tmp/gputop-node
+mkdir -p "$res" "$OUT"
+pack() { tar czf "$OUT/node.tar.gz" -C /tmp gputop-node; }
 export PYTHONUNBUFFERED=1
 S=${SECONDS_EACH:-35}
 
@@ -53,6 +55,7 @@ a2=$!
 apps A 25
 wait "$a1" "$a2"
 kill "$smi"
+pack
 
 echo "B: shared GPU $(date -u +%T)"
 smi_start B
@@ -64,6 +67,7 @@ mon b_shared_gpu0 benchmarks/gpt_ranks.py --seconds "$S"
 kill "$hog"
 wait "$hog" 2> /dev/null
 kill "$smi"
+pack
 
 for mode in ddp fsdp2; do
   echo "C: $mode $(date -u +%T)"
@@ -72,6 +76,7 @@ for mode in ddp fsdp2; do
   mon "c_$mode" -- torchrun --standalone --nproc-per-node 2 benchmarks/gpt_ranks.py \
     --mode "$mode" --seconds "$S"
   kill "$smi"
+  pack
 done
 
 echo "D: CUDA_VISIBLE_DEVICES=1 alone $(date -u +%T)"
@@ -81,4 +86,4 @@ CUDA_VISIBLE_DEVICES=1 mon d_cvd1_bound benchmarks/gpt_ranks.py --seconds "$S"
 kill "$smi"
 wait
 echo "done $(date -u +%T)"
-tar czf "$OUT/node.tar.gz" -C "$OUT" node
+pack
