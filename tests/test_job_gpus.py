@@ -149,3 +149,12 @@ def test_the_summary_has_a_row_per_gpu_and_the_fullest_gpus_memory_peak() -> Non
     assert len(rows) == 4 and "PID 900 alice 9.0 GiB SM 45%" in rows[1]
     assert "The job's GPUs: 1-2, NVML lists" in text
     assert "| 71.0 GiB |" in text.split("## Phases")[1]  # the phase's peak: one GPU's
+
+
+def test_a_stray_context_on_another_gpu_is_not_the_jobs_where_the_hook_names_its_device() -> None:
+    uuids = [uuid(i) for i in range(2)]
+    # NVML lists the rank on GPU 0 too (a context made before its set_device).
+    chosen = job_gpus.select(uuids, {7: {0, 1}}, {7}, {7: uuid(1)}, None)
+    assert chosen.indices == (1,) and not chosen.assumed
+    without_hook = job_gpus.select(uuids, {7: {0, 1}}, {7}, {}, None)
+    assert without_hook.indices == (0, 1)

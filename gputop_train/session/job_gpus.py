@@ -84,29 +84,31 @@ def select(
     -> UUID); else assumed from ``visible`` (CUDA_VISIBLE_DEVICES), else every GPU."""
     pids = frozenset(job_pids) | frozenset(device_uuids)
     count = len(uuids)
+    reported = {pid: index_of_uuid(uuids, uuid) for pid, uuid in device_uuids.items()}
     seen: set[int] = set()
     for pid in pids:
+        if reported.get(pid) is not None:
+            # Its hook names its device: a stray context elsewhere (a rank's ~500 MB on GPU 0
+            # before its set_device) does not make that GPU the job's.
+            continue
         seen.update(i for i in pids_on_gpus.get(pid, ()) if 0 <= i < count)
-    reported = {
-        i for uuid in device_uuids.values() if (i := index_of_uuid(uuids, uuid)) is not None
-    }
+    named = {i for i in reported.values() if i is not None}
     base = JobGpus((), True, "", pids, dict(ranks or {}), tuple(uuids))
-    if seen or reported:
+    if seen or named:
         ways = []
-        if reported:
+        if named:
             ways.append("the hook reports the device by UUID")
         if seen:
             ways.append("NVML lists the job's processes on it")
-        return replace(
-            base, indices=tuple(sorted(seen | reported)), assumed=False, reason="; ".join(ways)
-        )
+        chosen = tuple(sorted(seen | named))
+        return replace(base, indices=chosen, assumed=False, reason="; ".join(ways))
     if visible is not None:
-        named = visible_indices(visible, uuids)
-        if named == ():
+        listed = visible_indices(visible, uuids)
+        if listed == ():
             return replace(base, reason=f"CUDA_VISIBLE_DEVICES={visible!r} shows the job no GPU")
-        if named:
+        if listed:
             reason = f"assumed from CUDA_VISIBLE_DEVICES={visible} until the job touches a GPU"
-            return replace(base, indices=named, reason=reason)
+            return replace(base, indices=listed, reason=reason)
     if not count:
         return replace(base, reason="NVML lists no GPU")
     reason = f"assumed: every GPU ({count}) until the job touches one"
