@@ -90,7 +90,7 @@ def _gpu_lines(figures: dict[str, Any]) -> list[str]:
             for o in g["others"]
         )
         lines.append(
-            f"| {g['index']} | {'yes' if g['job'] else 'no'} | {fmt.spans(g['ranks']) or '-'} "
+            f"| {g['index']} | {'yes' if g['job'] else 'no'} | {_ranks_on(g)} "
             f"| {fmt.pct(g['util_pct'])} | {fmt.pct(g['sm_active_pct'])} "
             f"| {fmt.pct(g['tensor_active_pct'])} "
             f"| {fmt.mem_pair(g['mem_used_bytes'], g['mem_total_bytes'])} "
@@ -98,6 +98,11 @@ def _gpu_lines(figures: dict[str, Any]) -> list[str]:
             f"| {', '.join(g['throttle'] or ()) or '-'} | {others or '-'} |"
         )
     return lines
+
+
+def _ranks_on(gpu: dict[str, Any]) -> str:
+    """The ranks on a GPU; "job" for a job of one process without a rank on it."""
+    return fmt.spans(gpu["ranks"]) or ("job" if gpu["pids"] else "-")
 
 
 def _mfu_basis(mfu: dict[str, Any] | None) -> str:
