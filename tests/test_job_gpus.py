@@ -158,3 +158,18 @@ def test_a_stray_context_on_another_gpu_is_not_the_jobs_where_the_hook_names_its
     assert chosen.indices == (1,) and not chosen.assumed
     without_hook = job_gpus.select(uuids, {7: {0, 1}}, {7}, {}, None)
     assert without_hook.indices == (0, 1)
+
+
+def test_a_straggler_whose_gpu_another_process_shares_is_named_with_that_cause() -> None:
+    # Rank 1's GPU runs another user's job at 45% of its SM time; rank 0 waits 60 ms a step
+    # in the all-reduce for rank 1, which waits 1 ms.
+    node = Node(
+        gpus=2,
+        ranks={11: 0, 12: 1},
+        others={1: [(900, "alice", 9.0, 45)]},
+        comm_ms={11: 60.0, 12: 1.0},
+    )
+    view = views.view_of(node_session(node)[0].snapshot())
+    straggler = next(f for f in view.findings if f.id == "ranks.straggler")
+    assert straggler.title.startswith("Straggler: rank 1 shares its GPU with another process")
+    assert any("PID 900 (alice) take 45% of its SM time" in line for line in straggler.evidence)

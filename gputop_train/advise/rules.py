@@ -1077,6 +1077,7 @@ def _comm_straggler(lag: stragglers.Lag, o: Observation) -> Finding:
         cause_text = {
             "input": "waits for data",
             "GPU clocks": "runs on a slower (throttled) GPU",
+            "shared GPU": "shares its GPU with another process",
             "compute": "computes slower",
         }.get(cause.name if cause else "", "arrives last at every collective")
         title = f"Straggler: {name} {cause_text}, and the other ranks wait for {name}"
@@ -1084,6 +1085,8 @@ def _comm_straggler(lag: stragglers.Lag, o: Observation) -> Finding:
             "input": f"find what slows {name}'s input: its shard, its workers and CPUs",
             "GPU clocks": f"cool or re-power {name}'s GPU (nvidia-smi -q -d PERFORMANCE), or "
             "move the rank",
+            "shared GPU": f"move the other process off {name}'s GPU, or the job to free GPUs "
+            "(the GPU panel lists who uses each)",
             "compute": f"find what slows {name}'s own work: its GPU (clocks, other processes "
             "on it), its host's CPUs (other jobs, NUMA), uneven work per rank",
         }.get(

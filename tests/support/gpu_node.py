@@ -34,6 +34,7 @@ class Node:
     data_ms: float = 0.5
     main_cpu_pct: float = 99.0  # a GPU-bound loop spins in the CUDA sync
     facts: list[dict[str, object]] = field(default_factory=list)  # each rank's fact frames
+    comm_ms: dict[int, float] = field(default_factory=dict)  # pid -> its wait in collectives
 
 
 def uuid(index: int) -> str:
@@ -88,9 +89,8 @@ def node_session(node: Node, seconds: float = 20.0) -> tuple[Session, FakeNvml]:
         t += STEP_MS / 1000.0
         for pid, index in node.ranks.items():
             slow = 1.5 if index == node.throttled else 1.0
-            rows[pid].append(
-                [step, t, STEP_MS, node.data_ms, 8, 1, STEP_MS * 0.99 / slow, None, None, None]
-            )
+            gpu_ms, comm = STEP_MS * 0.99 / slow, node.comm_ms.get(pid)
+            rows[pid].append([step, t, STEP_MS, node.data_ms, 8, 1, gpu_ms, None, None, None, comm])
     for first in range(0, step, 2):  # as the hooks send them: each rank's rows in turn
         for pid, pid_rows in rows.items():
             session.apply(events.StepRows(pid, pid_rows[first : first + 2]))
