@@ -100,11 +100,11 @@ class Snapshot:
     readings: dict[str, dict[str, Any]] = field(default_factory=dict)  # latest per sampler
     # Who each GPU is (index order), as dcgm-exporter labels it: UUID and PCI bus id.
     gpu_uuids: tuple[str | None, ...] = ()
+    gpu_pci_bus_ids: tuple[str | None, ...] = ()
     # The job's GPUs and why (session/job_gpus.py); every GPU's figures over the window,
     # the job's and the others (marked), in index order.
     job_gpus: JobGpus | None = None
     gpus: tuple[GpuFigures, ...] = ()
-    gpu_pci_bus_ids: tuple[str | None, ...] = ()
     # What is happening while there are no figures to show ("waiting for the first
     # optimizer.step() (12 s)..."): the screen explains itself as it happens.
     activity_note: str | None = None
@@ -687,9 +687,20 @@ class Session:
             ],
             self._last_step,
             self._samples_by_pid,
-            self._gpus_by_pid,
+            self._rank_gpus_locked(),
             known,
         )
+
+    def _rank_gpus_locked(self) -> dict[int, set[int]]:
+        """The GPUs each process is on: the one its hook names, else those NVML lists it on
+        (lock held)."""
+        uuids = self._job_gpus.uuids
+        named = {
+            pid: {index}
+            for pid, uuid in self._device_uuids.items()
+            if (index := job_gpus.index_of_uuid(uuids, uuid)) is not None
+        }
+        return {**self._gpus_by_pid, **named}
 
     def _run_steps(self, primary: int | None) -> stats.StepStats | None:
         """The whole run's step figures once the job has ended (cached: no step comes later
