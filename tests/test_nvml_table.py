@@ -79,8 +79,9 @@ def test_without_any_one_function_every_other_figure_is_read(
         elif name not in expected_na:
             assert value not in (None, ()), f"{name} went N/A without {function}"
     if function == "nvmlDeviceGetProcessUtilization":
-        (process,) = figures["processes"]  # type: ignore[misc]
-        assert process.sm_pct is None and process.mem_bytes == 2**30
+        processes = figures["processes"]
+        assert isinstance(processes, tuple) and len(processes) == 1
+        assert processes[0].sm_pct is None and processes[0].mem_bytes == 2**30
 
 
 def test_with_every_function_every_figure_is_read() -> None:
@@ -110,8 +111,8 @@ def test_the_fake_answers_a_name_it_does_not_know_as_the_driver_would() -> None:
 
 def test_our_own_bug_in_a_transform_raises() -> None:
     class Broken(FakeNvml):
-        def nvmlDeviceGetPowerUsage(self, h: int) -> object:
-            return "not a number"  # a wrong answer NVML never gives: our conversion fails
+        def nvmlDeviceGetPowerUsage(self, h: int) -> int:
+            return "not a number"  # type: ignore[return-value]  # our conversion then fails
 
     sampler = NvmlSampler(Broken([_gpu()]), clock=ManualClock(100.0))
     sampler.open()

@@ -93,7 +93,7 @@ def node_session(node: Node, seconds: float = 20.0) -> tuple[Session, FakeNvml]:
             rows[pid].append([step, t, STEP_MS, node.data_ms, 8, 1, gpu_ms, None, None, None, comm])
     for first in range(0, step, 2):  # as the hooks send them: each rank's rows in turn
         for pid, pid_rows in rows.items():
-            session.apply(events.StepRows(pid, pid_rows[first : first + 2]))
+            session.apply(events.StepRows(pid, tuple(pid_rows[first : first + 2])))
     if node.hook_reports_uuid:
         for pid, index in node.ranks.items():
             model = {"type": "model", "cuda": True, "device_uuid": uuid(index), "step": 2}
