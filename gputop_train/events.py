@@ -124,6 +124,9 @@ class GpusFound(Event):
     driver: str | None = None
     uuids: tuple[str | None, ...] = ()
     pci_bus_ids: tuple[str | None, ...] = ()
+    # CUDA_VISIBLE_DEVICES as the monitor runs (a launched job inherits it): the GPUs
+    # assumed to be the job's until it touches one (session/job_gpus.py); None: unset.
+    visible_devices: str | None = None
 
 
 @event("hello")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 NA = "N/A"
 
@@ -64,3 +64,16 @@ def duration(seconds: float) -> str:
 def gpus(indices: Iterable[int]) -> str:
     """GPUs by NVML's index, "0" or "0,1"; empty where there are none (the caller says why)."""
     return ",".join(map(str, indices))
+
+
+def spans(indices: Sequence[int]) -> str:
+    """GPU or rank numbers as ranges: 0,1,2,3,5 -> "0-3,5"."""
+    parts: list[str] = []
+    ordered = sorted(set(indices))
+    start = 0
+    for position, index in enumerate(ordered):
+        if position == 0 or index != ordered[position - 1] + 1:
+            start = index
+        if position + 1 == len(ordered) or ordered[position + 1] != index + 1:
+            parts.append(str(index) if start == index else f"{start}-{index}")
+    return ",".join(parts)

@@ -84,11 +84,21 @@ def status_parts(view: View) -> list[str]:
         parts += ["GPU N/A", f"parts {f.breakdown}"]  # no GPU: one segment, not three N/As
     else:
         parts += [f"GPU time {f.gpu_time}", f"parts {f.breakdown}"]
-        parts += [f"GPU util {f.gpu_util}{gpm}", f"mem {f.gpu_mem}"]
+        parts += [f"{_which_gpus(snap)}util {f.gpu_util}{gpm}", f"mem {f.gpu_mem}"]
     parts += [workers, f"main {fmt.pct(procs.main_cpu_pct)} CPU"]
     if snap.autopilot:
         parts.append(f"autopilot: {snap.autopilot['state']}")
     return parts
+
+
+def _which_gpus(snap: Snapshot) -> str:
+    """On a node of several GPUs, which the figures are over: "GPU 1 of 8 " ("GPU " alone
+    on a one-GPU machine); "assumed" until the job has touched one."""
+    job = snap.job_gpus
+    if len(snap.latest_gpus) < 2 or job is None:
+        return "GPU "
+    assumed = " assumed" if job.assumed else ""
+    return f"GPU {fmt.spans(job.indices) or 'none'} of {len(snap.latest_gpus)}{assumed} "
 
 
 def status_line(view: View) -> str:

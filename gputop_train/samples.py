@@ -8,9 +8,13 @@ from dataclasses import dataclass, field
 
 @dataclass(frozen=True)
 class GpuProcess:
+    """A compute process NVML lists on a GPU: its memory, SM share, and whose it is."""
+
     pid: int
     mem_bytes: int | None
     sm_pct: float | None
+    user: str | None = None  # None: N/A (another container's PID, a process that ended)
+    command: str | None = None
 
 
 @dataclass(frozen=True)

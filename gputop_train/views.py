@@ -13,6 +13,7 @@ from .advise.mfu import Efficiency, efficiency, over_phases
 from .advise.rules import Finding, findings
 from .advise.stall import stall_finding
 from .session.breakdown import PART_NAMES, MemoryAudit, StepParts
+from .session.job_gpus import GpuFigures
 from .session.model import Snapshot
 from .session.phases import WARMUP_S, WARMUP_STEPS, PhaseRow
 from .session.stats import RankStats
@@ -295,6 +296,8 @@ def status_fields(view: View) -> dict[str, Any]:
         "timed_model": (snap.step_parts_fact or {}).get("model"),
         "memory": memory_dict(snap.memory),
         "ranks": rank_dicts(snap),
+        "job_gpus": job_gpus_dict(snap),
+        "gpus": gpu_dicts(snap),
         "findings": [finding_dict(f) for f in view.findings],
         "advice_wait": snap.advice_wait,
         "autopilot": snap.autopilot,
@@ -315,6 +318,59 @@ def efficiency_fields(e: Efficiency) -> dict[str, Any]:
         "peak_datasheet_tflops": e.datasheet_tflops,
         "peak_measured_tflops": _significant(e.measured_peak_tflops),
         "na_reason": e.reason,
+        "gpus": e.gpus,
+        "ranks": e.ranks,
+        "per_gpu_tflops": _significant(e.per_gpu_tflops),
+    }
+
+
+def job_gpus_dict(snap: Snapshot) -> dict[str, Any] | None:
+    """Which GPUs the job's figures are over, and why (session/job_gpus.py)."""
+    job = snap.job_gpus
+    if job is None:
+        return None
+    return {"indices": list(job.indices), "assumed": job.assumed, "reason": job.reason}
+
+
+def gpu_dicts(snap: Snapshot) -> list[dict[str, Any]]:
+    """Every GPU over the window (docs/headless.md): the job's (``job``: true) and the
+    others, each with the ranks on it and the processes that are not the job's."""
+    return [gpu_dict(g) for g in snap.gpus]
+
+
+def gpu_dict(g: GpuFigures) -> dict[str, Any]:
+    return {
+        "index": g.index,
+        "uuid": g.uuid,
+        "name": g.name,
+        "job": g.job,
+        "ranks": list(g.ranks),
+        "pids": list(g.pids),
+        "util_pct": _round(g.util_pct, 1),
+        "sm_active_pct": _round(g.sm_active_pct, 1),
+        "tensor_active_pct": _round(g.tensor_active_pct, 1),
+        "mem_used_bytes": g.mem_used_bytes,
+        "mem_total_bytes": g.mem_total_bytes,
+        "job_mem_bytes": g.job_mem_bytes,
+        "power_w": _round(g.power_w, 1),
+        "power_limit_w": _round(g.power_limit_w, 1),
+        "sm_clock_mhz": _round(g.sm_clock_mhz, 0),
+        "sm_clock_max_mhz": g.sm_clock_max_mhz,
+        "mem_clock_mhz": _round(g.mem_clock_mhz, 0),
+        "temp_c": g.temp_c,
+        "throttle": list(g.throttle) if g.throttle is not None else None,
+        "pcie_rx_mibps": _round(g.pcie_rx_mibps, 1),
+        "pcie_tx_mibps": _round(g.pcie_tx_mibps, 1),
+        "others": [
+            {
+                "pid": u.pid,
+                "user": u.user,
+                "command": u.command,
+                "mem_bytes": u.mem_bytes,
+                "sm_pct": _round(u.sm_pct, 1),
+            }
+            for u in g.others
+        ],
     }
 
 

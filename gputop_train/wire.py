@@ -544,6 +544,7 @@ class Model(Frame):
     step: int | None = None
     cuda: bool | None = None
     capability: list[int] | None = None
+    device_uuid: str | None = None  # the trained parameters' GPU, "GPU-..." as NVML says
     autocast: str | None = None
     param_dtype: str | None = None
     tf32_matmul: bool | None = None

@@ -338,3 +338,32 @@ def test_one_mfu_over_phases_of_different_precisions_is_na_with_the_reason() -> 
     assert mixed.mfu_pct is None and mixed.achieved_tflops == whole.achieved_tflops
     assert mixed.reason is not None and "fp32, bf16" in mixed.reason
     assert mfu.over_phases(whole, [bf16, bf16]) == whole
+
+
+@pytest.mark.parametrize("tied", [True, False], ids=["tied", "untied"])
+def test_a_sharded_model_counts_the_full_models_flops(tied: bool) -> None:
+    """FSDP2's parameters are DTensors (no data pointer of their own, a shard each): the
+    count is the full model's, as the same model's unsharded (issue 37)."""
+    import torch.distributed as dist
+    from torch.distributed.fsdp import fully_shard
+
+    def model() -> torch.nn.Module:
+        torch.manual_seed(0)
+        gpt = GPT(GPTConfig.tiny())
+        gpt.set_attention("sdpa")
+        if not tied:
+            gpt.head.weight = torch.nn.Parameter(gpt.wte.weight.detach().clone())
+        return gpt
+
+    plain = census_of_step(model(), micro_batches=1)
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        sharded = model()
+        for block in sharded.blocks:
+            fully_shard(block)
+        fully_shard(sharded)
+        facts = census_of_step(sharded, micro_batches=1)
+    finally:
+        dist.destroy_process_group()
+    assert facts["params"] == plain["params"]
+    assert facts["analytic_flops"] == pytest.approx(plain["analytic_flops"], rel=0.01)

@@ -2,7 +2,10 @@
 step's matmuls actually run in, or N/A with the reason (never a figure that cannot be right).
 
 Achieved TFLOP/s = FLOPs of one optimizer step x optimizer steps per second (the hook's step
-ends, whatever the micro-batches or the samples). The FLOPs are counted two ways by the hook
+ends, whatever the micro-batches or the samples), per rank, and for the job the sum over its
+ranks; MFU = the job's achieved over (its GPUs x the per-GPU peak), so that N ranks on N
+GPUs read what one does (issue 37). The FLOPs are the full model's whatever the sharding
+(hook/workload.py counts a DTensor's global shape). The FLOPs are counted two ways by the hook
 (hook/workload.py): measured, by FlopCounterMode over one whole step, and analytic, by the
 transformer formula of nanoGPT and torchtitan (6N + 12 L H Q T per token). The analytic count
 is shown where it exists (it is the MFU convention: model FLOPs, no recomputation, what the
@@ -42,8 +45,10 @@ MEASURED = "measured: FlopCounterMode over one step"
 class Efficiency:
     """What the MFU line shows; each figure None (N/A) with ``reason`` saying why."""
 
-    achieved_tflops: float | None = None
+    achieved_tflops: float | None = None  # the job's: every rank's together
     mfu_pct: float | None = None
+    gpus: int = 1  # the job's GPUs the peak is multiplied by
+    ranks: int = 1  # the ranks the achieved TFLOP/s adds up
     source: str | None = None  # which FLOP count achieved_tflops uses
     measured_flops: float | None = None  # per optimizer step
     analytic_flops: float | None = None
@@ -58,11 +63,23 @@ class Efficiency:
     def disagrees(self) -> bool:
         return self.disagreement_pct is not None and abs(self.disagreement_pct) > DISAGREEMENT_PCT
 
+    @property
+    def per_gpu_tflops(self) -> float | None:
+        """Achieved TFLOP/s per GPU of the job."""
+        if self.achieved_tflops is None:
+            return None
+        return self.achieved_tflops / max(1, self.gpus)
+
     def notes(self) -> list[str]:
         """The lines that qualify the figure: the count used, a disagreement, the peaks."""
         lines = []
         if self.source:
             lines.append(f"FLOPs {self.source}")
+        if self.achieved_tflops is not None and (self.gpus > 1 or self.ranks > 1):
+            lines.append(
+                f"{self.achieved_tflops:.1f} TFLOP/s over {self.ranks} ranks on {self.gpus} "
+                f"GPUs: {self.per_gpu_tflops:.1f} per GPU; MFU over {self.gpus} GPUs' peak"
+            )
         if self.scaled_by is not None:
             lines.append(
                 f"the counted step's FLOPs scaled x{self.scaled_by:.3g} to the window's samples "
@@ -118,7 +135,9 @@ def efficiency(o: Observation | None, rates: StepStats | None = None) -> Efficie
     if o is None:
         return Efficiency(reason="no measured steps yet")
     steps = rates or o.steps
-    scale = _batch_scale(o, steps)
+    ranks = job_ranks(o)
+    gpus = job_gpu_count(o)
+    scale = _batch_scale(o, steps, ranks)
     measured = o.flops_per_step * scale if o.flops_per_step else None
     analytic = o.workload.analytic_flops * scale if o.workload.analytic_flops else None
     flops = analytic if analytic else measured
@@ -129,6 +148,8 @@ def efficiency(o: Observation | None, rates: StepStats | None = None) -> Efficie
     datasheet = peak_tflops(o.gpu_name, precision) if o.uses_gpu else None
     measured_peak = o.workload.peak_tflops if o.workload.peak_precision == precision else None
     base = Efficiency(
+        gpus=gpus,
+        ranks=ranks,
         scaled_by=scale if scale != 1.0 else None,
         source=source,
         measured_flops=float(measured) if measured else None,
@@ -143,7 +164,7 @@ def efficiency(o: Observation | None, rates: StepStats | None = None) -> Efficie
         return _with(base, reason=f"FLOPs not counted yet ({note})")
     if not steps_per_s:
         return _with(base, reason="no step rate in the window")
-    achieved = flops * steps_per_s / 1e12
+    achieved = flops * steps_per_s * ranks / 1e12  # every rank runs the counted step
     base = _with(base, achieved_tflops=achieved)
     if not o.uses_gpu:
         return _with(base, reason="the job runs on the CPU")
@@ -155,7 +176,7 @@ def efficiency(o: Observation | None, rates: StepStats | None = None) -> Efficie
         return _with(
             base, reason=f"no datasheet peak for {o.gpu_name or 'this GPU'} in {precision}"
         )
-    mfu = 100.0 * achieved / datasheet
+    mfu = 100.0 * achieved / (gpus * datasheet)
     if mfu > 100.0:
         return _with(
             base,
@@ -180,15 +201,30 @@ def over_phases(whole: Efficiency, phases: Sequence[Efficiency]) -> Efficiency:
     )
 
 
-def _batch_scale(o: Observation, steps: StepStats) -> float:
-    """The window's samples per step over the counted step's, where both are known and differ
-    by more than 1%; else 1. FLOPs are counted on one step: a batch changed since (a script
-    that sizes its batch by trying, as the corpus's memory-limit loop does in its first steps,
-    or a change nobody declared) scales them, accumulation or not."""
+def job_ranks(o: Observation) -> int:
+    """The ranks whose steps the window's rates add up (one for a single process)."""
+    return max(1, len(o.ranks))
+
+
+def job_gpu_count(o: Observation) -> int:
+    """The job's GPUs: those it was seen on (session/job_gpus.py); before that, or where
+    NVML cannot tell (no GPU figures), one per rank."""
+    job = o.job_gpus
+    if job is not None and not job.assumed and job.indices:
+        return len(job.indices)
+    return job_ranks(o)
+
+
+def _batch_scale(o: Observation, steps: StepStats, ranks: int = 1) -> float:
+    """A rank's samples per step in the window (samples/s is every rank's) over the counted
+    step's, where both are known and differ by more than 1%; else 1. FLOPs are counted on
+    one step: a batch changed since (a script that sizes its batch by trying, as the
+    corpus's memory-limit loop does in its first steps, or a change nobody declared) scales
+    them, accumulation or not."""
     if not (o.flops_per_step and o.flops_per_sample and steps.samples_per_s and steps.steps_per_s):
         return 1.0
     counted = o.flops_per_step / o.flops_per_sample
-    window = steps.samples_per_s / steps.steps_per_s
+    window = steps.samples_per_s / steps.steps_per_s / ranks
     scale = window / counted if counted > 0 else 1.0
     return scale if abs(scale - 1.0) > 0.01 else 1.0
 

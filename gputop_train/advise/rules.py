@@ -21,7 +21,7 @@ from typing import Any
 
 from .. import format as fmt
 from ..session.stats import Observation, RankStats
-from . import stragglers, throttle
+from . import shared_gpu, stragglers, throttle
 from .stragglers import lagging_rank
 
 # The PyTorch profiler's recommendations flag a DataLoader share above 5% of the step
@@ -1077,6 +1077,7 @@ def _comm_straggler(lag: stragglers.Lag, o: Observation) -> Finding:
         cause_text = {
             "input": "waits for data",
             "GPU clocks": "runs on a slower (throttled) GPU",
+            "shared GPU": "shares its GPU with another process",
             "compute": "computes slower",
         }.get(cause.name if cause else "", "arrives last at every collective")
         title = f"Straggler: {name} {cause_text}, and the other ranks wait for {name}"
@@ -1084,6 +1085,8 @@ def _comm_straggler(lag: stragglers.Lag, o: Observation) -> Finding:
             "input": f"find what slows {name}'s input: its shard, its workers and CPUs",
             "GPU clocks": f"cool or re-power {name}'s GPU (nvidia-smi -q -d PERFORMANCE), or "
             "move the rank",
+            "shared GPU": f"move the other process off {name}'s GPU, or the job to free GPUs "
+            "(the GPU panel lists who uses each)",
             "compute": f"find what slows {name}'s own work: its GPU (clocks, other processes "
             "on it), its host's CPUs (other jobs, NUMA), uneven work per rank",
         }.get(
@@ -1134,8 +1137,38 @@ def gpu_throttled(o: Observation) -> Finding | None:
     )
 
 
+def gpu_shared(o: Observation) -> Finding | None:
+    """Another process on one of the job's GPUs takes its SM time or memory (NVML's
+    per-process figures; advise/shared_gpu.py)."""
+    if not o.uses_gpu:
+        return None
+    held = [(gpu, users) for gpu in o.gpus if (users := shared_gpu.shared(gpu))]
+    if not held:
+        return None
+    shares = [s for _, users in held if (s := shared_gpu.sm_share(users)) is not None]
+    worst = max(shares) if shares else None
+    # The job gets the other's share back once it is gone: that much more GPU time.
+    gain = 1.0 / (1.0 - worst / 100.0) if worst is not None and worst < 90.0 else 1.05
+    which = ", ".join(str(gpu.index) for gpu, _ in held)
+    several = len(held) > 1
+    other = held[0][1][0]
+    who = f"PID {other.pid}" + (f" ({other.user})" if other.user else "")
+    taken = f", {fmt.pct(worst)} of its SM time" if worst is not None else ""
+    return Finding(
+        "gpu.shared",
+        f"GPU{'s' if several else ''} {which} shared with another process: {who}{taken}",
+        tuple(shared_gpu.user_line(gpu, u) for gpu, users in held for u in users),
+        "the job's kernels wait behind the other process's: move one of them to a free GPU "
+        "(CUDA_VISIBLE_DEVICES), or stop the other; the GPU panel lists who uses each GPU",
+        f"up to {gain:.2f}x" if worst is not None else None,
+        0.7,
+        max(gain, 1.01),
+    )
+
+
 RULES: tuple[Callable[[Observation], Finding | None], ...] = (
     straggler,
+    gpu_shared,
     gpu_throttled,
     more_workers,
     input_saturated,

@@ -5,7 +5,8 @@ like the others by its step time and data-wait. Where it differs is the wait in 
 collectives: the slow rank arrives last and waits least; the others wait for it. The gap
 between its wait and the others' is what it costs the job per step. The finding names a cause
 only where a measurement covers most of that gap: its input (data-wait), its GPU's clocks
-(NVML, with the throttle reasons), else its own compute (the step less its waits).
+(NVML, with the throttle reasons), another process on its GPU (NVML's per-process SM share),
+else its own compute (the step less its waits).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 
 from .. import format as fmt
 from ..session.clocks import GpuClocks
+from ..session.job_gpus import GpuFigures
 from ..session.stats import Observation, RankStats
 
 # The gap (the others' median wait less the rank's) that names a straggler, as a share of the
@@ -139,6 +141,21 @@ def cause_of(lag: Lag, o: Observation) -> Cause | None:
             f"{clocks.sm_clock_mhz:.0f} MHz, the other ranks' {others_clock:.0f} MHz (NVML; "
             f"throttle reasons: {reasons}): its compute is that much slower",
         )
+    shared = _shared_on(rank, o)
+    if shared is not None and compute is not None:
+        gpu, share = shared
+        # Another process's kernels take ``share`` of the GPU's time: the rank's compute
+        # waits that long behind them.
+        if compute * share / 100.0 >= CAUSE_COVERS * gap:
+            users = ", ".join(
+                f"PID {u.pid}" + (f" ({u.user})" if u.user else "") for u in gpu.others
+            )
+            return Cause(
+                "shared GPU",
+                f"{rank.label}'s GPU {gpu.index} is shared: {users} take "
+                f"{fmt.pct(share)} of its SM time (NVML per process): its compute waits "
+                "behind theirs",
+            )
     if (
         compute is not None
         and others_compute is not None
@@ -170,6 +187,15 @@ def _clocks_of(rank: RankStats, o: Observation) -> GpuClocks | None:
     if len(rank.gpus) != 1:
         return None
     return next((c for c in o.gpu_clocks if c.index == rank.gpus[0]), None)
+
+
+def _shared_on(rank: RankStats, o: Observation) -> tuple[GpuFigures, float] | None:
+    """The rank's GPU and the SM share other processes take on it, where they take one."""
+    if len(rank.gpus) != 1:
+        return None
+    gpu = next((g for g in o.gpus if g.index == rank.gpus[0]), None)
+    share = gpu.others_sm_pct if gpu is not None else None
+    return (gpu, share) if gpu is not None and share else None
 
 
 def _median(values: list[float | None]) -> float | None:

@@ -17,6 +17,10 @@ class FakeNvmlError(Exception):
     """Raised like pynvml.NVMLError for calls a fake GPU does not support."""
 
 
+class FakeFunctionNotFound(FakeNvmlError):
+    """pynvml's NVMLError_FunctionNotFound: the binding is there, the driver lacks it."""
+
+
 @dataclass
 class FakeGpu:
     name: str = "NVIDIA H100 80GB HBM3"
@@ -55,12 +59,41 @@ class FakeNvml:
     """A module-like object with pynvml's function names, backed by ``FakeGpu`` objects."""
 
     NVML_GPM_METRICS_GET_VERSION = 1
+    NVMLError = FakeNvmlError
     c_nvmlGpmMetricsGet_t = _GpmRequest
 
-    def __init__(self, gpus: list[FakeGpu] | None = None, init_error: str | None = None) -> None:
+    def __init__(
+        self,
+        gpus: list[FakeGpu] | None = None,
+        init_error: str | None = None,
+        absent: frozenset[str] = frozenset(),
+        not_found: frozenset[str] = frozenset(),
+    ) -> None:
+        """``absent``: functions this nvidia-ml-py lacks (no attribute); ``not_found``:
+        functions the driver lacks (they raise NVMLError_FunctionNotFound when called)."""
         self.gpus = gpus if gpus is not None else [FakeGpu()]
         self.init_error = init_error
+        self.absent = absent
+        self.not_found = not_found
         self.calls: dict[str, int] = {}
+        self.owners: dict[int, tuple[str | None, str | None]] = {}  # pid -> (user, command)
+
+    def owner(self, pid: int) -> tuple[str | None, str | None]:
+        """Whose a process is, for ``NvmlSampler(owner=...)``: from ``owners``, else N/A."""
+        return self.owners.get(pid, (None, None))
+
+    def __getattribute__(self, name: str) -> Any:
+        if name.startswith("nvml") and name in object.__getattribute__(self, "absent"):
+            raise AttributeError(name)
+        if name.startswith("nvml") and name in object.__getattribute__(self, "not_found"):
+            return _function_not_found(name)
+        return object.__getattribute__(self, name)
+
+    def __getattr__(self, name: str) -> Any:
+        """Any other NVML name is answered as pynvml does for a function the driver lacks."""
+        if name.startswith("nvml") and name not in self.absent:
+            return _function_not_found(name)
+        raise AttributeError(name)
 
     def _gpu(self, handle: int, call: str) -> FakeGpu:
         self.calls[call] = self.calls.get(call, 0) + 1
@@ -127,6 +160,9 @@ class FakeNvml:
     def nvmlDeviceGetCurrentClocksEventReasons(self, h: int) -> int:
         return self._gpu(h, "throttle").throttle_bits
 
+    def nvmlDeviceGetCurrentClocksThrottleReasons(self, h: int) -> int:  # the older name
+        return self._gpu(h, "throttle").throttle_bits
+
     def nvmlDeviceGetPcieThroughput(self, h: int, counter: int) -> int:
         gpu = self._gpu(h, "pcie")
         return gpu.pcie_rx_kbps if counter == 1 else gpu.pcie_tx_kbps
@@ -160,6 +196,13 @@ class FakeNvml:
             metric = request.metrics[slot]
             metric.value = gpm.get(metric.metricId, float("nan"))
         return request
+
+
+def _function_not_found(name: str) -> Any:
+    def missing(*args: Any) -> Any:
+        raise FakeFunctionNotFound(f"{name}: Function Not Found")
+
+    return missing
 
 
 # -- psutil ---------------------------------------------------------------------------------

@@ -8,13 +8,19 @@ benchmarks/sampler_cost.py (docs/benchmarks.md): the whole fast tier ~0.17 ms, e
 
 from __future__ import annotations
 
+import logging
+import os
 import threading
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from .. import events
 from ..samples import GpuProcess, GpuSample
 from .base import CHEAP, SamplerUnavailable, Sink
+
+_log = logging.getLogger(__name__)
 
 # Cheap fields every call (the sampler thread runs at 2 Hz); these every N seconds.
 MEDIUM_PERIOD_S = 1.0  # power, temperature, clocks, throttle, GPU memory per process, GPM
@@ -50,6 +56,109 @@ class NvmlUnavailable(RuntimeError):
     """No NVML here (no driver, no GPU, or the library failed to load)."""
 
 
+FAST, MEDIUM, SLOW = "fast", "medium", "slow"  # every sample; MEDIUM_PERIOD_S; SLOW_PERIOD_S
+
+
+class Nvml:
+    """pynvml by function name (nvitop's ``nvmlQuery`` habit): a function this nvidia-ml-py or
+    driver lacks, or an ``NVMLError`` it raises, is N/A for the figures it gives alone, logged
+    once per function; any other exception is our own bug and raises."""
+
+    def __init__(self, module: Any) -> None:
+        self.module = module
+        error = getattr(module, "NVMLError", None)
+        self._errors: tuple[type[BaseException], ...] = (error,) if isinstance(error, type) else ()
+        self.unavailable: dict[str, str] = {}  # function -> why it read N/A (first time)
+
+    def has(self, name: str) -> bool:
+        return callable(getattr(self.module, name, None))
+
+    def query(self, names: str | tuple[str, ...], *args: Any) -> Any:
+        """The answer of the first of ``names`` (a function and its older names) that this
+        module has and that answers; None where none does."""
+        options = (names,) if isinstance(names, str) else names
+        reason = "not in this nvidia-ml-py"
+        for name in options:
+            if not self.has(name):
+                continue
+            try:
+                return getattr(self.module, name)(*args)
+            except self._errors as error:
+                reason = str(error) or type(error).__name__
+        self._once(options[0], reason)
+        return None
+
+    def _once(self, name: str, reason: str) -> None:
+        if name not in self.unavailable:
+            self.unavailable[name] = reason
+            _log.info("NVML %s is N/A: %s", name, reason)
+
+
+def _milli(value: Any) -> float:
+    return value / 1000.0
+
+
+def _kib_to_mib(value: Any) -> float:
+    return value / 1024.0
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+def _throttle_names(bits: Any) -> tuple[str, ...]:
+    return tuple(name for bit, name in _THROTTLE_BITS.items() if bits & bit and bit != 0x1)
+
+
+@dataclass(frozen=True)
+class NvmlField:
+    """One ``GpuSample`` field: the NVML function that gives it (the first one present of a
+    tuple: renamed functions), the arguments after the handle, its tier and the conversion to
+    the field's unit. Fields of one function share one call per sample."""
+
+    field: str
+    function: str | tuple[str, ...]
+    args: tuple[Any, ...] = ()
+    tier: str = FAST
+    transform: Callable[[Any], Any] = _same
+    pick: str | None = None  # the attribute of the answer the field is
+    without_gpm: bool = False  # read only where GPM does not give it (a slow call)
+
+
+FIELDS: tuple[NvmlField, ...] = (
+    NvmlField("util_pct", "nvmlDeviceGetUtilizationRates", pick="gpu"),
+    NvmlField("mem_util_pct", "nvmlDeviceGetUtilizationRates", pick="memory"),
+    NvmlField("mem_used_bytes", "nvmlDeviceGetMemoryInfo", pick="used"),
+    NvmlField("mem_total_bytes", "nvmlDeviceGetMemoryInfo", pick="total"),
+    NvmlField("power_w", "nvmlDeviceGetPowerUsage", tier=MEDIUM, transform=_milli),
+    NvmlField("temp_c", "nvmlDeviceGetTemperature", (0,), MEDIUM),  # 0: the GPU die
+    NvmlField("sm_clock_mhz", "nvmlDeviceGetClockInfo", (1,), MEDIUM),  # NVML_CLOCK_SM
+    NvmlField("mem_clock_mhz", "nvmlDeviceGetClockInfo", (2,), MEDIUM),  # NVML_CLOCK_MEM
+    NvmlField(
+        "throttle",
+        ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"),
+        tier=MEDIUM,
+        transform=_throttle_names,
+    ),
+    NvmlField("power_limit_w", "nvmlDeviceGetEnforcedPowerLimit", tier=SLOW, transform=_milli),
+    NvmlField("energy_j", "nvmlDeviceGetTotalEnergyConsumption", tier=SLOW, transform=_milli),
+    # The ceiling the SM clock is read against (a throttled GPU runs under it).
+    NvmlField("sm_clock_max_mhz", "nvmlDeviceGetMaxClockInfo", (1,), SLOW),
+    # PCIe rates: GPM gives them for free; else this slow call (RX_BYTES 1, TX_BYTES 0).
+    NvmlField("pcie_rx_mibps", "nvmlDeviceGetPcieThroughput", (1,), SLOW, _kib_to_mib, None, True),
+    NvmlField("pcie_tx_mibps", "nvmlDeviceGetPcieThroughput", (0,), SLOW, _kib_to_mib, None, True),
+)
+# The functions behind the figures outside FIELDS: who each GPU is, its processes, GPM.
+PROCESS_FUNCTIONS = ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetProcessUtilization")
+GPM_FUNCTIONS = (
+    "nvmlGpmQueryDeviceSupport",
+    "nvmlGpmSampleAlloc",
+    "nvmlGpmSampleGet",
+    "nvmlGpmMetricsGet",
+    "nvmlGpmSampleFree",
+)
+
+
 class _Device:
     def __init__(self, index: int, handle: Any) -> None:
         self.index = index
@@ -58,8 +167,7 @@ class _Device:
         # Who the GPU is, as dcgm-exporter labels it (UUID, pci_bus_id): read once.
         self.uuid: str | None = None
         self.pci_bus_id: str | None = None
-        self.medium: dict[str, Any] = {}
-        self.slow: dict[str, Any] = {}
+        self.fields: dict[str, dict[str, Any]] = {MEDIUM: {}, SLOW: {}}
         self.gpm_supported = False
         self.gpm_previous: Any = None
         self.gpm_previous_t = 0.0
@@ -68,14 +176,22 @@ class _Device:
 
 
 class NvmlSampler:
-    """Samples every visible GPU; construct with a fake module in tests (collect/fake.py)."""
+    """Samples every visible GPU; construct with a fake module in tests (collect/fake.py).
+    ``owner`` names a PID's user and command for the GPU's other processes (psutil)."""
 
     def __init__(
-        self, nvml: Any = None, clock: Any = time.monotonic, wall_clock: Any = time.time
+        self,
+        nvml: Any = None,
+        clock: Any = time.monotonic,
+        wall_clock: Any = time.time,
+        owner: Callable[[int], tuple[str | None, str | None]] | None = None,
     ) -> None:
-        self._nvml = nvml
+        self._module = nvml
+        self.nvml = Nvml(nvml)
         self._clock = clock
         self._wall_clock = wall_clock
+        self._owner = owner or process_owner
+        self._owners: dict[int, tuple[str | None, str | None]] = {}
         self._devices: list[_Device] = []
         self._next_medium = 0.0
         self._next_slow = 0.0
@@ -84,21 +200,22 @@ class NvmlSampler:
     def open(self) -> list[str | None]:
         """Initialise NVML; returns the GPU names. Raises NvmlUnavailable with the reason."""
         try:
-            if self._nvml is None:
+            if self._module is None:
                 import pynvml
 
-                self._nvml = pynvml
-            self._nvml.nvmlInit()
-            count = self._nvml.nvmlDeviceGetCount()
+                self._module = pynvml
+                self.nvml = Nvml(pynvml)
+            self._module.nvmlInit()
+            count = self._module.nvmlDeviceGetCount()
         except Exception as error:
             raise NvmlUnavailable(_describe(error)) from error
-        self.driver = _text(self._call(getattr(self._nvml, "nvmlSystemGetDriverVersion", None)))
+        query = self.nvml.query
+        self.driver = _text(query("nvmlSystemGetDriverVersion"))
         for index in range(count):
-            device = _Device(index, self._nvml.nvmlDeviceGetHandleByIndex(index))
-            device.name = _text(self._call(self._nvml.nvmlDeviceGetName, device.handle))
-            device.uuid = _text(self._call(self._nvml.nvmlDeviceGetUUID, device.handle))
-            pci = self._call(getattr(self._nvml, "nvmlDeviceGetPciInfo", None), device.handle)
-            device.pci_bus_id = _text(_attr(pci, "busId"))
+            device = _Device(index, self._module.nvmlDeviceGetHandleByIndex(index))
+            device.name = _text(query("nvmlDeviceGetName", device.handle))
+            device.uuid = _text(query("nvmlDeviceGetUUID", device.handle))
+            device.pci_bus_id = _text(_attr(query("nvmlDeviceGetPciInfo", device.handle), "busId"))
             device.gpm_supported = self._gpm_supported(device)
             self._devices.append(device)
         return [d.name for d in self._devices]
@@ -110,9 +227,9 @@ class NvmlSampler:
     def close(self) -> None:
         for device in self._devices:
             if device.gpm_previous is not None:
-                self._call(self._nvml.nvmlGpmSampleFree, device.gpm_previous)
+                self.nvml.query("nvmlGpmSampleFree", device.gpm_previous)
                 device.gpm_previous = None
-        self._call(self._nvml.nvmlShutdown)
+        self.nvml.query("nvmlShutdown")
 
     def sample(self) -> tuple[GpuSample, ...]:
         now = self._clock()
@@ -128,71 +245,46 @@ class NvmlSampler:
     def _sample_device(
         self, device: _Device, wall: float, now: float, medium: bool, slow: bool
     ) -> GpuSample:
-        nvml, handle = self._nvml, device.handle
-        util = self._call(nvml.nvmlDeviceGetUtilizationRates, handle)
-        memory = self._call(nvml.nvmlDeviceGetMemoryInfo, handle)
+        answers: dict[tuple[Any, ...], Any] = {}  # one call per function and arguments
         if slow:
-            device.slow = self._slow_fields(device)
+            self._refresh_process_utilization(device)
         if medium:
-            device.medium = self._medium_fields(device, now)
-        fields = {**device.slow, **device.medium}
+            device.fields[MEDIUM] = self._tier(device, MEDIUM, answers)
+            device.fields[MEDIUM]["processes"] = self._processes(device)
+            if device.gpm_supported:
+                device.fields[MEDIUM].update(self._gpm(device, now))
+        if slow:  # after GPM: where GPM failed, PCIe comes from the slow call at once
+            device.fields[SLOW] = self._tier(device, SLOW, answers)
         return GpuSample(
             index=device.index,
             t=wall,
             name=device.name,
-            util_pct=_attr(util, "gpu"),
-            mem_util_pct=_attr(util, "memory"),
-            mem_used_bytes=_attr(memory, "used"),
-            mem_total_bytes=_attr(memory, "total"),
-            **fields,
+            **device.fields[SLOW],
+            **device.fields[MEDIUM],
+            **self._tier(device, FAST, answers),
         )
 
-    def _medium_fields(self, device: _Device, now: float) -> dict[str, Any]:
-        nvml, handle = self._nvml, device.handle
-        power_mw = self._call(nvml.nvmlDeviceGetPowerUsage, handle)
-        fields: dict[str, Any] = {
-            "power_w": None if power_mw is None else power_mw / 1000.0,
-            "temp_c": self._call(nvml.nvmlDeviceGetTemperature, handle, 0),  # 0: GPU die
-            "sm_clock_mhz": self._call(nvml.nvmlDeviceGetClockInfo, handle, 1),  # NVML_CLOCK_SM
-            "mem_clock_mhz": self._call(nvml.nvmlDeviceGetClockInfo, handle, 2),  # NVML_CLOCK_MEM
-            "throttle": self._throttle(handle),
-            "processes": self._processes(device),
-        }
-        if device.gpm_supported:
-            fields.update(self._gpm(device, now))
-        return fields
-
-    def _slow_fields(self, device: _Device) -> dict[str, Any]:
-        nvml, handle = self._nvml, device.handle
-        limit_mw = self._call(nvml.nvmlDeviceGetEnforcedPowerLimit, handle)
-        energy_mj = self._call(nvml.nvmlDeviceGetTotalEnergyConsumption, handle)
-        fields: dict[str, Any] = {
-            "power_limit_w": None if limit_mw is None else limit_mw / 1000.0,
-            "energy_j": None if energy_mj is None else energy_mj / 1000.0,
-            # The ceiling the SM clock is read against (a throttled GPU runs under it).
-            "sm_clock_max_mhz": self._call(nvml.nvmlDeviceGetMaxClockInfo, handle, 1),
-        }
-        self._refresh_process_utilization(device)
-        if not device.gpm_supported:  # GPM gives PCIe rates for free; else the slow call
-            rx_kbps = self._call(nvml.nvmlDeviceGetPcieThroughput, handle, 1)  # RX_BYTES
-            tx_kbps = self._call(nvml.nvmlDeviceGetPcieThroughput, handle, 0)  # TX_BYTES
-            fields["pcie_rx_mibps"] = None if rx_kbps is None else rx_kbps / 1024.0
-            fields["pcie_tx_mibps"] = None if tx_kbps is None else tx_kbps / 1024.0
-        return fields
-
-    def _throttle(self, handle: Any) -> tuple[str, ...] | None:
-        getter = getattr(self._nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(
-            self._nvml, "nvmlDeviceGetCurrentClocksThrottleReasons", None
-        )
-        bits = self._call(getter, handle) if getter else None
-        if bits is None:
-            return None
-        return tuple(name for bit, name in _THROTTLE_BITS.items() if bits & bit and bit != 0x1)
+    def _tier(
+        self, device: _Device, tier: str, answers: dict[tuple[Any, ...], Any]
+    ) -> dict[str, Any]:
+        """The fields of one tier, from the table: N/A where the function is."""
+        values: dict[str, Any] = {}
+        for spec in FIELDS:
+            if spec.tier != tier or (spec.without_gpm and device.gpm_supported):
+                continue
+            key = (spec.function, *spec.args)
+            if key not in answers:
+                answers[key] = self.nvml.query(spec.function, device.handle, *spec.args)
+            answer = answers[key]
+            if spec.pick is not None:
+                answer = _attr(answer, spec.pick)
+            values[spec.field] = None if answer is None else spec.transform(answer)
+        return values
 
     def _refresh_process_utilization(self, device: _Device) -> None:
         """SM % per PID since the last call (NVML keeps a short history of samples)."""
-        utilization = self._call(
-            self._nvml.nvmlDeviceGetProcessUtilization, device.handle, device.process_util_ts
+        utilization = self.nvml.query(
+            "nvmlDeviceGetProcessUtilization", device.handle, device.process_util_ts
         )
         sm_by_pid: dict[int, float] = {}
         for sample in utilization or []:
@@ -201,29 +293,43 @@ class NvmlSampler:
         device.sm_by_pid = sm_by_pid
 
     def _processes(self, device: _Device) -> tuple[GpuProcess, ...]:
-        running = self._call(self._nvml.nvmlDeviceGetComputeRunningProcesses, device.handle)
-        return tuple(
-            GpuProcess(
-                pid=p.pid,
-                mem_bytes=_valid_bytes(getattr(p, "usedGpuMemory", None)),
-                sm_pct=device.sm_by_pid.get(p.pid),
+        running = self.nvml.query("nvmlDeviceGetComputeRunningProcesses", device.handle)
+        processes = []
+        for p in running or []:
+            if p.pid not in self._owners:
+                self._owners[p.pid] = self._owner(p.pid)
+            user, command = self._owners[p.pid]
+            processes.append(
+                GpuProcess(
+                    pid=p.pid,
+                    mem_bytes=_valid_bytes(getattr(p, "usedGpuMemory", None)),
+                    sm_pct=device.sm_by_pid.get(p.pid),
+                    user=user,
+                    command=command,
+                )
             )
-            for p in running or []
-        )
+        if len(self._owners) > MAX_OWNERS:  # PIDs come and go: keep those still on a GPU
+            self._owners = {p.pid: (p.user, p.command) for p in processes}
+        return tuple(processes)
 
     def _gpm_supported(self, device: _Device) -> bool:
-        query = getattr(self._nvml, "nvmlGpmQueryDeviceSupport", None)
-        support = self._call(query, device.handle) if query else None
+        if not all(self.nvml.has(name) for name in GPM_FUNCTIONS):
+            return False
+        if not self.nvml.has("c_nvmlGpmMetricsGet_t"):
+            return False
+        support = self.nvml.query("nvmlGpmQueryDeviceSupport", device.handle)
         return bool(support is not None and support.isSupportedDevice)
 
     def _gpm(self, device: _Device, now: float) -> dict[str, float | None]:
         """GPM metrics between the previous sample and this one (two samples >= 100 ms apart)."""
-        nvml = self._nvml
+        nvml, query = self._module, self.nvml.query
         if device.gpm_previous is not None and now - device.gpm_previous_t < GPM_MIN_INTERVAL_S:
             return {}
-        current = self._call(nvml.nvmlGpmSampleAlloc)
-        if current is None or self._call_ok(nvml.nvmlGpmSampleGet, device.handle, current) is False:
-            device.gpm_supported = current is not None
+        current = query("nvmlGpmSampleAlloc")
+        if current is None or query("nvmlGpmSampleGet", device.handle, current) is None:
+            if current is not None:
+                query("nvmlGpmSampleFree", current)
+            device.gpm_supported = False  # PCIe from its own call from now on
             return {}
         previous, device.gpm_previous, device.gpm_previous_t = device.gpm_previous, current, now
         if previous is None:
@@ -236,34 +342,34 @@ class NvmlSampler:
             request.sample2 = current
             for slot, metric_id in enumerate(_GPM_FIELDS.values()):
                 request.metrics[slot].metricId = metric_id
-            nvml.nvmlGpmMetricsGet(request)
+            if query("nvmlGpmMetricsGet", request) is None:
+                device.gpm_supported = False
+                return {}
             values: dict[str, float | None] = {}
             for slot, name in enumerate(_GPM_FIELDS):
                 metric = request.metrics[slot]
                 ok = metric.nvmlReturn == 0 and metric.value == metric.value  # NaN check
                 values[name] = float(metric.value) if ok else None
             return values
-        except Exception:
-            return {}
         finally:
-            self._call(nvml.nvmlGpmSampleFree, previous)
+            query("nvmlGpmSampleFree", previous)
 
-    @staticmethod
-    def _call(fn: Any, *args: Any) -> Any:
-        if fn is None:
-            return None
-        try:
-            return fn(*args)
-        except Exception:
-            return None
 
-    @staticmethod
-    def _call_ok(fn: Any, *args: Any) -> bool:
-        try:
-            fn(*args)
-            return True
-        except Exception:
-            return False
+# Owners kept for PIDs seen on a GPU; past this the table keeps those still there.
+MAX_OWNERS = 1024
+
+
+def process_owner(pid: int) -> tuple[str | None, str | None]:
+    """A PID's user and command name (psutil); None where it cannot be read (another
+    container's PID, a process that ended, one we may not see)."""
+    try:
+        import psutil
+
+        process = psutil.Process(pid)
+        with process.oneshot():
+            return process.username(), process.name()
+    except Exception:
+        return None, None
 
 
 def _attr(obj: Any, name: str) -> Any:
@@ -317,7 +423,11 @@ class GpuSampling:
         uuids, bus_ids = zip(*self.sampler.identities(), strict=True) if names else ((), ())
         sink.apply(
             events.GpusFound(
-                tuple(names), driver=self.sampler.driver, uuids=uuids, pci_bus_ids=bus_ids
+                tuple(names),
+                driver=self.sampler.driver,
+                uuids=uuids,
+                pci_bus_ids=bus_ids,
+                visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
             )
         )
 

@@ -21,7 +21,9 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import make_wsgi_app
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from ..samples import GpuSample
 from ..session.clocks import SLOWDOWN_REASONS
+from ..session.job_gpus import GpuFigures, GpuUser
 from ..views import View
 from .http_server import BoundedServer, start_server, tls_context
 
@@ -205,40 +207,24 @@ class JobCollector(Collector):
         yield from (*families.values(), part, steps, samples)
 
     def _gpu_metrics(self, view: View) -> Iterator[Metric]:
-        specs = {
-            "util_pct": _gauge("gpu_utilization_ratio", "NVML utilization", self._gpu_labels),
-            "sm_active_pct": _gauge("gpu_sm_active_ratio", "GPM SM activity", self._gpu_labels),
-            "tensor_active_pct": _gauge(
-                "gpu_tensor_active_ratio", "GPM tensor-core activity", self._gpu_labels
-            ),
-        }
-        memory = _gauge("gpu_memory_used_bytes", "GPU memory used (NVML)", self._gpu_labels)
-        total = _gauge("gpu_memory_total_bytes", "GPU memory (NVML)", self._gpu_labels)
-        power = _gauge("gpu_power_watts", "GPU power draw (NVML)", self._gpu_labels)
-        clock = _gauge("gpu_sm_clock_hertz", "SM clock (NVML)", self._gpu_labels)
-        ceiling = _gauge(
-            "gpu_sm_clock_max_hertz", "the SM clock's ceiling (NVML)", self._gpu_labels
-        )
+        """Every GPU family of ``GPU_FAMILIES``, a series per GPU of the node."""
+        families = [_gauge(f.name, f.documentation, self._gpu_labels) for f in GPU_FAMILIES]
         reasons = _gauge(
             "gpu_clock_event_reason",
             "1 while NVML reports this clock-event (throttle) reason, else 0",
             (*self._gpu_labels, "reason"),
         )
         snap = view.snap
+        figures = {g.index: g for g in snap.gpus}
         for gpu in snap.latest_gpus:
             who = [_at(snap.gpu_uuids, gpu.index), _at(snap.gpu_pci_bus_ids, gpu.index)]
             labels = [*self._job, str(gpu.index), gpu.name or "", *who]
-            for field_name, family in specs.items():
-                _add(family, labels, _ratio(getattr(gpu, field_name)))
-            _add(memory, labels, gpu.mem_used_bytes)
-            _add(total, labels, gpu.mem_total_bytes)
-            _add(power, labels, gpu.power_w)
-            _add(clock, labels, _hertz(gpu.sm_clock_mhz))
-            _add(ceiling, labels, _hertz(gpu.sm_clock_max_mhz))
+            for spec, family in zip(GPU_FAMILIES, families, strict=True):
+                _add(family, labels, spec.value(gpu, figures.get(gpu.index)))
             if gpu.throttle is not None:  # N/A: no series, never a 0
                 for reason in SLOWDOWN_REASONS:
                     reasons.add_metric([*labels, reason], float(reason in gpu.throttle))
-        yield from (*specs.values(), memory, total, power, clock, ceiling, reasons)
+        yield from (*families, reasons)
 
     def _job_metrics(self, view: View) -> Iterator[Metric]:
         snap, labels = view.snap, list(self._job)
@@ -291,6 +277,67 @@ class JobCollector(Collector):
             connected.add_metric([*labels, *who], 1.0 if process.connected else 0.0)
         yield from (running, phase, rate, tokens, memory, retries, mfu, syncs, finding)
         yield from (exit_code, connected)
+
+
+@dataclass(frozen=True)
+class GpuFamily:
+    """One per-GPU gauge: its name (after PREFIX), its help, and its value from the GPU's
+    latest NVML sample and its figures over the window (session/job_gpus.py; None before
+    the first window). A value of None is no sample: N/A is never a 0."""
+
+    name: str
+    documentation: str
+    value: Callable[[GpuSample, GpuFigures | None], float | None]
+
+
+def _job_gpu(gpu: GpuSample, figures: GpuFigures | None) -> float | None:
+    return None if figures is None else float(figures.job)
+
+
+def _others(figures: GpuFigures | None) -> tuple[GpuUser, ...]:
+    return () if figures is None else figures.others
+
+
+# Every per-GPU family, declared once: a new one is a line here and its row in
+# docs/prometheus.md (tests/test_recipes.py adds one).
+GPU_FAMILIES: tuple[GpuFamily, ...] = (
+    GpuFamily("gpu_utilization_ratio", "NVML utilization", lambda g, _: _ratio(g.util_pct)),
+    GpuFamily("gpu_sm_active_ratio", "GPM SM activity", lambda g, _: _ratio(g.sm_active_pct)),
+    GpuFamily(
+        "gpu_tensor_active_ratio",
+        "GPM tensor-core activity",
+        lambda g, _: _ratio(g.tensor_active_pct),
+    ),
+    GpuFamily("gpu_memory_used_bytes", "GPU memory used (NVML)", lambda g, _: g.mem_used_bytes),
+    GpuFamily("gpu_memory_total_bytes", "GPU memory (NVML)", lambda g, _: g.mem_total_bytes),
+    GpuFamily("gpu_power_watts", "GPU power draw (NVML)", lambda g, _: g.power_w),
+    GpuFamily("gpu_sm_clock_hertz", "SM clock (NVML)", lambda g, _: _hertz(g.sm_clock_mhz)),
+    GpuFamily(
+        "gpu_sm_clock_max_hertz",
+        "the SM clock's ceiling (NVML)",
+        lambda g, _: _hertz(g.sm_clock_max_mhz),
+    ),
+    GpuFamily(
+        "gpu_job",
+        "1 for a GPU of the job (NVML's processes, the hook's device), 0 for the node's others",
+        _job_gpu,
+    ),
+    GpuFamily(
+        "gpu_other_processes",
+        "processes on the GPU that are not the job's (NVML)",
+        lambda g, f: None if f is None else float(len(f.others)),
+    ),
+    GpuFamily(
+        "gpu_other_memory_bytes",
+        "GPU memory held by processes that are not the job's (NVML)",
+        lambda g, f: None if not _others(f) else f.others_mem_bytes,  # type: ignore[union-attr]
+    ),
+    GpuFamily(
+        "gpu_other_sm_ratio",
+        "SM share of processes that are not the job's, window mean (NVML per process)",
+        lambda g, f: None if not _others(f) else _ratio(f.others_sm_pct),  # type: ignore[union-attr]
+    ),
+)
 
 
 def _gauge(name: str, documentation: str, labels: Sequence[str]) -> GaugeMetricFamily:

@@ -100,4 +100,11 @@ def _unique(tensors: list[Any]) -> list[Any]:
 
 
 def _bytes(tensors: list[Any]) -> int:
-    return sum(int(t.numel()) * int(t.element_size()) for t in tensors)
+    """What the tensors hold on this GPU: a DTensor's (FSDP2) local shard, not its global
+    shape."""
+    return sum(int(t.numel()) * int(t.element_size()) for t in map(_local, tensors))
+
+
+def _local(tensor: Any) -> Any:
+    to_local = getattr(tensor, "to_local", None)
+    return to_local() if callable(to_local) and hasattr(tensor, "placements") else tensor

@@ -152,6 +152,7 @@ def model_facts(torch_module: Any, optimizer: Any, autocast_dtype: str | None) -
     facts: dict[str, Any] = {
         "cuda": cuda,
         "capability": list(torch_module.cuda.get_device_capability()) if cuda else None,
+        "device_uuid": _device_uuid(torch_module, param) if cuda else None,
         "autocast": autocast_dtype or (None if compiled else "off"),
         "param_dtype": str(param.dtype).removeprefix("torch.") if param is not None else None,
         "tf32_matmul": float32_matmul_precision(torch_module) != "highest",
@@ -237,6 +238,20 @@ def _dynamo_compiled() -> bool:
 def _params(optimizer: Any) -> Any:
     for group in getattr(optimizer, "param_groups", ()):
         yield from group.get("params", ())
+
+
+def _device_uuid(torch_module: Any, param: Any) -> str | None:
+    """The UUID of the GPU the trained parameters are on, as NVML spells it ("GPU-..."): the
+    monitor maps it to NVML's index whatever CUDA_VISIBLE_DEVICES renumbered (issue 37)."""
+    device = getattr(param, "device", None)
+    if device is None or device.type != "cuda":
+        return None
+    index = device.index if device.index is not None else torch_module.cuda.current_device()
+    uuid = getattr(torch_module.cuda.get_device_properties(index), "uuid", None)
+    if uuid is None:
+        return None
+    text = str(uuid)  # 8-4-4-4-12 hex; NVML's has "GPU-" before it
+    return text if text.upper().startswith(("GPU-", "MIG-")) else f"GPU-{text}"
 
 
 def _first_float_param(optimizer: Any) -> Any:

@@ -60,7 +60,8 @@ class Census:
         self._score_head_size: int | None = None  # Q of the last q @ k^T seen
         self._root: dict[int, int] = {}  # data_ptr of a cast copy -> the tensor it copies
         self._matmul_operands: set[int] = set()
-        self._embeddings: dict[int, list[int]] = {}  # weight ptr -> [rows, index numel, T, calls]
+        # weight ptr -> [rows, index numel, T, calls, weight numel]
+        self._embeddings: dict[int, list[int]] = {}
         self.active = False
         # Set by the agent while the step's backward runs: activation checkpointing runs the
         # forward's attention again there, which the model's FLOPs leave out (nanoGPT's and
@@ -90,7 +91,9 @@ class Census:
             self._matmul(name, tensors, out)
         elif name == "embedding" and len(tensors) >= 2:
             weight, indices = tensors[0], tensors[1]
-            entry = self._embeddings.setdefault(weight.data_ptr(), [weight.shape[0], 0, 0, 0])
+            entry = self._embeddings.setdefault(
+                weight.data_ptr(), [weight.shape[0], 0, 0, 0, weight.numel()]
+            )
             entry[1] += indices.numel()
             entry[2] = indices.shape[-1] if indices.dim() >= 2 else entry[2]
             entry[3] += 1
@@ -133,12 +136,22 @@ class Census:
     def facts(self, params: list[Any]) -> dict[str, Any]:
         """The step's census and its analytic FLOPs (None with the reason, where not a
         token model). ``params``: the optimizer's parameters."""
-        unique = {p.data_ptr(): p for p in params}
+        # The full model's parameters whatever the sharding: a DTensor (FSDP2, tensor
+        # parallel) has no data pointer of its own (0 for all) and its numel is the global
+        # shape's, so it is told apart by its local shard's storage and counted whole.
+        unique = {_storage(p): p for p in params}
+        sharded = any(_is_dtensor(p) for p in params)
         total = sum(p.numel() for p in unique.values())
         lookups_only = {
             ptr for ptr in self._embeddings if self._resolve(ptr) not in self._matmul_operands
         }
-        embedding_params = sum(unique[p].numel() for p in lookups_only if p in unique)
+        # A sharded table is looked up in its gathered copy, which is no parameter: its size
+        # is the copy's (the full table's).
+        embedding_params = sum(
+            unique[p].numel() if p in unique else self._embeddings[p][4]
+            for p in lookups_only
+            if p in unique or sharded
+        )
         non_embedding = total - embedding_params
         facts: dict[str, Any] = {
             "ops": self.ops,
@@ -169,11 +182,22 @@ class Census:
         return facts
 
 
+def _is_dtensor(tensor: Any) -> bool:
+    return callable(getattr(tensor, "to_local", None)) and hasattr(tensor, "placements")
+
+
+def _storage(tensor: Any) -> int:
+    """Where a parameter's own values live: a DTensor's local shard's pointer."""
+    if _is_dtensor(tensor):
+        return int(tensor.to_local().data_ptr())
+    return int(tensor.data_ptr())
+
+
 def _token_embedding(embeddings: dict[int, list[int]]) -> tuple[int, int] | None:
     """(tokens in the step, sequence length) from the largest table looked up with 2-D
     indices (batch x sequence): the token table, not the position table (1-D or 1 x T)."""
     candidates = [e for e in embeddings.values() if e[2] > 0]
     if not candidates:
         return None
-    _rows, tokens, sequence, _calls = max(candidates, key=lambda e: (e[0], e[1]))
+    _rows, tokens, sequence, _calls, _size = max(candidates, key=lambda e: (e[0], e[1]))
     return tokens, sequence

@@ -38,7 +38,12 @@ def summarize(session: Session, meta: dict[str, Any]) -> dict[str, Any]:
     ticks = session.gpu_ticks()
     energy = [sum(g.energy_j for g in t if g.energy_j is not None) for t in ticks if t]
     energy_j = energy[-1] - energy[0] if len(energy) > 1 and energy[-1] >= energy[0] else None
-    mem = [sum(g.mem_used_bytes for g in t if g.mem_used_bytes is not None) for t in ticks if t]
+    # The job's GPUs (session.gpu_ticks): the fullest one's memory, never a sum over GPUs.
+    mem = [
+        max((g.mem_used_bytes for g in t if g.mem_used_bytes is not None), default=0)
+        for t in ticks
+        if t
+    ]
     power = [sum(g.power_w for g in t if g.power_w is not None) for t in ticks if t]
     achieved, mfu = view.achieved_tflops, view.mfu_pct
     syncs = snap.observation.sync_sites if snap.observation else ()
@@ -62,6 +67,43 @@ def summarize(session: Session, meta: dict[str, Any]) -> dict[str, Any]:
         "exit_code": snap.job.exit_code,
         "notices": list(snap.notices[-20:]),
     }
+
+
+def _gpu_lines(figures: dict[str, Any]) -> list[str]:
+    """On a node of several GPUs, each one's figures over the run: the job's, then the
+    others with who used them (docs/gpus.md)."""
+    gpus = figures.get("gpus") or []
+    if len(gpus) < 2:
+        return []
+    job = figures.get("job_gpus") or {}
+    lines = ["", "## GPUs (whole run, NVML)", ""]
+    if job:
+        assumed = " (assumed)" if job.get("assumed") else ""
+        lines += [f"The job's GPUs{assumed}: {fmt.spans(job['indices'])}, {job['reason']}.", ""]
+    lines += [
+        "| GPU | job's | ranks | util | SM | tensor | memory | power | SM clock | throttle "
+        "| other processes |",
+        "|---:|---|---|---:|---:|---:|---:|---:|---:|---|---|",
+    ]
+    for g in gpus:
+        others = ", ".join(
+            f"PID {o['pid']} {o['user'] or fmt.NA} {_gib(o['mem_bytes'])} SM {fmt.pct(o['sm_pct'])}"
+            for o in g["others"]
+        )
+        lines.append(
+            f"| {g['index']} | {'yes' if g['job'] else 'no'} | {_ranks_on(g)} "
+            f"| {fmt.pct(g['util_pct'])} | {fmt.pct(g['sm_active_pct'])} "
+            f"| {fmt.pct(g['tensor_active_pct'])} "
+            f"| {fmt.mem_pair(g['mem_used_bytes'], g['mem_total_bytes'])} "
+            f"| {_with_unit(g['power_w'], 'W')} | {_with_unit(g['sm_clock_mhz'], 'MHz')} "
+            f"| {', '.join(g['throttle'] or ()) or '-'} | {others or '-'} |"
+        )
+    return lines
+
+
+def _ranks_on(gpu: dict[str, Any]) -> str:
+    """The ranks on a GPU; "job" for a job of one process without a rank on it."""
+    return fmt.spans(gpu["ranks"]) or ("job" if gpu["pids"] else "-")
 
 
 def _mfu_basis(mfu: dict[str, Any] | None) -> str:
@@ -114,6 +156,7 @@ def markdown(summary: dict[str, Any], chart_name: str | None = None) -> str:
         "|---|---|" + "---:|" * (len(PHASE_COLUMNS) - 2) + "---|",
     ]
     lines += [_phase_row(p) for p in summary["phases"]]
+    lines += _gpu_lines(summary["figures"])
     ranks = summary["figures"].get("ranks") or []
     if len(ranks) > 1:
         lines += ["", "## Ranks (whole run)", ""]

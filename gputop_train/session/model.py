@@ -19,7 +19,8 @@ from typing import Any
 
 from .. import events
 from ..samples import GpuSample, ProcSample, StackShares
-from . import observe, stats
+from . import job_gpus, observe, stats
+from .job_gpus import GpuFigures, JobGpus
 from .phases import KnobState, Phase, PhaseRow, PhaseTable, knob_state
 from .series import ChartBinner, ChartSeries
 from .steps import Step
@@ -100,6 +101,10 @@ class Snapshot:
     # Who each GPU is (index order), as dcgm-exporter labels it: UUID and PCI bus id.
     gpu_uuids: tuple[str | None, ...] = ()
     gpu_pci_bus_ids: tuple[str | None, ...] = ()
+    # The job's GPUs and why (session/job_gpus.py); every GPU's figures over the window,
+    # the job's and the others (marked), in index order.
+    job_gpus: JobGpus | None = None
+    gpus: tuple[GpuFigures, ...] = ()
     # What is happening while there are no figures to show ("waiting for the first
     # optimizer.step() (12 s)..."): the screen explains itself as it happens.
     activity_note: str | None = None
@@ -133,6 +138,11 @@ class Session:
         self.started_at = self.started_at or self.clock()
         self._steps: deque[Step] = deque(maxlen=MAX_STEPS)
         self._gpu: deque[tuple[GpuSample, ...]] = deque(maxlen=MAX_GPU_TICKS)
+        # The same ticks, the job's GPUs only: every figure of the job reads these.
+        self._job_gpu: deque[tuple[GpuSample, ...]] = deque(maxlen=MAX_GPU_TICKS)
+        self._job_gpus = job_gpus.select((), {}, (), {}, None)
+        self._visible_devices: str | None = None
+        self._device_uuids: dict[int, str] = {}  # per hooked PID, its device's UUID
         self._processes: tuple[ProcSample, ...] = ()
         self._hooked: dict[int, HookedProcess] = {}
         self._notices: deque[str] = deque(maxlen=MAX_NOTICES)
@@ -195,6 +205,7 @@ class Session:
             self._gpu_names = tuple(item.names)
             self._gpu_ids = (tuple(item.uuids), tuple(item.pci_bus_ids))
             self._nvml_error = item.error
+            self._visible_devices = item.visible_devices
 
     def _on_hello(self, item: events.ProcessHello) -> None:
         process = HookedProcess(
@@ -302,6 +313,33 @@ class Session:
             for gpu in item.samples:
                 for proc in gpu.processes:
                     self._gpus_by_pid.setdefault(proc.pid, set()).add(gpu.index)
+            self._reselect_gpus_locked(len(item.samples))
+            job_tick = job_gpus.only(item.samples, self._job_gpus)
+            if job_tick:
+                self._job_gpu.append(job_tick)
+
+    def _reselect_gpus_locked(self, count: int) -> None:
+        """Which GPUs are the job's, at each NVML tick; where that changed, the job's ticks
+        are taken again from every GPU's, and the charts and phase rows built from them
+        anew (lock held)."""
+        uuids = tuple(self._gpu_ids[0])[:count]
+        uuids += (None,) * (count - len(uuids))
+        hooked = self._current_locked()
+        chosen = job_gpus.select(
+            uuids,
+            self._gpus_by_pid,
+            {p.pid for p in self._processes} | {p.pid for p in hooked},
+            self._device_uuids,
+            self._visible_devices,
+            {p.pid: p.rank for p in hooked},
+        )
+        changed = chosen.indices != self._job_gpus.indices
+        self._job_gpus = chosen
+        if changed:
+            self._job_gpu.clear()
+            self._job_gpu.extend(t for tick in self._gpu if (t := job_gpus.only(tick, chosen)))
+            self._binners.clear()
+            self._phase_table = PhaseTable()
 
     def _on_procs(self, item: events.ProcsSampled) -> None:
         """One process sample, and the busy share of all the machine's cores meanwhile. When the
@@ -341,6 +379,8 @@ class Session:
         if checked is None:
             return
         with self._lock:
+            if kind == "model" and isinstance(checked.get("device_uuid"), str):
+                self._device_uuids[item.pid] = checked["device_uuid"]  # every rank's device
             if item.pid == self._primary_pid_locked():
                 facts = self._facts.setdefault(kind, [])  # type: ignore[arg-type]
                 facts.append((self.clock(), checked))
@@ -443,6 +483,11 @@ class Session:
         ]
 
     def gpu_ticks(self) -> list[tuple[GpuSample, ...]]:
+        """The NVML ticks of the job's GPUs (``all_gpu_ticks``: every GPU's)."""
+        with self._lock:
+            return list(self._job_gpu)
+
+    def all_gpu_ticks(self) -> list[tuple[GpuSample, ...]]:
         with self._lock:
             return list(self._gpu)
 
@@ -494,9 +539,10 @@ class Session:
             if chart_points:
                 key = (chart_window_s, chart_points)
                 binner = self._binners.setdefault(key, ChartBinner(*key))
-                charts = binner.series(self._steps, self._gpu, now, self._primary_pid_locked())
+                charts = binner.series(self._steps, self._job_gpu, now, self._primary_pid_locked())
             recent_steps = observe.tail_between(self._steps, since, end)
-            recent_gpu = observe.ticks_between(self._gpu, since, end)
+            recent_gpu = observe.ticks_between(self._job_gpu, since, end)
+            every_gpu = observe.ticks_between(self._gpu, since, end)
             primary = self._primary_pid_locked()
             figures = stats.step_stats(recent_steps, primary)
             processes = self._processes
@@ -535,7 +581,7 @@ class Session:
                     self._phase_table.rows(
                         self._phases,
                         self._steps,
-                        self._gpu,
+                        self._job_gpu,
                         primary,
                         functools.partial(observe.observe_measured, series),
                     )
@@ -555,6 +601,8 @@ class Session:
                 ended_at=None if self._job.running else self._job_ended_at,
                 memory=stats.MemoryAudit.from_frame(observe.fact_at(series, "memory_audit", end)),
                 step_parts_fact=observe.fact_at(series, "step_parts", end),
+                job_gpus=self._job_gpus,
+                gpus=job_gpus.gpu_figures(every_gpu, self._job_gpus),
             )
         return snapshot
 
@@ -607,7 +655,7 @@ class Session:
             primary=self._primary_pid_locked(),
             phases=self._phases,
             last_step=self._last_step,
-            gpu=self._gpu,
+            gpu=self._job_gpu,
             proc_ticks=self._proc_ticks,
             facts=self._facts,
             stacks=self._stacks,
@@ -616,6 +664,7 @@ class Session:
             gpu_names=self._gpu_names,
             cpu_count=self.cpu_count,
             rank_stats=self._rank_stats,
+            job_gpus=self._job_gpus,
         )
 
     def _known_figures(
@@ -638,9 +687,20 @@ class Session:
             ],
             self._last_step,
             self._samples_by_pid,
-            self._gpus_by_pid,
+            self._rank_gpus_locked(),
             known,
         )
+
+    def _rank_gpus_locked(self) -> dict[int, set[int]]:
+        """The GPUs each process is on: the one its hook names, else those NVML lists it on
+        (lock held)."""
+        uuids = self._job_gpus.uuids
+        named = {
+            pid: {index}
+            for pid, uuid in self._device_uuids.items()
+            if (index := job_gpus.index_of_uuid(uuids, uuid)) is not None
+        }
+        return {**self._gpus_by_pid, **named}
 
     def _run_steps(self, primary: int | None) -> stats.StepStats | None:
         """The whole run's step figures once the job has ended (cached: no step comes later

@@ -13,6 +13,7 @@ from typing import Any
 from ..samples import DATA_WAIT, GpuSample, StackShares
 from . import stats
 from .clocks import gpu_clocks
+from .job_gpus import JobGpus, gpu_figures
 from .phases import WARMUP_STEPS, Phase
 from .steps import Step
 from .workload import Workload
@@ -44,6 +45,7 @@ class Series:
     cpu_count: int | None
     # Per hooked process, its figures over some steps (the session's, for its identities).
     rank_stats: Callable[[Sequence[Step]], tuple[stats.RankStats, ...]]
+    job_gpus: JobGpus | None = None  # the job's GPUs: ``gpu`` holds their samples only
 
 
 def advice_window(
@@ -140,6 +142,8 @@ def observe(
         world_size=series.world_size,
         steps=step_stats,
         gpu=stats.gpu_stats(gpu_ticks),
+        gpus=gpu_figures(gpu_ticks, series.job_gpus) if series.job_gpus else (),
+        job_gpus=series.job_gpus,
         gpu_clocks=gpu_clocks(gpu_ticks),
         gpu_name=next((n for n in series.gpu_names if n), None),
         pcie_rx_mibps=stats.mean_pcie_rx(gpu_ticks),

@@ -292,8 +292,12 @@ def _window(measured: Sequence[Step]) -> tuple[float, float] | None:
 
 
 def _peak_memory(ticks: Sequence[tuple[GpuSample, ...]], measured: Sequence[Step]) -> int | None:
-    """Peak GPU memory over the phase's ticks: NVML's used memory, else the allocator peak."""
-    used = [sum(g.mem_used_bytes for g in tick if g.mem_used_bytes is not None) for tick in ticks]
+    """Peak GPU memory over the phase's ticks: NVML's used memory of the fullest of the job's
+    GPUs (per GPU, never a sum), else the allocator peak."""
+    used = [
+        max((g.mem_used_bytes for g in tick if g.mem_used_bytes is not None), default=0)
+        for tick in ticks
+    ]
     if used:
         return max(used)
     peaks = [s.mem_peak for s in measured if s.mem_peak is not None]

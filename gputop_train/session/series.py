@@ -60,8 +60,8 @@ class _Bucket:
                 self.tensor += gpu.tensor_active_pct
                 self.tensor_n += 1
         used = [g.mem_used_bytes for g in tick if g.mem_used_bytes is not None]
-        if used:
-            self.mem += sum(used)
+        if used:  # the fullest of the job's GPUs: headroom is per GPU, never a sum
+            self.mem += max(used)
             self.mem_n += 1
 
 

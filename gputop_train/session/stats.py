@@ -12,6 +12,7 @@ from ..samples import GpuSample, ProcSample
 from .breakdown import MemoryAudit, StepParts, host_gap_pct, step_parts
 from .clocks import GpuClocks
 from .comm import CommStats, comm_by_pid
+from .job_gpus import GpuFigures, JobGpus
 from .steps import Step
 from .workload import Workload
 
@@ -36,7 +37,9 @@ class StepStats:
 
 @dataclass(frozen=True)
 class GpuStats:
-    """NVML figures over a window, averaged across samples and summed or averaged over GPUs."""
+    """NVML figures of the job's GPUs over a window: activity is the mean over samples and
+    GPUs; memory is the fullest GPU's (the headroom a larger batch has: per GPU, never a
+    sum); power is the sum over the job's GPUs."""
 
     util_pct: float | None
     sm_active_pct: float | None
@@ -44,6 +47,7 @@ class GpuStats:
     mem_used_bytes: int | None
     mem_total_bytes: int | None
     power_w: float | None
+    gpus: int = 0  # how many GPUs the figures are over
 
 
 @dataclass(frozen=True)
@@ -185,24 +189,37 @@ def _mean(values: Iterable[float | None]) -> float | None:
 
 
 def gpu_stats(samples: Sequence[tuple[GpuSample, ...]]) -> GpuStats:
-    """Utilization and activity: mean over time and GPUs; memory and power: latest, summed."""
+    """Over the job's GPUs' samples (session/job_gpus.py): utilization and activity, mean
+    over time and GPUs; memory, the fullest GPU's latest; power, the latest summed."""
     if not samples:
         return GpuStats(None, None, None, None, None, None)
     flat = [gpu for tick in samples for gpu in tick]
     latest = samples[-1]
+    fullest = _fullest(latest)
     return GpuStats(
         util_pct=_mean(g.util_pct for g in flat),
         sm_active_pct=_mean(g.sm_active_pct for g in flat),
         tensor_active_pct=_mean(g.tensor_active_pct for g in flat),
-        mem_used_bytes=_sum_bytes(g.mem_used_bytes for g in latest),
-        mem_total_bytes=_sum_bytes(g.mem_total_bytes for g in latest),
+        mem_used_bytes=fullest.mem_used_bytes if fullest else None,
+        mem_total_bytes=fullest.mem_total_bytes if fullest else None,
         power_w=_sum_known(g.power_w for g in latest),
+        gpus=len(latest),
     )
 
 
-def _sum_bytes(values: Iterable[int | None]) -> int | None:
-    known = [v for v in values if v is not None]
-    return sum(known) if known else None
+def _fullest(tick: tuple[GpuSample, ...]) -> GpuSample | None:
+    """The GPU with the least free memory (by share, where its total is known; else the
+    most used), of those whose memory NVML read."""
+    known = [g for g in tick if g.mem_used_bytes is not None]
+    if not known:
+        return None
+    return max(known, key=lambda g: (_used_share(g), g.mem_used_bytes or 0))
+
+
+def _used_share(gpu: GpuSample) -> float:
+    if not gpu.mem_total_bytes or gpu.mem_used_bytes is None:
+        return 0.0
+    return gpu.mem_used_bytes / gpu.mem_total_bytes
 
 
 def _sum_known(values: Iterable[float | int | None]) -> float | int | None:
@@ -314,6 +331,9 @@ class Observation:
     job_cpu_pct: float | None = None
     usable_cores: float | None = None
     gpu_clocks: tuple[GpuClocks, ...] = ()  # each GPU's clocks and throttle reasons (NVML)
+    # The job's GPUs, each over the window (session/job_gpus.py), and which they are and why.
+    gpus: tuple[GpuFigures, ...] = ()
+    job_gpus: JobGpus | None = None
     # The memory audit (hook/memory_audit.py): parameters, gradients, optimizer state,
     # allocator peaks, retries, OOMs; None before the first audit or without CUDA.
     memory: MemoryAudit | None = None
@@ -460,6 +480,7 @@ _FACT_FIELDS: dict[str, dict[str, tuple[type, ...]]] = {
     "flops": {"flops": (int,), "samples": (int,), "step": (int,)},
     "model": {
         "cuda": (bool,),
+        "device_uuid": (str,),
         "capability": (list,),
         "autocast": (str,),
         "param_dtype": (str,),

@@ -36,7 +36,10 @@ class StepsPanel(LiveText, Panel):
 
 class GpuPanel(LiveText, Panel):
     def show_view(self, view: View, ui: UiState) -> None:
-        self.show(text.gpu_panel(view.snap))
+        # Before its first layout the panel has no width: half the terminal's, as #top
+        # splits it (app.tcss), less the padding.
+        width = self.content_region.width or max(0, self.app.size.width // 2 - 2)
+        self.show(text.gpu_panel(view.snap, width))
 
 
 class FindingsPanel(LiveText, Panel):
@@ -65,7 +68,7 @@ class _Scales(NamedTuple):
 
 def _scales(charts: ChartSeries, gpus: Sequence[GpuSample]) -> _Scales:
     steps = sorted(v for v in charts.step_ms if v is not None)
-    total_mem = sum(g.mem_total_bytes or 0 for g in gpus) or None
+    total_mem = max((g.mem_total_bytes or 0 for g in gpus), default=0) or None  # one GPU's
     memory = charts.gpu_mem_used_bytes
     return _Scales(
         throughput=max((v for v in charts.samples_per_s if v is not None), default=1.0) * 1.2,
@@ -106,7 +109,9 @@ class ChartsPanel(Grid, Panel):
         scroll = last is None or last[1] != window or not 0 <= now - last[0] < CHART_SCROLL_S
         if scroll:
             self._scrolled = (now, window)
-            self._scales = _scales(charts, view.snap.latest_gpus)
+            job = view.snap.job_gpus
+            gpus = [g for g in view.snap.latest_gpus if job is None or job.holds(g.index)]
+            self._scales = _scales(charts, gpus)
         scales = self._scales
         assert scales is not None  # set by the first draw, which always scrolls
         top, step_top, mem_top = scales.throughput, scales.step_ms, scales.memory_bytes

@@ -13,6 +13,7 @@ from ...session.model import Snapshot
 from ...session.phases import KnobState
 from ...session.stats import RankStats
 from ...views import PHASE_COLUMNS, View, phase_figures, warmup_caption
+from . import gpus as node_gpus
 
 BAR_WIDTH = 10
 
@@ -234,7 +235,8 @@ def stacks_panel(snap: Snapshot) -> Text:
     return text
 
 
-def gpu_panel(snap: Snapshot) -> Text:
+def gpu_panel(snap: Snapshot, width: int = 0) -> Text:
+    """One GPU in detail; several, a row each (panels/gpus.py), ``width`` columns wide."""
     text = Text()
     if snap.nvml_error:
         text.append("GPU (NVML)\n", style="bold")
@@ -242,6 +244,10 @@ def gpu_panel(snap: Snapshot) -> Text:
         return text
     if not snap.latest_gpus:
         return Text("GPU (NVML)\n waiting for the first sample…", style="dim")
+    if len(snap.latest_gpus) > 1 and snap.gpus:
+        text = node_gpus.node_panel(snap, width)
+        text.append_text(memory_audit(snap))
+        return text
     recent = snap.recent_util_pct
     for index, gpu in enumerate(snap.latest_gpus):
         util_pct = recent[index] if index < len(recent) else gpu.util_pct

@@ -1,0 +1,240 @@
+"""Which GPUs are the job's, and each GPU's own figures over a window (issue 37).
+
+A node has 1-8 GPUs and a job uses some of them: a figure of the job (utilization, activity,
+memory headroom, power, MFU's peak) is over its GPUs only, never a mean or a sum over the
+node. The job's GPUs are found two ways, which agree where both work: NVML's compute
+processes matched to the job's process tree, and each rank's device as its hook reports it
+by UUID (a container's PIDs are not NVML's: there the hook's UUID alone tells). Before the
+job has touched a GPU they are assumed, and the reason is said: ``CUDA_VISIBLE_DEVICES`` as
+the monitor runs under it (a launched job inherits it), else every GPU.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from ..samples import GpuSample
+
+
+@dataclass(frozen=True)
+class JobGpus:
+    """The job's GPUs (NVML index), whether they are only assumed yet, and why these."""
+
+    indices: tuple[int, ...]
+    assumed: bool
+    reason: str
+    job_pids: frozenset[int] = frozenset()  # the job's processes (its tree, its hooks)
+    ranks: Mapping[int, int | None] = field(default_factory=dict)  # pid -> rank (hooked)
+    uuids: tuple[str | None, ...] = ()  # every GPU's UUID, by index
+
+    def holds(self, index: int) -> bool:
+        return index in self.indices
+
+
+def _bare(uuid: str) -> str:
+    """A UUID as torch and NVML both spell it once the prefix is off: NVML says
+    "GPU-0b42...", torch's device properties "0b42..."."""
+    return uuid.strip().lower().removeprefix("gpu-")
+
+
+def index_of_uuid(uuids: Sequence[str | None], uuid: str) -> int | None:
+    """The NVML index of a GPU named by UUID (full, or a prefix as CUDA_VISIBLE_DEVICES
+    allows); None where no GPU (or more than one) matches."""
+    wanted = _bare(uuid)
+    if not wanted:
+        return None
+    found = [i for i, known in enumerate(uuids) if known and _bare(known).startswith(wanted)]
+    return found[0] if len(found) == 1 else None
+
+
+def visible_indices(visible: str, uuids: Sequence[str | None]) -> tuple[int, ...] | None:
+    """The NVML indices CUDA_VISIBLE_DEVICES names (ordinals or UUIDs); None where it names
+    something else (MIG instances): no assumption is made from it."""
+    indices: list[int] = []
+    for entry in (e.strip() for e in visible.split(",")):
+        if not entry:
+            continue
+        if entry.lstrip("-").isdigit():
+            number = int(entry)
+            if number < 0:
+                break  # CUDA stops at the first invalid ordinal
+            if number < len(uuids) and number not in indices:
+                indices.append(number)
+            continue
+        index = index_of_uuid(uuids, entry)
+        if index is None:
+            return None
+        if index not in indices:
+            indices.append(index)
+    return tuple(indices)
+
+
+def select(
+    uuids: Sequence[str | None],
+    pids_on_gpus: Mapping[int, Iterable[int]],
+    job_pids: Iterable[int],
+    device_uuids: Mapping[int, str],
+    visible: str | None,
+    ranks: Mapping[int, int | None] | None = None,
+) -> JobGpus:
+    """The job's GPUs among ``len(uuids)``: those NVML has seen a process of the job on
+    (``pids_on_gpus``: pid -> GPU indices) and those its hooks report (``device_uuids``: pid
+    -> UUID); else assumed from ``visible`` (CUDA_VISIBLE_DEVICES), else every GPU."""
+    pids = frozenset(job_pids) | frozenset(device_uuids)
+    count = len(uuids)
+    reported = {pid: index_of_uuid(uuids, uuid) for pid, uuid in device_uuids.items()}
+    seen: set[int] = set()
+    for pid in pids:
+        if reported.get(pid) is not None:
+            # Its hook names its device: a stray context elsewhere (a rank's ~500 MB on GPU 0
+            # before its set_device) does not make that GPU the job's.
+            continue
+        seen.update(i for i in pids_on_gpus.get(pid, ()) if 0 <= i < count)
+    named = {i for i in reported.values() if i is not None}
+    base = JobGpus((), True, "", pids, dict(ranks or {}), tuple(uuids))
+    if seen or named:
+        ways = []
+        if named:
+            ways.append("the hook reports the device by UUID")
+        if seen:
+            ways.append("NVML lists the job's processes on it")
+        chosen = tuple(sorted(seen | named))
+        return replace(base, indices=chosen, assumed=False, reason="; ".join(ways))
+    if visible is not None:
+        listed = visible_indices(visible, uuids)
+        if listed == ():
+            return replace(base, reason=f"CUDA_VISIBLE_DEVICES={visible!r} shows the job no GPU")
+        if listed:
+            reason = f"assumed from CUDA_VISIBLE_DEVICES={visible} until the job touches a GPU"
+            return replace(base, indices=listed, reason=reason)
+    if not count:
+        return replace(base, reason="NVML lists no GPU")
+    reason = f"assumed: every GPU ({count}) until the job touches one"
+    return replace(base, indices=tuple(range(count)), reason=reason)
+
+
+def only(tick: tuple[GpuSample, ...], job: JobGpus) -> tuple[GpuSample, ...]:
+    """The job's GPUs of one NVML tick."""
+    return tuple(gpu for gpu in tick if job.holds(gpu.index))
+
+
+@dataclass(frozen=True)
+class GpuUser:
+    """A process on a GPU that is not the job's: whose, and what it takes."""
+
+    pid: int
+    user: str | None
+    command: str | None
+    mem_bytes: int | None
+    sm_pct: float | None  # NVML per-process SM %, mean over the window
+
+
+@dataclass(frozen=True)
+class GpuFigures:
+    """One GPU over a window. Activity and clocks are means over the window's samples;
+    memory the latest; None is N/A."""
+
+    index: int
+    uuid: str | None
+    name: str | None
+    job: bool  # one of the job's GPUs
+    pids: tuple[int, ...]  # the job's processes on it
+    ranks: tuple[int, ...]  # their ranks, where known
+    util_pct: float | None
+    sm_active_pct: float | None
+    tensor_active_pct: float | None
+    mem_used_bytes: int | None
+    mem_total_bytes: int | None
+    job_mem_bytes: int | None  # the job's processes' share of mem_used_bytes (NVML)
+    power_w: float | None
+    power_limit_w: float | None
+    sm_clock_mhz: float | None
+    sm_clock_max_mhz: float | None
+    mem_clock_mhz: float | None
+    temp_c: float | None
+    throttle: tuple[str, ...] | None  # the reasons in force at any sample of the window
+    pcie_rx_mibps: float | None
+    pcie_tx_mibps: float | None
+    others: tuple[GpuUser, ...]  # the processes on it that are not the job's
+
+    @property
+    def mem_free_pct(self) -> float | None:
+        if not self.mem_total_bytes or self.mem_used_bytes is None:
+            return None
+        return 100.0 * (self.mem_total_bytes - self.mem_used_bytes) / self.mem_total_bytes
+
+    @property
+    def others_sm_pct(self) -> float | None:
+        """The SM share the other processes take (NVML per process); None: not read."""
+        known = [u.sm_pct for u in self.others if u.sm_pct is not None]
+        return sum(known) if known else None
+
+    @property
+    def others_mem_bytes(self) -> int | None:
+        known = [u.mem_bytes for u in self.others if u.mem_bytes is not None]
+        return sum(known) if known else None
+
+
+def gpu_figures(ticks: Sequence[tuple[GpuSample, ...]], job: JobGpus) -> tuple[GpuFigures, ...]:
+    """Each GPU's figures over ``ticks``, in index order."""
+    by_index: dict[int, list[GpuSample]] = {}
+    for tick in ticks:
+        for gpu in tick:
+            by_index.setdefault(gpu.index, []).append(gpu)
+    return tuple(_figures(index, samples, job) for index, samples in sorted(by_index.items()))
+
+
+def _figures(index: int, samples: list[GpuSample], job: JobGpus) -> GpuFigures:
+    latest = samples[-1]
+    mine = [p for p in latest.processes if p.pid in job.job_pids]
+    sm_by_pid: dict[int, list[float]] = {}
+    for sample in samples:
+        for proc in sample.processes:
+            if proc.sm_pct is not None:
+                sm_by_pid.setdefault(proc.pid, []).append(proc.sm_pct)
+    others = tuple(
+        GpuUser(p.pid, p.user, p.command, p.mem_bytes, _mean(sm_by_pid.get(p.pid, ())))
+        for p in latest.processes
+        if p.pid not in job.job_pids
+    )
+    pids = tuple(sorted({p.pid for p in mine}))
+    ranks = tuple(sorted(r for pid in pids if (r := job.ranks.get(pid)) is not None))
+    reasons = [s.throttle for s in samples if s.throttle is not None]
+    job_mem = [p.mem_bytes for p in mine if p.mem_bytes is not None]
+    return GpuFigures(
+        index=index,
+        uuid=job.uuids[index] if index < len(job.uuids) else None,
+        name=latest.name,
+        job=job.holds(index),
+        pids=pids,
+        ranks=ranks,
+        util_pct=_mean(s.util_pct for s in samples),
+        sm_active_pct=_mean(s.sm_active_pct for s in samples),
+        tensor_active_pct=_mean(s.tensor_active_pct for s in samples),
+        mem_used_bytes=latest.mem_used_bytes,
+        mem_total_bytes=latest.mem_total_bytes,
+        job_mem_bytes=sum(job_mem) if job_mem else None,
+        power_w=_mean(s.power_w for s in samples),
+        power_limit_w=latest.power_limit_w,
+        sm_clock_mhz=_mean(s.sm_clock_mhz for s in samples),
+        sm_clock_max_mhz=latest.sm_clock_max_mhz,
+        mem_clock_mhz=_mean(s.mem_clock_mhz for s in samples),
+        temp_c=latest.temp_c,
+        throttle=tuple(dict.fromkeys(r for found in reasons for r in found)) if reasons else None,
+        pcie_rx_mibps=_mean(s.pcie_rx_mibps for s in samples),
+        pcie_tx_mibps=_mean(s.pcie_tx_mibps for s in samples),
+        others=others,
+    )
+
+
+def fullest(figures: Sequence[GpuFigures]) -> GpuFigures | None:
+    """The job's GPU with the least free memory: the one a larger batch would fill first."""
+    known = [f for f in figures if f.job and f.mem_free_pct is not None]
+    return min(known, key=lambda f: f.mem_free_pct or 0.0) if known else None
+
+
+def _mean(values: Iterable[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return statistics.fmean(known) if known else None

@@ -1,0 +1,59 @@
+"""The recipes "add a GPU field" and "add a metric" of docs/architecture.md, end to end: an
+NVML figure is one row of ``collect.nvml.FIELDS``; a per-GPU metric one row of
+``export.prometheus.GPU_FAMILIES``."""
+
+from __future__ import annotations
+
+import pytest
+
+from gputop_train import events
+from gputop_train.collect import nvml
+from gputop_train.collect.fake import FakeGpu, FakeNvml
+from gputop_train.export import prometheus
+from gputop_train.session.model import Session
+from gputop_train.views import status_fields, view_of
+from tests.support.clock import ManualClock
+from tests.support.metrics import exposition, samples
+
+
+class ToyNvml(FakeNvml):
+    """A driver with one more function: the memory's temperature."""
+
+    def nvmlDeviceGetMemoryTemperatureToy(self, h: int) -> int:
+        return 40 + h
+
+
+def _session(fake: FakeNvml) -> Session:
+    clock = ManualClock(1000.0)
+    session = Session(command=("train.py",), clock=clock, started_at=990.0)
+    sampler = nvml.NvmlSampler(fake, clock=clock, wall_clock=clock, owner=fake.owner)
+    session.apply(events.GpusFound(tuple(sampler.open())))
+    for _ in range(3):
+        session.apply(events.GpuSampled(sampler.sample()))
+        clock.advance(1.0)
+    return session
+
+
+def test_a_gpu_fields_source_is_one_row_of_the_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The field exists on GpuSample (temp_c); its NVML function and conversion are its row.
+    row = nvml.NvmlField("temp_c", "nvmlDeviceGetMemoryTemperatureToy", tier=nvml.MEDIUM)
+    table = (*(r for r in nvml.FIELDS if r.field != "temp_c"), row)
+    monkeypatch.setattr(nvml, "FIELDS", table)
+    session = _session(ToyNvml([FakeGpu(temp=30), FakeGpu(temp=30)]))
+    gpus = status_fields(view_of(session.snapshot()))["gpus"]
+    assert [g["temp_c"] for g in gpus] == [40, 41]  # from the toy function, to the JSON
+    # A driver without it: that field alone is N/A.
+    session = _session(FakeNvml([FakeGpu(util=50), FakeGpu(util=50)]))
+    gpus = status_fields(view_of(session.snapshot()))["gpus"]
+    assert [g["temp_c"] for g in gpus] == [None, None] and gpus[0]["util_pct"] == 50
+
+
+def test_a_new_metric_is_one_row_of_the_families(monkeypatch: pytest.MonkeyPatch) -> None:
+    family = prometheus.GpuFamily(
+        "gpu_temperature_celsius", "GPU temperature (NVML)", lambda g, _: g.temp_c
+    )
+    monkeypatch.setattr(prometheus, "GPU_FAMILIES", (*prometheus.GPU_FAMILIES, family))
+    text = exposition(_session(FakeNvml([FakeGpu(temp=55), FakeGpu(temp=61)])))
+    found = samples(text, prometheus.PREFIX + "gpu_temperature_celsius")
+    assert sorted(found.values()) == [55.0, 61.0]
+    assert "# HELP gputop_train_gpu_temperature_celsius GPU temperature (NVML)" in text
