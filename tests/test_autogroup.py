@@ -77,7 +77,8 @@ for step in script:
         monitor.send_signal(signal.SIGKILL)
     monitor.wait()
     deadline = time.monotonic() + 15  # a killed monitor's guard restores on its own
-    while action == "kill" and nice_of(here.pid) != report["before"] and time.monotonic() < deadline:
+    restored = lambda: nice_of(here.pid) == report["before"]
+    while action == "kill" and not restored() and time.monotonic() < deadline:
         time.sleep(0.05)
     report["steps"].append([step, nice_of(here.pid), None, None])
 report["job"] = nice_of(job.pid)

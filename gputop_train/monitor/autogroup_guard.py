@@ -84,6 +84,7 @@ def leave(holders: int, mutex: int) -> None:
 
 
 def main(argv: list[str]) -> int:
+    os.setpgid(0, 0)  # a process group of our own: Ctrl+C at the terminal is the monitor's
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
         signal.signal(signum, signal.SIG_IGN)  # only the monitor's end-of-file ends us
     holders_path, mutex_path, target = argv[1], argv[2], int(argv[3])

@@ -119,7 +119,6 @@ def _lower_autogroup(target: int) -> str | None:
             [sys.executable, "-S", str(GUARD), str(folder / f"{group}.holders"),
              str(folder / f"{group}.mutex"), str(target)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-            process_group=0,  # Ctrl+C at the terminal is for us, not for the guard
         )  # fmt: skip
     except (OSError, wire.UnsafeRuntimeDir) as error:
         return f"session priority: {getattr(error, 'strerror', None) or error}"

@@ -319,6 +319,12 @@ class Session:
             system,
             job=stats.job_cpu(processes),
             usable_cores=item.usable_cores,
+            worker_waits=tuple(
+                p.run_wait_pct
+                for p in processes
+                if p.role == "worker" and p.run_wait_pct is not None
+            ),
+            loaders=sum(1 for p in processes if p.role == "main"),
         )
         with self._lock:
             if not processes and self._processes:
