@@ -229,10 +229,35 @@ def _start_monitor(
 
 
 def _headless(args: argparse.Namespace) -> bool:
-    if not args.headless and not sys.stdout.isatty():
+    if args.headless:
+        return True
+    if not sys.stdout.isatty():
         _say("stdout is not a terminal: running headless")
         return True
-    return bool(args.headless)
+    if in_background():
+        # A TUI there is stopped (SIGTTOU) at its first terminal setting, and no signal
+        # gets it out: `timeout` from a script waited for ever. Our writes must not stop us
+        # either (`stty tostop`): the job was started before, so it keeps its own handling.
+        signal.signal(signal.SIGTTOU, signal.SIG_IGN)
+        _say(
+            "not in the terminal's foreground (a script's `timeout`, or `&`): running "
+            "headless; `timeout --foreground` keeps the terminal for the TUI"
+        )
+        return True
+    return False
+
+
+def in_background() -> bool:
+    """Whether our terminal belongs to another process group than ours: `timeout` puts its
+    command in a group of its own, `&` in a job of its own. A terminal that is not our
+    controlling one says nothing either way."""
+    for stream in (sys.stdin, sys.stdout):
+        try:
+            if stream.isatty() and os.tcgetpgrp(stream.fileno()) != os.getpgrp():
+                return True
+        except (OSError, ValueError, AttributeError):
+            continue
+    return False
 
 
 def _say(text: str) -> None:
