@@ -50,9 +50,17 @@ def text_width() -> int:
     return max(MIN_WIDTH, min(WIDTH, columns))
 
 
-def _wrapped(text: str, width: int, **indents: str) -> list[str]:
+def _wrapped(
+    text: str, width: int, initial_indent: str = "", subsequent_indent: str = ""
+) -> list[str]:
     """textwrap at spaces only: a hyphenated word ("data-wait") stays whole."""
-    return textwrap.wrap(text, width, break_on_hyphens=False, **indents)
+    return textwrap.wrap(
+        text,
+        width,
+        initial_indent=initial_indent,
+        subsequent_indent=subsequent_indent,
+        break_on_hyphens=False,
+    )
 
 
 def fit(parts: Iterable[str], width: int | None = None, indent: str = INDENT) -> list[str]:
