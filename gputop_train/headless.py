@@ -164,8 +164,7 @@ def summary_text(view: View) -> str:
     lines = [
         f"gputop-train: {' '.join(snap.command)}",
         f"  duration {fmt.duration(snap.elapsed_s)}, "
-        f"{steps_text(snap.total_steps, snap.steps_before_start)}, "
-        f"{snap.total_samples if snap.total_samples is not None else fmt.NA} samples",
+        f"{steps_text(snap.total_steps, snap.steps_before_start, snap.total_samples)}",
         f"  throughput {fmt.rate(steps.samples_per_s, 'samples/s')}, "
         f"{fmt.rate(steps.steps_per_s, 'steps/s')}, "
         f"{fmt.rate(steps.tokens_per_s, 'tokens/s')}; step p50 {fmt.ms(steps.step_ms_p50)}, "

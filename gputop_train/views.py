@@ -244,12 +244,18 @@ def phase_figures(row: PhaseRow) -> tuple[str, ...]:
     )
 
 
-def steps_text(total: int, before: int) -> str:
-    """The steps a duration covers: from an attach, those since it, with the job's own count
-    (which starts at the job's start, not the monitor's)."""
+def steps_text(total: int, before: int, samples: int | None = None) -> str:
+    """The steps and samples a duration covers: from an attach, those since it (both), with
+    the job's own step numbers (which start at the job's start, not the monitor's). Before,
+    the samples counted the ring of steps the hook sent from before the attach too: an attach
+    summary counted three ways (issue 39)."""
+    counted = f"{samples:,} samples" if samples is not None else f"{fmt.NA} samples"
     if before <= 0 or before > total:
-        return f"{total} steps"
-    return f"{total - before} steps since the attach (the job's steps {before + 1}-{total})"
+        return f"{total} steps, {counted}"
+    return (
+        f"{total - before} steps and {counted} since the attach "
+        f"(the job's steps {before + 1}-{total})"
+    )
 
 
 # -- serialisers (headless JSON, the summary) -------------------------------------------------

@@ -51,10 +51,13 @@ def test_an_attach_pairs_the_steps_since_it_with_its_own_time() -> None:
     snap = session.snapshot(with_phases=True)
     assert snap.total_steps == 579 and snap.steps_before_start == 499
     text = summary_text(view_of(snap))
-    assert "80 steps since the attach (the job's steps 500-579)" in text
+    # Steps and samples both since the attach (the ring's 100 steps before it are not
+    # counted in either), the job's own step numbers beside them (issue 39).
+    assert "80 steps and 2,560 samples since the attach (the job's steps 500-579)" in text
+    assert snap.total_samples == 80 * 32
     summary = summarize(session, {"host": "box"})
-    assert "80 steps since the attach" in markdown(summary)
-    assert steps_text(40, 0) == "40 steps"  # a launched job: its steps are all ours
+    assert "80 steps and 2,560 samples since the attach" in markdown(summary)
+    assert steps_text(40, 0, 1280) == "40 steps, 1,280 samples"  # a launched job: all ours
 
 
 def test_the_summary_says_na_alone_and_why_there_is_no_finding() -> None:
