@@ -86,3 +86,21 @@ def test_a_protected_process_is_not_blamed_on_a_sandbox_without_ptrace(
     assert read_capabilities(str(status))
     status.write_text("Name:\tx\nCapEff:\t00000000a80425fb\n")  # Docker's default set
     assert not read_capabilities(str(status))
+
+
+def test_the_gpu_clocks_data_part_is_not_read_as_the_dataloaders_wait() -> None:
+    """Issue 39: "data 91% (DataLoader)" beside "data-wait 0%". On the GPU's clock the data
+    part is the GPU's gap before its forward; the DataLoader's wait is data-wait."""
+    from gputop_train.session.breakdown import StepParts
+    from gputop_train.views import breakdown_text
+
+    shares: dict[str, float | None] = {
+        "data": 91.0, "forward": 4.0, "backward": 3.0, "optimizer": 1.0, "rest": 1.0
+    }  # fmt: skip
+    ms = {name: share for name, share in shares.items()}
+    gpu = StepParts("gpu", "DataLoader", 10, shares, ms, 100.0)
+    text = breakdown_text(gpu, None)
+    assert "data 91%" in text and "the GPU's gap before forward" in text
+    assert "DataLoader" not in text
+    host = StepParts("host", "DataLoader", 10, shares, ms, 100.0)
+    assert "(host clock, data: DataLoader)" in breakdown_text(host, None)

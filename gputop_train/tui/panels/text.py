@@ -12,7 +12,7 @@ from ...samples import DATA_WAIT, GpuSample
 from ...session.model import Snapshot
 from ...session.phases import KnobState
 from ...session.stats import RankStats
-from ...views import PHASE_COLUMNS, View, phase_figures, warmup_caption
+from ...views import PHASE_COLUMNS, View, data_part_label, phase_figures, warmup_caption
 
 BAR_WIDTH = 10
 
@@ -157,7 +157,7 @@ def parts_bar(snap: Snapshot) -> Text:
         text.append(f"{label} ", style=style)
         text.append(f"{fmt.pct(parts.pct[name])}  ")
     if parts.pct["data"] is not None:
-        text.append(f"(data: {parts.data_source})", style="dim")
+        text.append(f"({data_part_label(parts)})", style="dim")
     text.append("\n")
     return text
 
