@@ -275,3 +275,21 @@ async def test_a_long_knob_name_never_runs_into_its_value() -> None:
     assert any("float32_matmul_precision highest " in line for line in lines), lines
     columns = {line.index(" " + line.split()[1]) for line in lines}
     assert len(columns) == 1, lines  # every value starts in the same column
+
+
+async def test_start_up_warnings_open_the_tui_whole() -> None:
+    """Issue 39: a --prometheus port in use was said on stderr, under the TUI, and in the Log
+    tab, cut; the TUI says it again when it opens, as a toast that wraps."""
+    from gputop_train.tui.app import create_app
+    from gputop_train.tui.boundary import AppOptions
+
+    warning = (
+        "cannot serve Prometheus metrics on 127.0.0.1:9455: Address already in use (another "
+        "port: --prometheus PORT; 0 picks a free one); the job runs without the metrics endpoint"
+    )
+    options = AppOptions(job_pid=JOB_PID, auto_refresh=False, warnings=(warning,))
+    app = create_app(scripted_session().snapshot, options)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        shown = [(n.message, n.severity) for n in app._notifications]
+    assert (warning, "warning") in shown  # whole: a toast wraps its text

@@ -44,7 +44,7 @@ def launch(args: argparse.Namespace) -> int:
     outputs = _open_outputs(args, command, session)  # before the job starts
     if outputs is None:
         return 2
-    exporter, files = outputs
+    exporter, files, warnings = outputs
     try:
         log_fd = files.open_log()
     except (RecordError, wire.UnsafeRuntimeDir) as error:
@@ -63,7 +63,7 @@ def launch(args: argparse.Namespace) -> int:
     monitor = _start_monitor(args, session, job.pid)
     monitor.watch_stalls(stall_folder(files.stem, job.pid), args.stall_after)
     log = LogTail(files.log)
-    return _watch(args, session, files, job, monitor, log, log, exporter)
+    return _watch(args, session, files, job, monitor, log, log, exporter, warnings)
 
 
 def attach(args: argparse.Namespace) -> int:
@@ -96,7 +96,7 @@ def attach(args: argparse.Namespace) -> int:
     outputs = _open_outputs(args, command, session)
     if outputs is None:
         return 2
-    exporter, files = outputs
+    exporter, files, warnings = outputs
     if stacks is not None:
         session.expect_stacks(stacks.window_s)
     monitor = _start_monitor(args, session, job.pid, stacks)
@@ -109,7 +109,7 @@ def attach(args: argparse.Namespace) -> int:
         )
     )
     # Headless, an attached job's output is not relayed (it is not ours to print).
-    return _watch(args, session, files, job, monitor, log, None, exporter)
+    return _watch(args, session, files, job, monitor, log, None, exporter, warnings)
 
 
 def _watch(
@@ -121,12 +121,15 @@ def _watch(
     log: LogTail | None,
     headless_log: LogTail | None,
     exporter: Exporter | None,
+    warnings: list[str],
 ) -> int:
-    """The front end the user asked for, until the session ends; then the endpoint closes."""
+    """The front end the user asked for, until the session ends; then the endpoint closes.
+    ``warnings``: what went wrong at start-up, said on stderr already; the TUI, which hides
+    stderr, says them again."""
     try:
         if _headless(args):
             return _run_headless(args, session, files, job, monitor, headless_log)
-        return _run_tui(args, session, files, job, monitor, log)
+        return _run_tui(args, session, files, job, monitor, log, warnings)
     finally:
         _linger(exporter, job, getattr(args, "prometheus_linger", 0.0))
         _close(exporter)
@@ -143,12 +146,13 @@ def _linger(exporter: Exporter | None, job: Job, seconds: float) -> None:
 
 def _open_outputs(
     args: argparse.Namespace, command: list[str], session: Session
-) -> tuple[Exporter | None, SessionFiles] | None:
-    """The metrics endpoint, then the recording's files; None, said, where either cannot be
-    had (a malformed address, an unwritable folder: the user's to fix before anything starts;
-    a port in use does not stop the job)."""
+) -> tuple[Exporter | None, SessionFiles, list[str]] | None:
+    """The metrics endpoint, then the recording's files, and the start-up warnings; None,
+    said, where either cannot be had (a malformed address, an unwritable folder: the user's
+    to fix before anything starts; a port in use does not stop the job)."""
+    warnings: list[str] = []
     try:
-        exporter = _serve_metrics(args, session)
+        exporter = _serve_metrics(args, session, warnings)
     except ExporterError as error:
         _say(str(error))
         return None
@@ -158,11 +162,14 @@ def _open_outputs(
         _say(str(error))
         _close(exporter)
         return None
-    return exporter, files
+    return exporter, files, warnings
 
 
-def _serve_metrics(args: argparse.Namespace, session: Session) -> Exporter | None:
-    """``--prometheus``: the endpoint, serving a view of the moment at each scrape."""
+def _serve_metrics(
+    args: argparse.Namespace, session: Session, warnings: list[str]
+) -> Exporter | None:
+    """``--prometheus``: the endpoint, serving a view of the moment at each scrape; what
+    went wrong is said on stderr and added to ``warnings``."""
     if not args.prometheus:
         return None
     parse_address(args.prometheus)  # ExporterError: a typo is the user's to fix first
@@ -185,12 +192,14 @@ def _serve_metrics(args: argparse.Namespace, session: Session) -> Exporter | Non
         message = f"{error}; the job runs without the metrics endpoint"
         _say(message)
         session.apply(events.NoticeAdded(message))
+        warnings.append(message)
         return None
     _say(f"Prometheus metrics at {exporter.url}")
     session.apply(events.NoticeAdded(f"Prometheus metrics at {exporter.url}"))
     if exporter.warning:
         _say(exporter.warning)
         session.apply(events.NoticeAdded(exporter.warning))
+        warnings.append(exporter.warning)
     return exporter
 
 
@@ -305,9 +314,10 @@ def _run_tui(
     job: Job,
     monitor: Monitor,
     log: LogTail | None,
+    warnings: list[str],
 ) -> int:
     """``log`` is the job's output: its log when we launched it; when attached, the file its
-    stdout points at, if it is one."""
+    stdout points at, if it is one. ``warnings`` open the TUI as toasts."""
     from ..tui.app import create_app
     from ..tui.boundary import AppOptions
 
@@ -319,6 +329,7 @@ def _run_tui(
         window_s=args.window,
         screenshot_dir=str(files.log.parent),
         job_owned=job.owned,
+        warnings=tuple(warnings),
     )
     app = create_app(session.snapshot, options, controls=monitor)
     # An SSH drop (SIGHUP) ends the monitor, never the job (its own session); a SIGTERM
