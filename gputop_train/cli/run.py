@@ -31,10 +31,20 @@ from ..record.files import RecordError
 from ..record.session_files import SessionFiles
 from ..session.model import Session
 from ..views import view_of
+from .held_interrupts import HeldInterrupts
 
 
 def launch(args: argparse.Namespace) -> int:
-    """``gputop-train [OPTIONS] SCRIPT`` / ``-- COMMAND``: start the job, then watch it."""
+    """``gputop-train [OPTIONS] SCRIPT`` / ``-- COMMAND``: start the job, then watch it.
+    Ctrl+C until the front end takes over is held (cli/held_interrupts.py)."""
+    held = HeldInterrupts().hold()
+    try:
+        return _launch(args, held)
+    finally:
+        held.release()
+
+
+def _launch(args: argparse.Namespace, held: HeldInterrupts) -> int:
     try:
         command = build_command(args.target, args.raw_command)
     except LaunchError as error:
@@ -51,6 +61,12 @@ def launch(args: argparse.Namespace) -> int:
         _say(str(error))
         _close(exporter)
         return 2
+    if held.count:  # before the job: nothing to stop, nothing started
+        os.close(log_fd)
+        _say("interrupted (Ctrl+C) before the job started: it was not started")
+        _report(files.finish(session, job_running=False))
+        _close(exporter)
+        return 130
     try:
         job = start_job(command, log_fd, schedule=args.schedule, autopilot=args.autopilot)
     except LaunchError as error:
@@ -63,11 +79,20 @@ def launch(args: argparse.Namespace) -> int:
     monitor = _start_monitor(args, session, job.pid)
     monitor.watch_stalls(stall_folder(files.stem, job.pid), args.stall_after)
     log = LogTail(files.log)
-    return _watch(args, session, files, job, monitor, log, log, exporter, warnings)
+    return _watch(args, session, files, job, monitor, log, log, exporter, warnings, held)
 
 
 def attach(args: argparse.Namespace) -> int:
-    """``gputop-train attach PID``: watch a running job, hooked or sampled with py-spy."""
+    """``gputop-train attach PID``: watch a running job, hooked or sampled with py-spy.
+    Ctrl+C until the front end takes over is held (cli/held_interrupts.py)."""
+    held = HeldInterrupts().hold()
+    try:
+        return _attach(args, held)
+    finally:
+        held.release()
+
+
+def _attach(args: argparse.Namespace, held: HeldInterrupts) -> int:
     try:
         job, command, hooked = find_job(args.pid)
     except (AttachError, wire.UnsafeRuntimeDir, OSError) as error:
@@ -109,7 +134,7 @@ def attach(args: argparse.Namespace) -> int:
         )
     )
     # Headless, an attached job's output is not relayed (it is not ours to print).
-    return _watch(args, session, files, job, monitor, log, None, exporter, warnings)
+    return _watch(args, session, files, job, monitor, log, None, exporter, warnings, held)
 
 
 def _watch(
@@ -122,17 +147,40 @@ def _watch(
     headless_log: LogTail | None,
     exporter: Exporter | None,
     warnings: list[str],
+    held: HeldInterrupts,
 ) -> int:
     """The front end the user asked for, until the session ends; then the endpoint closes.
     ``warnings``: what went wrong at start-up, said on stderr already; the TUI, which hides
-    stderr, says them again."""
+    stderr, says them again. ``held``: Ctrl+C while starting, passed on here."""
     try:
-        if _headless(args):
+        headless = _headless(args)
+        if getattr(args, "schedule", None):
+            # Said once, as soon as the job's knobs are known: headless on stderr at once,
+            # the TUI in its Log (not again when the hook refuses the entry at its step).
+            monitor.check_schedule(args.schedule, say=_say if headless else None)
+        if held.release() and not _pass_on_interrupt(session, job):
+            monitor.stop()
+            _leave(job, files)
+            _report(files.finish(session, job_running=job.running()))
+            return 0
+        if headless:
             return _run_headless(args, session, files, job, monitor, headless_log)
         return _run_tui(args, session, files, job, monitor, log, warnings)
     finally:
         _linger(exporter, job, getattr(args, "prometheus_linger", 0.0))
         _close(exporter)
+
+
+def _pass_on_interrupt(session: Session, job: Job) -> bool:
+    """A Ctrl+C that came while the monitor started, handled as one later: a job we started
+    gets SIGINT and is watched as it stops (True); an attached one is left running (False)."""
+    if not job.owned:
+        _say("interrupted (Ctrl+C) while starting: leaving the job as it runs")
+        return False
+    if job.running():
+        session.apply(events.StopAsked("Ctrl+C"))
+        _say(f"interrupted (Ctrl+C) while starting: sent {job.interrupt()} to the job")
+    return True
 
 
 def _linger(exporter: Exporter | None, job: Job, seconds: float) -> None:
@@ -232,8 +280,6 @@ def _start_monitor(
     monitor.start()
     if args.autopilot or args.tries:
         monitor.start_pilot(args.tries, budget_s=60.0 * args.autopilot_budget)
-    if getattr(args, "schedule", None):
-        monitor.check_schedule(args.schedule)
     return monitor
 
 
