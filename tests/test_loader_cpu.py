@@ -7,16 +7,21 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from gputop_train import events
 from gputop_train.advise import rules
+from gputop_train.advise.rules import WAITING_WORKERS_PER_CORE, findings
 from gputop_train.collect.fake import FakeProcess, FakePsutil
 from gputop_train.collect.procs import ProcessSampler
 from gputop_train.collect.run_wait import run_queue_wait_ns
+from gputop_train.record.reader import read, replay_all
 from gputop_train.samples import ProcSample
 from gputop_train.session import observe as observing
 from gputop_train.session.model import Session
 from tests.support.clock import ManualClock
 from tests.support.observations import RUNG0, headline, ids, observe
+from tests.support.torchrun import monitored_torchrun
 
 # The issue's case on the 2-core box beside CPU hogs (told "raise num_workers to 3", which
 # measured 0.89-0.95x): 1 worker gets 35% of a core and waits 55% of one for a CPU; the job
@@ -141,3 +146,25 @@ def test_the_session_gives_the_advisor_one_loaders_workers_not_the_sum_over_rank
         assert (o.workers, o.local_ranks) == (4, 2), with_fact
         assert o.worker_run_wait_pct == 20.0
         assert o.job_cores is not None and o.job_cores > 8.0  # every rank's workers count
+
+
+@pytest.mark.torch
+def test_two_gloo_ranks_of_4_workers_each_are_advised_on_one_loaders_4(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """Issue 37 on a real job: torchrun, 2 gloo ranks, each with a DataLoader of 4 workers
+    that wait 40 ms a batch. The advisor reads each loader's 4 (the hook's), the node's 2
+    ranks, and sizes one loader; any worker change it proposes is per loader, not the sum."""
+    run = monitored_torchrun(
+        tmp_path_factory, 2, "ddp", "steps=120", "workers=4", "data_ms=40", record=True
+    )
+    recording = read(run.folder / "run.jsonl")
+    session = replay_all(recording)
+    span = recording.ended_at - recording.started_at + 1.0
+    o = session.snapshot(window_s=span).observation
+    assert o is not None
+    assert (o.workers, o.local_ranks) == (4, 2)
+    for finding in findings(o):
+        for change in finding.changes:
+            if change.role == "workers":
+                assert 4 < change.value <= 4 + WAITING_WORKERS_PER_CORE * 2, finding.action
