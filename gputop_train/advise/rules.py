@@ -393,13 +393,21 @@ def input_saturated(o: Observation) -> Finding | None:
     evidence = [_wait_evidence(o), _worker_evidence(o), _cores_evidence(o)]
     # Other processes hold the cores, the job's loaders busy on what they get: the shared
     # machine is the limit, and more workers would only take CPU from the others.
-    shared = _others_hold_cores(o) and not _one_worker_per_core(o)
-    starved = shared and _workers_starved(o)
-    no_workers = (
-        "; more workers will not help: no core is free to the job"
-        if o.workers and (starved or not shared)
-        else ""
-    )
+    starved = _others_hold_cores(o) and _workers_starved(o)
+    shared = _others_hold_cores(o) and (starved or not _one_worker_per_core(o))
+    # Starved workers fewer than the cores: one per core spreads the job's share of the CPU
+    # over every core, more than that only splits it (on the 2-core dev box beside 2 hogs,
+    # 1 -> 3 workers ran 1.22x, 2 -> 3 ran 0.81x: docs/advisor.md).
+    per_core = _starved_per_core(o) if starved else None
+    if per_core is not None:
+        no_workers = (
+            f"; with the cores as they are, one worker per core at most: num_workers "
+            f"{per_core} (more than one per core will not help)"
+        )
+    elif o.workers and (starved or not shared):
+        no_workers = "; more workers will not help: no core is free to the job"
+    else:
+        no_workers = ""
     if o.uses_gpu and _image_batches(o):
         # Preprocessing on the GPU frees the cores of all the per-sample work; uint8 only of
         # the float conversion: with every core augmenting on the H200 box, GPU preprocessing
@@ -439,7 +447,10 @@ def input_saturated(o: Observation) -> Finding | None:
             f"give the job cores of its own: other processes use {o.others_cores or 0:.1f} "
             f"cores (stop or move them; a cpuset or taskset for the job); or {action}"
         )
+    if per_core is not None:
+        changes = (Change("workers", per_core), *changes)
     gain = _input_gain(o)
+    ruled_out = o.workers and per_core is None and (starved or not shared)
     return Finding(
         finding_id,
         title,
@@ -449,8 +460,17 @@ def input_saturated(o: Observation) -> Finding | None:
         0.7,
         gain,
         changes=changes,
-        rules_out=("workers",) if o.workers and (starved or not shared) else (),
+        rules_out=("workers",) if ruled_out else (),
     )
+
+
+def _starved_per_core(o: Observation) -> int | None:
+    """One starved worker per core of the rank's share, where that is more than it has."""
+    room = o.room_per_rank
+    if room is None or not o.workers:
+        return None
+    per_core = int(room)
+    return per_core if per_core > o.workers else None
 
 
 def main_process_bound(o: Observation) -> Finding | None:
