@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 import queue
+import shutil
 import signal
 import sys
 import textwrap
@@ -35,15 +36,39 @@ from .views import (
     warmup_caption,
 )
 
-# Text mode keeps every line within a terminal's width (the JSON keeps every field whole);
-# continuation lines are indented under the figures, past the clock.
+# Text mode keeps every line within the terminal's width, at most WIDTH (a log or a pipe
+# gets WIDTH; the JSON keeps every field whole), wrapped at spaces, never inside a word (an
+# 80-column terminal broke 100-column lines mid-word, issue 39); continuation lines are
+# indented under the figures, past the clock.
 WIDTH = 100
+MIN_WIDTH = 40  # narrower, a wrapped line would hold a word or two: let the terminal fold
 INDENT = " " * 10
 
 
-def fit(parts: Iterable[str], width: int = WIDTH, indent: str = INDENT) -> list[str]:
-    """Segments joined by " | " into lines of at most ``width``; a segment is moved whole to
-    the next line, and one longer than a line on its own is wrapped at its words."""
+def text_width() -> int:
+    """The columns text mode fills: the terminal's (``COLUMNS`` first), at most ``WIDTH``."""
+    columns = shutil.get_terminal_size((WIDTH, 24)).columns
+    return max(MIN_WIDTH, min(WIDTH, columns))
+
+
+def _wrapped(
+    text: str, width: int, initial_indent: str = "", subsequent_indent: str = ""
+) -> list[str]:
+    """textwrap at spaces only: a hyphenated word ("data-wait") stays whole."""
+    return textwrap.wrap(
+        text,
+        width,
+        initial_indent=initial_indent,
+        subsequent_indent=subsequent_indent,
+        break_on_hyphens=False,
+    )
+
+
+def fit(parts: Iterable[str], width: int | None = None, indent: str = INDENT) -> list[str]:
+    """Segments joined by " | " into lines of at most ``width`` (the terminal's); a segment
+    is moved whole to the next line, and one longer than a line on its own is wrapped at its
+    words."""
+    width = width or text_width()
     lines: list[str] = []
     line = ""
     for part in parts:
@@ -53,7 +78,7 @@ def fit(parts: Iterable[str], width: int = WIDTH, indent: str = INDENT) -> list[
             continue
         if line:
             lines.append(line)
-        wrapped = textwrap.wrap(indent + part, width, subsequent_indent=indent + "  ")
+        wrapped = _wrapped(indent + part, width, subsequent_indent=indent + "  ")
         lines.extend(wrapped[:-1])
         line = wrapped[-1] if wrapped else indent.rstrip()
     if line:
@@ -102,11 +127,10 @@ def _which_gpus(snap: Snapshot) -> str:
 
 
 def status_line(view: View) -> str:
-    """One status as text: the figures, then the headline, every line within ``WIDTH``."""
-    lines = fit(status_parts(view))
-    lines += textwrap.wrap(
-        headline(view), WIDTH, initial_indent=INDENT, subsequent_indent=INDENT + "  "
-    )
+    """One status as text: the figures, then the headline, every line within the width."""
+    width = text_width()
+    lines = fit(status_parts(view), width)
+    lines += _wrapped(headline(view), width, initial_indent=INDENT, subsequent_indent=INDENT + "  ")
     return "\n".join(lines)
 
 
@@ -151,8 +175,7 @@ def summary_text(view: View) -> str:
     lines = [
         f"gputop-train: {' '.join(snap.command)}",
         f"  duration {fmt.duration(snap.elapsed_s)}, "
-        f"{steps_text(snap.total_steps, snap.steps_before_start)}, "
-        f"{snap.total_samples if snap.total_samples is not None else fmt.NA} samples",
+        f"{steps_text(snap.total_steps, snap.steps_before_start, snap.total_samples)}",
         f"  throughput {fmt.rate(steps.samples_per_s, 'samples/s')}, "
         f"{fmt.rate(steps.steps_per_s, 'steps/s')}, "
         f"{fmt.rate(steps.tokens_per_s, 'tokens/s')}; step p50 {fmt.ms(steps.step_ms_p50)}, "
@@ -199,10 +222,11 @@ def summary_text(view: View) -> str:
 
 
 def _wrap(text: str, indent: str) -> list[str]:
-    """A line of text within ``WIDTH``, its continuation lines indented."""
-    if len(text) <= WIDTH:
+    """A line of text within the width, its continuation lines indented."""
+    width = text_width()
+    if len(text) <= width:
         return [text]
-    return textwrap.wrap(text, WIDTH, subsequent_indent=indent) or [""]
+    return _wrapped(text, width, subsequent_indent=indent) or [""]
 
 
 def once(notes: Sequence[str], said: Sequence[str] = ()) -> list[str]:
@@ -225,7 +249,7 @@ CHANGE_CELL = 24
 def phase_table(view: View) -> list[str]:
     """The phase table as text: one row per configuration, speed-up against the first. Only
     the columns with a figure in some row (a CPU run has no GPU columns), each as wide as its
-    widest cell; the headline ends the row where it fits within ``WIDTH``, else it follows on
+    widest cell; the headline ends the row where it fits within the width, else it follows on
     the next line, with a change too long for its cell."""
     rows, extra = [], []
     for phase in view.phases:
@@ -245,7 +269,7 @@ def phase_table(view: View) -> list[str]:
 
     texts = [line(cells) for cells in rows]
     inline = all(
-        not change and len(f"{text} {found}") <= WIDTH
+        not change and len(f"{text} {found}") <= text_width()
         for text, (change, found) in zip(texts, extra, strict=True)
     )
     header = line(PHASE_COLUMNS) + (" headline" if inline else "")

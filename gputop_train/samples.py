@@ -59,6 +59,9 @@ class ProcSample:
     io_read_bps: float | None
     io_write_bps: float | None
     status: str | None
+    # % of one core the process was ready to run but waited for a CPU (run-queue wait,
+    # collect/run_wait.py); measured for DataLoader workers only; None: not measured.
+    run_wait_pct: float | None = None
 
 
 # What the training thread was doing in a py-spy sample (collect/stacks.py classifies them).

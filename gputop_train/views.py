@@ -141,12 +141,22 @@ _PART_LABELS = {
 }
 
 
+def data_part_label(parts: StepParts) -> str:
+    """What the data part measures. On the GPU's clock it is the GPU's gap before its
+    forward (the input copy, and waiting for a host busy elsewhere), not the host's wait on
+    the DataLoader, which is data-wait: "data 91% (DataLoader)" beside "data-wait 0%" read as
+    a contradiction (issue 39)."""
+    if parts.clock == "gpu":
+        return "data: the GPU's gap before forward"
+    return f"data: {parts.data_source}"
+
+
 def breakdown_text(parts: StepParts | None, reason: str | None) -> str:
-    """The step's parts as shares, their clock and the data's source; N/A with why."""
+    """The step's parts as shares, their clock and what the data part is; N/A with why."""
     if parts is None:
         return f"{fmt.NA}: {reason}" if reason else fmt.NA
     shares = " ".join(f"{_PART_LABELS[k]} {fmt.pct(parts.pct[k])}" for k in PART_NAMES)
-    source = f"data: {parts.data_source}" if parts.pct["data"] is not None else ""
+    source = data_part_label(parts) if parts.pct["data"] is not None else ""
     return f"{shares} ({parts.clock} clock{', ' + source if source else ''})"
 
 
@@ -245,12 +255,18 @@ def phase_figures(row: PhaseRow) -> tuple[str, ...]:
     )
 
 
-def steps_text(total: int, before: int) -> str:
-    """The steps a duration covers: from an attach, those since it, with the job's own count
-    (which starts at the job's start, not the monitor's)."""
+def steps_text(total: int, before: int, samples: int | None = None) -> str:
+    """The steps and samples a duration covers: from an attach, those since it (both), with
+    the job's own step numbers (which start at the job's start, not the monitor's). Before,
+    the samples counted the ring of steps the hook sent from before the attach too: an attach
+    summary counted three ways (issue 39)."""
+    counted = f"{samples:,} samples" if samples is not None else f"{fmt.NA} samples"
     if before <= 0 or before > total:
-        return f"{total} steps"
-    return f"{total - before} steps since the attach (the job's steps {before + 1}-{total})"
+        return f"{total} steps, {counted}"
+    return (
+        f"{total - before} steps and {counted} since the attach "
+        f"(the job's steps {before + 1}-{total})"
+    )
 
 
 # -- serialisers (headless JSON, the summary) -------------------------------------------------

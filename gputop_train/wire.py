@@ -33,6 +33,8 @@ NOTICE = "notice"  # a human-readable event ("hook disabled: ...")
 BYE = "bye"  # the process is exiting; no more frames follow
 KNOBS = "knobs"  # the knobs the script declared (also in hello)
 KNOB_APPLIED = "knob_applied"  # the outcome of a change: the value in force, or why not
+# The request id of a --schedule change ("schedule@STEP", hook/knobs.py), echoed in its outcome.
+SCHEDULE_REQUEST = "schedule@"
 SYNCS = "syncs"  # a sync scan of one step: count and call sites
 FLOPS = "flops"  # FLOPs of one whole step, counted once
 LOADER = "loader"  # facts about the DataLoader and its batches, once per epoch it feeds

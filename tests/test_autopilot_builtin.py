@@ -183,8 +183,9 @@ def test_a_schedule_entry_for_a_knob_not_declared_yet_says_so_far() -> None:
         [{"name": "cudnn_benchmark", "kind": "bool", "value": False, "builtin": True}]
     )
     schedule = [(100, {"num_workers": "8"})]
-    (problem,) = schedule_problems(job.session.snapshot(5.0), schedule)
+    ((name, problem),) = schedule_problems(job.session.snapshot(5.0), schedule)
+    assert name == "num_workers"
     assert "no knob named 'num_workers' so far (the script may declare it)" in problem
     job.declare_knobs()  # declared: a wrong value is wrong for good
-    (problem,) = schedule_problems(job.session.snapshot(5.0), [(100, {"num_workers": "lots"})])
+    ((_, problem),) = schedule_problems(job.session.snapshot(5.0), [(100, {"num_workers": "lots"})])
     assert "so far" not in problem and "num_workers takes a whole number" in problem

@@ -11,6 +11,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from gputop_train import events
 from gputop_train.headless import WIDTH, once, phase_table, status_line, summary_text
 from gputop_train.views import status_fields, view_of
@@ -102,3 +104,18 @@ def test_a_closed_pipe_keeps_the_jobs_traceback_in_its_log(tmp_path: Path) -> No
     while "KeyboardInterrupt" not in log.read_text() and time.monotonic() < deadline:
         time.sleep(0.2)  # the relay writes the job's last lines
     assert "KeyboardInterrupt" in log.read_text()
+
+
+def test_at_80_columns_text_wraps_at_spaces_never_inside_a_word(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 39: 100-column lines broke mid-word in an 80-column terminal."""
+    view = view_of(scripted_session().snapshot(with_phases=True))
+    monkeypatch.setenv("COLUMNS", "10000")
+    whole = status_line(view) + "\n" + summary_text(view)
+    monkeypatch.setenv("COLUMNS", "80")
+    narrow = status_line(view) + "\n" + summary_text(view)
+    assert all(len(line) <= 80 for line in narrow.splitlines()), narrow
+    # Every word of the narrow text is a word of the wide one: none was cut in two.
+    assert set(narrow.split()) <= set(whole.split()), set(narrow.split()) - set(whole.split())
+    assert any(len(line) > 80 for line in whole.splitlines())  # there was wrapping to do

@@ -64,3 +64,27 @@ def test_a_sleep_bound_dataset_without_workers_gets_workers_on_a_busy_box() -> N
     assert proposes_more_workers(found, 0), [(f.id, f.action) for f in found]
     assert found[0].id == "input.more_workers"
     assert "every core is busy" not in found[0].title
+
+
+@pytest.mark.torch
+@pytest.mark.timeout(SETTLE_S + 60)
+def test_a_cpu_bound_loader_starved_by_a_cpu_hog_is_not_told_to_add_workers() -> None:
+    """Issue 39: the workers compute (5 ms of CPU per item), one per core, and the hogs hold
+    the cores. They read a small CPU share, yet wait for a CPU most of the time (run queue):
+    they were told they wait on "storage, network, a sleep" and to raise num_workers to 3
+    (0.89-0.95x; benchmarks/starved_loader.py 0.81x)."""
+    cores = os.cpu_count() or 1
+    found: list[Finding] = []
+    args = ("--workers", str(cores), "--read-ms", "0", "--cpu-ms", "5", "--hog", str(cores))
+    with hooked_scenario(SCRIPT, *args) as run:
+        deadline = time.monotonic() + SETTLE_S
+        while time.monotonic() < deadline and run.job.poll() is None:
+            found = findings(run.session.snapshot().observation)
+            if found and "other processes hold" in found[0].title:
+                break
+            time.sleep(1.0)
+    described = [(f.id, f.title, f.action) for f in found]
+    assert found and "other processes hold" in found[0].title, described
+    assert "more workers will not help" in found[0].action, described
+    assert not proposes_more_workers(found, cores), described
+    assert "storage" not in " ".join(found[0].evidence), described

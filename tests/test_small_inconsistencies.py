@@ -51,10 +51,13 @@ def test_an_attach_pairs_the_steps_since_it_with_its_own_time() -> None:
     snap = session.snapshot(with_phases=True)
     assert snap.total_steps == 579 and snap.steps_before_start == 499
     text = summary_text(view_of(snap))
-    assert "80 steps since the attach (the job's steps 500-579)" in text
+    # Steps and samples both since the attach (the ring's 100 steps before it are not
+    # counted in either), the job's own step numbers beside them (issue 39).
+    assert "80 steps and 2,560 samples since the attach (the job's steps 500-579)" in text
+    assert snap.total_samples == 80 * 32
     summary = summarize(session, {"host": "box"})
-    assert "80 steps since the attach" in markdown(summary)
-    assert steps_text(40, 0) == "40 steps"  # a launched job: its steps are all ours
+    assert "80 steps and 2,560 samples since the attach" in markdown(summary)
+    assert steps_text(40, 0, 1280) == "40 steps, 1,280 samples"  # a launched job: all ours
 
 
 def test_the_summary_says_na_alone_and_why_there_is_no_finding() -> None:
@@ -83,3 +86,21 @@ def test_a_protected_process_is_not_blamed_on_a_sandbox_without_ptrace(
     assert read_capabilities(str(status))
     status.write_text("Name:\tx\nCapEff:\t00000000a80425fb\n")  # Docker's default set
     assert not read_capabilities(str(status))
+
+
+def test_the_gpu_clocks_data_part_is_not_read_as_the_dataloaders_wait() -> None:
+    """Issue 39: "data 91% (DataLoader)" beside "data-wait 0%". On the GPU's clock the data
+    part is the GPU's gap before its forward; the DataLoader's wait is data-wait."""
+    from gputop_train.session.breakdown import StepParts
+    from gputop_train.views import breakdown_text
+
+    shares: dict[str, float | None] = {
+        "data": 91.0, "forward": 4.0, "backward": 3.0, "optimizer": 1.0, "rest": 1.0
+    }  # fmt: skip
+    ms = {name: share for name, share in shares.items()}
+    gpu = StepParts("gpu", "DataLoader", 10, shares, ms, 100.0)
+    text = breakdown_text(gpu, None)
+    assert "data 91%" in text and "the GPU's gap before forward" in text
+    assert "DataLoader" not in text
+    host = StepParts("host", "DataLoader", 10, shares, ms, 100.0)
+    assert "(host clock, data: DataLoader)" in breakdown_text(host, None)

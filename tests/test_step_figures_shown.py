@@ -84,7 +84,7 @@ def test_text_front_ends_show_tokens_parts_and_memory() -> None:
     assert "81.9k tokens/s" in line and "data 10% fwd 30% bwd 50% opt 8% rest 2%" in line
     assert "data-wait 9% (host gap)" in line
     panel = steps_panel(view).plain
-    assert "tokens/s  81.9k" in panel and "(data: host gap)" in panel
+    assert "tokens/s  81.9k" in panel and "(data: the GPU's gap before forward)" in panel
     assert "d" * 3 + "f" * 9 + "b" * 15 in panel  # the stacked bar, 30 characters
     assert "retries 4" in gpu_panel(view.snap).plain
     summary = " ".join(summary_text(view).split())  # lines wrap at the text width

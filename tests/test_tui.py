@@ -18,9 +18,10 @@ from gputop_train.session.model import Session, Snapshot
 from gputop_train.tui.app import GputopApp
 from gputop_train.tui.knob_edit import KnobEditScreen
 from gputop_train.tui.panels import text as panels
+from gputop_train.tui.panels.knobs import KnobsPanel
 from gputop_train.tui.screens import HelpScreen, QuitScreen
 from gputop_train.tui.widgets.live_text import LiveText
-from tests.support.sessions import scripted_recording, scripted_session
+from tests.support.sessions import JOB_PID, scripted_recording, scripted_session
 from tests.support.tui import AskedControls, app_under_test
 
 
@@ -256,3 +257,39 @@ async def test_a_finding_that_wraps_onto_more_lines_gets_the_room() -> None:
         findings.show(Text("▶ " + "a much longer action " * 6 + "\n  evidence"))
         await pilot.pause()
         assert findings.size.height > before
+
+
+async def test_a_long_knob_name_never_runs_into_its_value() -> None:
+    """Issue 39: "matmul_precisionhighest". Each knob's name and value stand apart, in
+    columns as wide as the widest of the list."""
+    session = scripted_session()
+    knob = {"name": "float32_matmul_precision", "kind": "choice", "value": "highest"}
+    choices = {"choices": ["highest", "high", "medium"], "help": "TF32 for float32 matmuls"}
+    session.apply(events.KnobsDeclared(JOB_PID, [{**knob, **choices}]))
+    app = app_under_test(session.snapshot)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await pilot.press("4")
+        panel = app.query_one(KnobsPanel)
+        options = [panel.get_option_at_index(i) for i in range(panel.option_count)]
+    lines = [str(option.prompt) for option in options if not option.disabled]  # no headings
+    assert any("float32_matmul_precision highest " in line for line in lines), lines
+    columns = {line.index(" " + line.split()[1]) for line in lines}
+    assert len(columns) == 1, lines  # every value starts in the same column
+
+
+async def test_start_up_warnings_open_the_tui_whole() -> None:
+    """Issue 39: a --prometheus port in use was said on stderr, under the TUI, and in the Log
+    tab, cut; the TUI says it again when it opens, as a toast that wraps."""
+    from gputop_train.tui.app import create_app
+    from gputop_train.tui.boundary import AppOptions
+
+    warning = (
+        "cannot serve Prometheus metrics on 127.0.0.1:9455: Address already in use (another "
+        "port: --prometheus PORT; 0 picks a free one); the job runs without the metrics endpoint"
+    )
+    options = AppOptions(job_pid=JOB_PID, auto_refresh=False, warnings=(warning,))
+    app = create_app(scripted_session().snapshot, options)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        shown = [(n.message, n.severity) for n in app._notifications]
+    assert (warning, "warning") in shown  # whole: a toast wraps its text

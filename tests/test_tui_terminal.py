@@ -7,6 +7,7 @@ import os
 import pty
 import re
 import select
+import shutil
 import struct
 import subprocess
 import sys
@@ -89,3 +90,46 @@ def test_xterm_256color_gets_extended_colours() -> None:
     # The contrast for the test above: the same screens use more than 16 colours here.
     written = run_in_terminal("xterm-256color", seconds=5.0)
     assert EXTENDED_COLOUR.search(written)
+
+
+# Makes the pty the controlling terminal of a new session, then runs the command: a script's
+# shell (no job control), whose own process group is the terminal's foreground.
+TAKE_TERMINAL = (
+    "import fcntl, os, sys, termios; fcntl.ioctl(0, termios.TIOCSCTTY, 0); "
+    "os.execvp(sys.argv[1], sys.argv[1:])"
+)
+
+
+@pytest.mark.skipif(shutil.which("timeout") is None, reason="needs coreutils' timeout")
+def test_under_timeout_from_a_script_the_monitor_runs_headless_and_timeout_returns() -> None:
+    """Issue 39: `timeout` puts its command in a process group of its own, in the terminal's
+    background; the TUI was stopped there (state T) at its first terminal setting, so the
+    SIGTERM never reached the job and `timeout` never returned."""
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+    job = f"{SCENARIOS} sleepy batch_ms=5 step_ms=5 steps=1000000"
+    script = f"timeout 10 {sys.executable} -m gputop_train --no-record {job}; echo rc=$?"
+    shell = subprocess.Popen(
+        [sys.executable, "-c", TAKE_TERMINAL, "sh", "-c", script],
+        stdin=slave, stdout=slave, stderr=slave, cwd=REPO, start_new_session=True,
+    )  # fmt: skip
+    os.close(slave)
+    output = bytearray()
+    try:
+        deadline = time.monotonic() + 120  # 10 s of job, then its stop, on a loaded box
+        while b"rc=" not in output and time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.5)
+            if ready:
+                try:
+                    output.extend(os.read(master, 65536))
+                except OSError:
+                    break
+    finally:
+        if shell.poll() is None:
+            shell.kill()
+        shell.wait()
+        os.close(master)
+    text = output.decode(errors="replace")
+    assert "rc=124" in text, text[-2000:]  # timeout returned, as it does after its SIGTERM
+    assert "running headless" in text and "timeout --foreground" in text
+    assert "job exit code 143" in text, text[-2000:]  # the SIGTERM reached the job

@@ -9,6 +9,11 @@ job's workers use a few % of a core each. The loading waits on storage, not on t
 more workers overlap the reads: the fix is more workers, not cheaper samples. ``--workers 0
 --hog 0`` on a busy box is the sleep-bound Dataset of issue 29.
 
+``--read-ms 0 --cpu-ms 10`` makes the opposite case (issue 39): each item costs CPU work, not
+a wait, and the hogs take the cores the loader needs. There the worker is ready to compute
+but waits for a CPU; more workers share the same starved cores (told "raise num_workers to
+3" on the 2-core box, following it measured 0.89-0.95x): the fix is cores for the job.
+
 Fix, as a flag and as a live knob: --workers N (num_workers).
 """
 
@@ -60,16 +65,21 @@ class SlowStorageImages(Dataset):
     """Preprocessed images behind a read latency: each item waits ``read_ms`` (storage) and
     costs a lookup; the CPU does almost nothing."""
 
-    def __init__(self, side: int, read_ms: float, distinct: int = 64) -> None:
+    def __init__(self, side: int, read_ms: float, cpu_ms: float = 0.0, distinct: int = 64) -> None:
         self.images = torch.randint(0, 256, (distinct, 3, side, side), dtype=torch.uint8)
         self.labels = torch.randint(0, 1000, (distinct,))
         self.read_s = read_ms / 1000.0
+        self.cpu_s = cpu_ms / 1000.0
 
     def __len__(self) -> int:
         return 1_000_000
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
-        time.sleep(self.read_s)
+        if self.read_s:
+            time.sleep(self.read_s)
+        spent, start = 0, time.thread_time()
+        while time.thread_time() - start < self.cpu_s:  # CPU work: this thread's CPU time
+            spent += 1
         i = index % len(self.images)
         return self.images[i], self.labels[i]
 
@@ -87,7 +97,7 @@ def train(args: argparse.Namespace) -> None:
 
     knob("num_workers", args.workers, set_workers, minimum=0, maximum=256, role="workers")
     start_hogs(args.hog)
-    dataset = SlowStorageImages(side, args.read_ms)
+    dataset = SlowStorageImages(side, args.read_ms, args.cpu_ms)
     stop, loader = Stop(args), None
     while not stop.done:
         if stale["loader"]:
@@ -117,6 +127,7 @@ if __name__ == "__main__":
     options = parser(__doc__)
     options.add_argument("--workers", type=int, default=2)
     options.add_argument("--read-ms", type=float, default=2.0, help="storage latency per item")
+    options.add_argument("--cpu-ms", type=float, default=0.0, help="CPU work per item")
     options.add_argument("--hog", type=int, default=os.cpu_count() or 1, help="spinning processes")
     options.add_argument("--batch-size", type=int, default=None)
     arguments = options.parse_args()

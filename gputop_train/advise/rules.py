@@ -35,6 +35,11 @@ GPU_BUSY_UTIL_PCT = 90.0
 # A worker this busy has no time left to give (psutil CPU %, one core = 100): the playbook's
 # rung 4 on the H100 had 8 workers at 97-100% each while the step waited 27% for data.
 WORKER_SATURATED_PCT = 85.0
+# A worker whose CPU plus its wait for a CPU (run-queue wait, /proc schedstat) reaches that
+# line would be saturated on a free core: it is CPU-bound and starved by other processes, not
+# waiting on storage (issue 39: on the 2-core box beside CPU hogs such a loader was told it
+# waits on "storage, network, a sleep" and to raise num_workers to 3; that measured
+# 0.89-0.95x). The same line serves both readings.
 # Workers this idle are not what the step waits for (on the H100 box even 15 workers of a
 # CPU-bound pipeline averaged 22% or more): the wait comes from elsewhere.
 WORKER_IDLE_PCT = 10.0
@@ -151,7 +156,12 @@ def _waiter(o: Observation) -> str:
 
 
 def _workers_idle(o: Observation) -> bool:
-    return bool(o.workers) and o.worker_cpu_pct is not None and o.worker_cpu_pct < WORKER_IDLE_PCT
+    return (
+        bool(o.workers)
+        and o.worker_cpu_pct is not None
+        and o.worker_cpu_pct < WORKER_IDLE_PCT
+        and not _workers_starved(o)
+    )
 
 
 def _workers_busy(o: Observation) -> bool:
@@ -162,9 +172,19 @@ def _workers_busy(o: Observation) -> bool:
     )
 
 
+def _workers_starved(o: Observation) -> bool:
+    """The workers are ready to compute but wait for a CPU: short of the busy line on the CPU
+    they get, at it with the CPU they wait for (run-queue wait)."""
+    cpu, wait = o.worker_cpu_pct, o.worker_run_wait_pct
+    if not o.workers or cpu is None or wait is None or _workers_busy(o):
+        return False
+    return cpu + wait >= WORKER_SATURATED_PCT
+
+
 def _one_worker_per_core(o: Observation) -> bool:
+    """Every rank's workers together number one per core the job may use."""
     room = o.room_cores
-    return bool(o.workers and room and o.workers >= room and not _workers_idle(o))
+    return bool(o.workers and room and o.workers * o.local_ranks >= room and not _workers_idle(o))
 
 
 def _cores_left(o: Observation) -> bool | None:
@@ -175,7 +195,7 @@ def _cores_left(o: Observation) -> bool | None:
     docs/diagnosis.md)."""
     if _one_worker_per_core(o):
         return False
-    free = o.free_cores
+    free = o.free_per_rank  # each rank's loader takes a worker: a core per rank
     return None if free is None else free >= IDLE_CORES_FOR_WORKERS
 
 
@@ -190,7 +210,7 @@ def _loaders_cpu_bound(o: Observation) -> bool:
     """The processes that load the batches spend their time on the CPU: busy workers; with
     none, a training process at the busy line (it loads and steps on its own core)."""
     if o.workers:
-        return _workers_busy(o)
+        return _workers_busy(o) or _workers_starved(o)
     return o.main_cpu_pct is not None and o.main_cpu_pct >= MAIN_PROCESS_BUSY_PCT
 
 
@@ -213,7 +233,7 @@ def _waiting_workers(o: Observation) -> int:
     current = max(1, o.workers or 0)
     share = min(0.95, _wait(o) / 100.0)
     wanted = math.ceil(current / (1.0 - share))
-    room = o.room_cores or 2.0
+    room = o.room_per_rank or 2.0 / o.local_ranks
     return max(current + 1, min(wanted, int(WAITING_WORKERS_PER_CORE * room)))
 
 
@@ -226,6 +246,7 @@ def _main_process_limits(o: Observation) -> bool:
         o.uses_gpu
         and bool(o.workers)
         and not _workers_busy(o)
+        and not _workers_starved(o)
         and _cores_left(o) is not False
         and o.main_cpu_pct is not None
         and o.main_cpu_pct >= MAIN_PROCESS_BUSY_PCT
@@ -274,8 +295,9 @@ def _use_text(o: Observation) -> str:
 def _cores_evidence(o: Observation) -> str:
     free = o.free_cores
     if _one_worker_per_core(o):
+        workers = o.workers * o.local_ranks if o.workers else 0
         return (
-            f"{o.workers} workers on {_room_text(o)} cores: one per core already "
+            f"{workers} workers on {_room_text(o)} cores: one per core already "
             f"({_use_text(o)}; psutil)"
         )
     if free is None:
@@ -289,7 +311,16 @@ def _worker_evidence(o: Observation) -> str:
             "no DataLoader workers: the training process loads every batch, at "
             f"{fmt.pct(o.main_cpu_pct)} CPU (psutil)"
         )
-    return f"{o.workers} workers at {fmt.pct(o.worker_cpu_pct)} CPU each (psutil)"
+    who = f"{o.workers} workers"
+    if o.local_ranks > 1:
+        who += f" per rank's loader × {o.local_ranks} ranks on this node"
+    text = f"{who} at {fmt.pct(o.worker_cpu_pct)} CPU each (psutil)"
+    if _workers_starved(o):
+        text += (
+            f", each waiting {fmt.pct(o.worker_run_wait_pct)} of a core for a CPU (run queue, "
+            "/proc schedstat): CPU-bound, starved by other processes"
+        )
+    return text
 
 
 def _main_evidence(o: Observation) -> str:
@@ -316,7 +347,7 @@ def more_workers(o: Observation) -> Finding | None:
     waits = _loading_waits_elsewhere(o)
     if _cores_left(o) is False and not waits:
         return None
-    cores = int(o.room_cores or 2)
+    cores = int(o.room_per_rank or 2 / o.local_ranks)  # each rank's loader's share
     current = o.workers or 0
     evidence = [_wait_evidence(o), _worker_evidence(o), _cores_evidence(o)]
     if waits:  # the loaders wait, they do not compute: overlap the waits
@@ -330,7 +361,7 @@ def more_workers(o: Observation) -> Finding | None:
         # playbook's rung 1: 8 workers on 16 cores), one core left for the training process.
         suggested = max(1, min(cores - 1, max(2, cores // 2)))
     else:  # one per free core (the training process's use is counted in them already)
-        free = o.free_cores
+        free = o.free_per_rank
         added = max(1, round(free)) if free is not None else current  # unknown: double
         suggested = min(cores, current + added)
     if suggested <= current:
@@ -362,12 +393,21 @@ def input_saturated(o: Observation) -> Finding | None:
     evidence = [_wait_evidence(o), _worker_evidence(o), _cores_evidence(o)]
     # Other processes hold the cores, the job's loaders busy on what they get: the shared
     # machine is the limit, and more workers would only take CPU from the others.
-    shared = _others_hold_cores(o) and not _one_worker_per_core(o)
-    no_workers = (
-        "; more workers will not help: no core is free to the job"
-        if o.workers and not shared
-        else ""
-    )
+    starved = _others_hold_cores(o) and _workers_starved(o)
+    shared = _others_hold_cores(o) and (starved or not _one_worker_per_core(o))
+    # Starved workers fewer than the cores: one per core spreads the job's share of the CPU
+    # over every core, more than that only splits it (on the 2-core dev box beside 2 hogs,
+    # 1 -> 3 workers ran 1.22x, 2 -> 3 ran 0.81x: docs/advisor.md).
+    per_core = _starved_per_core(o) if starved else None
+    if per_core is not None:
+        no_workers = (
+            f"; with the cores as they are, one worker per core at most: num_workers "
+            f"{per_core} (more than one per core will not help)"
+        )
+    elif o.workers and (starved or not shared):
+        no_workers = "; more workers will not help: no core is free to the job"
+    else:
+        no_workers = ""
     if o.uses_gpu and _image_batches(o):
         # Preprocessing on the GPU frees the cores of all the per-sample work; uint8 only of
         # the float conversion: with every core augmenting on the H200 box, GPU preprocessing
@@ -407,7 +447,10 @@ def input_saturated(o: Observation) -> Finding | None:
             f"give the job cores of its own: other processes use {o.others_cores or 0:.1f} "
             f"cores (stop or move them; a cpuset or taskset for the job); or {action}"
         )
+    if per_core is not None:
+        changes = (Change("workers", per_core), *changes)
     gain = _input_gain(o)
+    ruled_out = o.workers and per_core is None and (starved or not shared)
     return Finding(
         finding_id,
         title,
@@ -417,8 +460,17 @@ def input_saturated(o: Observation) -> Finding | None:
         0.7,
         gain,
         changes=changes,
-        rules_out=("workers",) if o.workers and not shared else (),
+        rules_out=("workers",) if ruled_out else (),
     )
+
+
+def _starved_per_core(o: Observation) -> int | None:
+    """One starved worker per core of the rank's share, where that is more than it has."""
+    room = o.room_per_rank
+    if room is None or not o.workers:
+        return None
+    per_core = int(room)
+    return per_core if per_core > o.workers else None
 
 
 def main_process_bound(o: Observation) -> Finding | None:

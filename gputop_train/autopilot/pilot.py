@@ -717,20 +717,24 @@ def _problem(knobs: dict[str, KnobState], name: str, value: Any) -> str | None:
     return None
 
 
-def schedule_problems(snap: Snapshot, schedule: Sequence[tuple[int, dict[str, str]]]) -> list[str]:
-    """Each --schedule entry this job's knobs refuse, with the knobs it has: said as soon as
-    they are known, not at the entry's step (which may be hours in)."""
+def schedule_problems(
+    snap: Snapshot, schedule: Sequence[tuple[int, dict[str, str]]]
+) -> list[tuple[str, str]]:
+    """Each --schedule entry this job's knobs refuse, as (knob, what is wrong), the last with
+    the knobs it has: said as soon as they are known, not at the entry's step (which may be
+    hours in)."""
     knobs = {knob.name: knob for knob in snap.knobs}
     # Before the script declares a knob of its own, an unknown name may yet come (_check_tries).
     later = "" if script_declared(snap) else " so far (the script may declare it)"
     problems = [
-        f"--schedule step {step}: {problem}{later if n not in knobs else ''}"
+        (n, f"--schedule step {step}: {problem}{later if n not in knobs else ''}")
         for step, settings in schedule
         for n, v in settings.items()
         if (problem := _problem(knobs, n, v))
     ]
     if problems:
-        problems[-1] += f" (this job's knobs: {describe_knobs(snap.knobs)})"
+        name, last = problems[-1]
+        problems[-1] = (name, f"{last} (this job's knobs: {describe_knobs(snap.knobs)})")
     return problems
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+import stat
 import sys
 from collections.abc import Sequence
 
@@ -61,7 +63,7 @@ def parse_attach_args(argv: Sequence[str]) -> argparse.Namespace:
             "any Python training process, sampled with py-spy"
         ),
     )
-    parser.add_argument("pid", type=int, help="the job's PID (torchrun's: all its ranks)")
+    parser.add_argument("pid", type=_pid, help="the job's PID (torchrun's: all its ranks)")
     parser.add_argument(
         "--stack-window",
         type=_positive,
@@ -108,11 +110,13 @@ def _add_monitor_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--prometheus-tls",
         nargs=2,
+        type=_pem_file,
         metavar=("CERT", "KEY"),
         help="serve the metrics over HTTPS with this certificate and key (PEM files)",
     )
     parser.add_argument(
         "--prometheus-client-ca",
+        type=_pem_file,
         metavar="CA",
         help="with --prometheus-tls: only scrapers holding a certificate signed by this CA may "
         "read the metrics (other local users included)",
@@ -197,6 +201,40 @@ def _settings(text: str) -> tuple[tuple[str, str], ...]:
         return parse_settings(text)
     except ValueError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _pem_file(text: str) -> str:
+    """A file the TLS options read: refused at once unless a regular file. A FIFO or a device
+    would be opened and read by ssl at start-up, holding the launch for ever (issue 39)."""
+    try:
+        mode = os.stat(text).st_mode
+    except OSError as error:
+        raise argparse.ArgumentTypeError(f"{text}: {error.strerror}") from None
+    if not stat.S_ISREG(mode):
+        kind = _file_kind(mode)
+        raise argparse.ArgumentTypeError(f"{text} is {kind}, not a file: give a PEM file")
+    return text
+
+
+def _file_kind(mode: int) -> str:
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "a socket" if stat.S_ISSOCK(mode) else "not a regular file"
+
+
+def _pid(text: str) -> int:
+    """A process ID: a whole number from 1 (``attach -5`` printed psutil's traceback)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a PID (ps lists them)") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a PID: PIDs start at 1 (ps lists them)")
+    return value
 
 
 def _positive(text: str) -> float:

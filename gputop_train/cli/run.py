@@ -31,10 +31,20 @@ from ..record.files import RecordError
 from ..record.session_files import SessionFiles
 from ..session.model import Session
 from ..views import view_of
+from .held_interrupts import HeldInterrupts
 
 
 def launch(args: argparse.Namespace) -> int:
-    """``gputop-train [OPTIONS] SCRIPT`` / ``-- COMMAND``: start the job, then watch it."""
+    """``gputop-train [OPTIONS] SCRIPT`` / ``-- COMMAND``: start the job, then watch it.
+    Ctrl+C until the front end takes over is held (cli/held_interrupts.py)."""
+    held = HeldInterrupts().hold()
+    try:
+        return _launch(args, held)
+    finally:
+        held.release()
+
+
+def _launch(args: argparse.Namespace, held: HeldInterrupts) -> int:
     try:
         command = build_command(args.target, args.raw_command)
     except LaunchError as error:
@@ -44,13 +54,19 @@ def launch(args: argparse.Namespace) -> int:
     outputs = _open_outputs(args, command, session)  # before the job starts
     if outputs is None:
         return 2
-    exporter, files = outputs
+    exporter, files, warnings = outputs
     try:
         log_fd = files.open_log()
     except (RecordError, wire.UnsafeRuntimeDir) as error:
         _say(str(error))
         _close(exporter)
         return 2
+    if held.count:  # before the job: nothing to stop, nothing started
+        os.close(log_fd)
+        _say("interrupted (Ctrl+C) before the job started: it was not started")
+        _report(files.finish(session, job_running=False))
+        _close(exporter)
+        return 130
     try:
         job = start_job(command, log_fd, schedule=args.schedule, autopilot=args.autopilot)
     except LaunchError as error:
@@ -63,11 +79,20 @@ def launch(args: argparse.Namespace) -> int:
     monitor = _start_monitor(args, session, job.pid)
     monitor.watch_stalls(stall_folder(files.stem, job.pid), args.stall_after)
     log = LogTail(files.log)
-    return _watch(args, session, files, job, monitor, log, log, exporter)
+    return _watch(args, session, files, job, monitor, log, log, exporter, warnings, held)
 
 
 def attach(args: argparse.Namespace) -> int:
-    """``gputop-train attach PID``: watch a running job, hooked or sampled with py-spy."""
+    """``gputop-train attach PID``: watch a running job, hooked or sampled with py-spy.
+    Ctrl+C until the front end takes over is held (cli/held_interrupts.py)."""
+    held = HeldInterrupts().hold()
+    try:
+        return _attach(args, held)
+    finally:
+        held.release()
+
+
+def _attach(args: argparse.Namespace, held: HeldInterrupts) -> int:
     try:
         job, command, hooked = find_job(args.pid)
     except (AttachError, wire.UnsafeRuntimeDir, OSError) as error:
@@ -96,7 +121,7 @@ def attach(args: argparse.Namespace) -> int:
     outputs = _open_outputs(args, command, session)
     if outputs is None:
         return 2
-    exporter, files = outputs
+    exporter, files, warnings = outputs
     if stacks is not None:
         session.expect_stacks(stacks.window_s)
     monitor = _start_monitor(args, session, job.pid, stacks)
@@ -109,7 +134,7 @@ def attach(args: argparse.Namespace) -> int:
         )
     )
     # Headless, an attached job's output is not relayed (it is not ours to print).
-    return _watch(args, session, files, job, monitor, log, None, exporter)
+    return _watch(args, session, files, job, monitor, log, None, exporter, warnings, held)
 
 
 def _watch(
@@ -121,15 +146,41 @@ def _watch(
     log: LogTail | None,
     headless_log: LogTail | None,
     exporter: Exporter | None,
+    warnings: list[str],
+    held: HeldInterrupts,
 ) -> int:
-    """The front end the user asked for, until the session ends; then the endpoint closes."""
+    """The front end the user asked for, until the session ends; then the endpoint closes.
+    ``warnings``: what went wrong at start-up, said on stderr already; the TUI, which hides
+    stderr, says them again. ``held``: Ctrl+C while starting, passed on here."""
     try:
-        if _headless(args):
+        headless = _headless(args)
+        if getattr(args, "schedule", None):
+            # Said once, as soon as the job's knobs are known: headless on stderr at once,
+            # the TUI in its Log (not again when the hook refuses the entry at its step).
+            monitor.check_schedule(args.schedule, say=_say if headless else None)
+        if held.release() and not _pass_on_interrupt(session, job):
+            monitor.stop()
+            _leave(job, files)
+            _report(files.finish(session, job_running=job.running()))
+            return 0
+        if headless:
             return _run_headless(args, session, files, job, monitor, headless_log)
-        return _run_tui(args, session, files, job, monitor, log)
+        return _run_tui(args, session, files, job, monitor, log, warnings)
     finally:
         _linger(exporter, job, getattr(args, "prometheus_linger", 0.0))
         _close(exporter)
+
+
+def _pass_on_interrupt(session: Session, job: Job) -> bool:
+    """A Ctrl+C that came while the monitor started, handled as one later: a job we started
+    gets SIGINT and is watched as it stops (True); an attached one is left running (False)."""
+    if not job.owned:
+        _say("interrupted (Ctrl+C) while starting: leaving the job as it runs")
+        return False
+    if job.running():
+        session.apply(events.StopAsked("Ctrl+C"))
+        _say(f"interrupted (Ctrl+C) while starting: sent {job.interrupt()} to the job")
+    return True
 
 
 def _linger(exporter: Exporter | None, job: Job, seconds: float) -> None:
@@ -143,12 +194,13 @@ def _linger(exporter: Exporter | None, job: Job, seconds: float) -> None:
 
 def _open_outputs(
     args: argparse.Namespace, command: list[str], session: Session
-) -> tuple[Exporter | None, SessionFiles] | None:
-    """The metrics endpoint, then the recording's files; None, said, where either cannot be
-    had (a malformed address, an unwritable folder: the user's to fix before anything starts;
-    a port in use does not stop the job)."""
+) -> tuple[Exporter | None, SessionFiles, list[str]] | None:
+    """The metrics endpoint, then the recording's files, and the start-up warnings; None,
+    said, where either cannot be had (a malformed address, an unwritable folder: the user's
+    to fix before anything starts; a port in use does not stop the job)."""
+    warnings: list[str] = []
     try:
-        exporter = _serve_metrics(args, session)
+        exporter = _serve_metrics(args, session, warnings)
     except ExporterError as error:
         _say(str(error))
         return None
@@ -158,11 +210,14 @@ def _open_outputs(
         _say(str(error))
         _close(exporter)
         return None
-    return exporter, files
+    return exporter, files, warnings
 
 
-def _serve_metrics(args: argparse.Namespace, session: Session) -> Exporter | None:
-    """``--prometheus``: the endpoint, serving a view of the moment at each scrape."""
+def _serve_metrics(
+    args: argparse.Namespace, session: Session, warnings: list[str]
+) -> Exporter | None:
+    """``--prometheus``: the endpoint, serving a view of the moment at each scrape; what
+    went wrong is said on stderr and added to ``warnings``."""
     if not args.prometheus:
         return None
     parse_address(args.prometheus)  # ExporterError: a typo is the user's to fix first
@@ -185,12 +240,14 @@ def _serve_metrics(args: argparse.Namespace, session: Session) -> Exporter | Non
         message = f"{error}; the job runs without the metrics endpoint"
         _say(message)
         session.apply(events.NoticeAdded(message))
+        warnings.append(message)
         return None
     _say(f"Prometheus metrics at {exporter.url}")
     session.apply(events.NoticeAdded(f"Prometheus metrics at {exporter.url}"))
     if exporter.warning:
         _say(exporter.warning)
         session.apply(events.NoticeAdded(exporter.warning))
+        warnings.append(exporter.warning)
     return exporter
 
 
@@ -223,16 +280,39 @@ def _start_monitor(
     monitor.start()
     if args.autopilot or args.tries:
         monitor.start_pilot(args.tries, budget_s=60.0 * args.autopilot_budget)
-    if getattr(args, "schedule", None):
-        monitor.check_schedule(args.schedule)
     return monitor
 
 
 def _headless(args: argparse.Namespace) -> bool:
-    if not args.headless and not sys.stdout.isatty():
+    if args.headless:
+        return True
+    if not sys.stdout.isatty():
         _say("stdout is not a terminal: running headless")
         return True
-    return bool(args.headless)
+    if in_background():
+        # A TUI there is stopped (SIGTTOU) at its first terminal setting, and no signal
+        # gets it out: `timeout` from a script waited for ever. Our writes must not stop us
+        # either (`stty tostop`): the job was started before, so it keeps its own handling.
+        signal.signal(signal.SIGTTOU, signal.SIG_IGN)
+        _say(
+            "not in the terminal's foreground (a script's `timeout`, or `&`): running "
+            "headless; `timeout --foreground` keeps the terminal for the TUI"
+        )
+        return True
+    return False
+
+
+def in_background() -> bool:
+    """Whether our terminal belongs to another process group than ours: `timeout` puts its
+    command in a group of its own, `&` in a job of its own. A terminal that is not our
+    controlling one says nothing either way."""
+    for stream in (sys.stdin, sys.stdout):
+        try:
+            if stream.isatty() and os.tcgetpgrp(stream.fileno()) != os.getpgrp():
+                return True
+        except (OSError, ValueError, AttributeError):
+            continue
+    return False
 
 
 def _say(text: str) -> None:
@@ -280,9 +360,10 @@ def _run_tui(
     job: Job,
     monitor: Monitor,
     log: LogTail | None,
+    warnings: list[str],
 ) -> int:
     """``log`` is the job's output: its log when we launched it; when attached, the file its
-    stdout points at, if it is one."""
+    stdout points at, if it is one. ``warnings`` open the TUI as toasts."""
     from ..tui.app import create_app
     from ..tui.boundary import AppOptions
 
@@ -294,6 +375,7 @@ def _run_tui(
         window_s=args.window,
         screenshot_dir=str(files.log.parent),
         job_owned=job.owned,
+        warnings=tuple(warnings),
     )
     app = create_app(session.snapshot, options, controls=monitor)
     # An SSH drop (SIGHUP) ends the monitor, never the job (its own session); a SIGTERM

@@ -19,6 +19,7 @@ from .. import events
 from ..samples import ProcSample
 from .base import COSTLY, Sink
 from .cpu_room import usable_cores
+from .run_wait import run_queue_wait_ns
 
 # PyTorch names its DataLoader worker processes so (torch/utils/data/_utils/worker.py).
 WORKER_NAME = "pt_data_worker"
@@ -86,11 +87,16 @@ def procfs_children_supported() -> bool:
     return os.path.exists(f"/proc/{pid}/task/{pid}/children")
 
 
+def _unknown_wait(pid: int) -> int | None:
+    return None  # a fake psutil's processes have no /proc files
+
+
 class _Tracked:
     def __init__(self, process: Any) -> None:
         self.process = process
         self.io_bytes: tuple[int, int] | None = None
         self.io_t = 0.0
+        self.run_wait: tuple[int, float] | None = None  # (ns waited so far, when read)
 
 
 class ProcessSampler:
@@ -106,17 +112,21 @@ class ProcessSampler:
         psutil_module: Any = None,
         clock: Callable[[], float] = time.monotonic,
         list_children: Callable[[int], list[int]] | None = None,
+        read_run_wait: Callable[[int], int | None] | None = None,
     ) -> None:
         if psutil_module is None:
             import psutil as psutil_module
 
             if list_children is None and procfs_children_supported():
                 list_children = ProcfsChildren()
+            if read_run_wait is None:
+                read_run_wait = run_queue_wait_ns
         self._psutil = psutil_module
         self._list_children = list_children
         self.root_pid = root_pid
         self._hooked_pids = hooked_pids
         self._clock = clock
+        self._read_run_wait = read_run_wait or _unknown_wait
         self._tracked: dict[int, _Tracked] = {}
         self._last_pids: frozenset[int] = frozenset()
         # Busy share of all the machine's cores since the previous sample (psutil, 0-100):
@@ -218,17 +228,30 @@ class ProcessSampler:
             return None
         except self._psutil.AccessDenied:
             return ProcSample(process.pid, None, "?", "child", None, None, None, None, None)
+        role = self._role(process.pid, name, hooked)
         return ProcSample(
             pid=process.pid,
             ppid=ppid,
             name=name,
-            role=self._role(process.pid, name, hooked),
+            role=role,
             cpu_pct=cpu,
             rss_bytes=rss,
             io_read_bps=read_bps,
             io_write_bps=write_bps,
             status=status,
+            run_wait_pct=self._run_wait(tracked) if role == "worker" else None,
         )
+
+    def _run_wait(self, tracked: _Tracked) -> float | None:
+        """% of one core the process waited for a CPU since the previous sample."""
+        waited = self._read_run_wait(tracked.process.pid)
+        if waited is None:
+            return None
+        now = self._clock()
+        previous, tracked.run_wait = tracked.run_wait, (waited, now)
+        if previous is None or now <= previous[1]:
+            return None
+        return max(0, waited - previous[0]) / 1e9 / (now - previous[1]) * 100.0
 
     def _role(self, pid: int, name: str, hooked: set[int]) -> str:
         if pid in hooked:

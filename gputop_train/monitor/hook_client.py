@@ -65,6 +65,9 @@ class HookClient:
         self._connections: dict[int, _Connection] = {}
         self._finished: set[int] = set()
         self._retry_at: dict[int, float] = {}  # refused: not before this monotonic time
+        # Knobs whose --schedule refusal was said when the job's knobs became known: the
+        # hook's refusal of the entry at its step is not said again (Monitor.check_schedule).
+        self.said_schedule_refusals: set[str] = set()
         self._next_discovery = 0.0
         self._outgoing: deque[tuple[int | None, bytes]] = deque()
         self.waiting: dict[int, wire.Waiting] = {}  # each process's latest answer, by PID
@@ -249,6 +252,12 @@ class HookClient:
                     request_id=frame.id,
                 )
             )
+        scheduled = isinstance(frame.id, str) and frame.id.startswith(wire.SCHEDULE_REQUEST)
+        if scheduled and not frame.ok and isinstance(frame.name, str):
+            if frame.name in self.said_schedule_refusals:
+                quiet = True  # said when the job's knobs became known (Monitor.check_schedule)
+            elif not quiet:
+                self.said_schedule_refusals.add(frame.name)
         if not quiet and not frame.ok:
             self._session.apply(
                 events.NoticeAdded(

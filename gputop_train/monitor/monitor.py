@@ -195,9 +195,14 @@ class Monitor:
             thread.join(timeout=2.0)
         self.client.close()
 
-    def check_schedule(self, schedule: Sequence[tuple[int, dict[str, str]]]) -> None:
-        """Say at once, in the Log and headless notes, which --schedule entries the job's
-        knobs refuse (the hook refuses them again at their step)."""
+    def check_schedule(
+        self,
+        schedule: Sequence[tuple[int, dict[str, str]]],
+        say: Callable[[str], None] | None = None,
+    ) -> None:
+        """Say at once, in the Log and headless notes (and to ``say``: headless, stderr),
+        which --schedule entries the job's knobs refuse; the hook's refusal of the same entry
+        at its step is then not said again (issue 39: at the end, twice)."""
 
         def check() -> None:
             while not self._stop.wait(SCHEDULE_CHECK_PERIOD_S):
@@ -205,8 +210,13 @@ class Monitor:
                 if not snap.job.running:
                     return
                 if knobs_known(snap):
-                    for problem in schedule_problems(snap, schedule):
-                        self.session.apply(events.NoticeAdded(problem))
+                    said = self.client.said_schedule_refusals
+                    for name, problem in schedule_problems(snap, schedule):
+                        if say is not None:
+                            say(problem)
+                        if name not in said:  # the hook may have refused it already
+                            said.add(name)
+                            self.session.apply(events.NoticeAdded(problem))
                     return
 
         self._spawn("schedule-check", check)

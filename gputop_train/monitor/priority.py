@@ -10,8 +10,12 @@ Under the kernel's autogroup scheduling (the default of many distributions, for 
 in the root CPU cgroup) the CPU is shared between *sessions* first, and nice only orders the
 threads inside one: the job runs in a session of its own, so a monitor's nice +10 did nothing
 for it (a nice-19 busy loop in another session cut a saturated job to 0.37-0.57x, issue 31).
-There the monitor also lowers its own session's autogroup (``/proc/self/autogroup``), and
-puts it back when it exits.
+There the monitor also lowers its own session's autogroup (``/proc/self/autogroup``), unless
+the job shares that session (``python train.py &`` then ``gputop-train attach PID`` from one
+terminal): lowering it would slow the job with us (7-10x, issue 39), and inside one autogroup
+the threads' nice already puts the job first. A guard process (``autogroup_guard.py``) holds
+the change and puts the session's priority back when the last monitor of that session exits,
+however it exits (SIGKILL included).
 """
 
 from __future__ import annotations
@@ -19,9 +23,13 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import psutil
+
+from .. import wire
 
 # How far below the job the monitor runs: CFS gives nice 0 about 9x the CPU of nice 10.
 MONITOR_NICENESS = 10
@@ -47,12 +55,11 @@ def yield_to_job(job_pid: int) -> str | None:
             problems.append(f"CPU priority: {error.strerror}")
         with contextlib.suppress(psutil.Error, AttributeError, OSError, ValueError):
             psutil.Process(tid).ionice(psutil.IOPRIO_CLASS_IDLE)  # Linux only
-    autogroup = _lower_autogroup(target)
+    autogroup = None if shares_autogroup(job_pid) else _lower_autogroup(target)
     return problems[0] if problems else autogroup
 
 
 AUTOGROUP_ENABLED = Path("/proc/sys/kernel/sched_autogroup_enabled")
-OWN_AUTOGROUP = Path("/proc/self/autogroup")
 OWN_CGROUPS = Path("/proc/self/cgroup")
 
 
@@ -72,25 +79,66 @@ def autogroup_in_effect() -> bool:
     return enabled
 
 
+def autogroup_of(pid: int | str) -> str | None:
+    """The autogroup a process is in ("autogroup-6"), or None where it cannot be read."""
+    try:
+        return Path(f"/proc/{pid}/autogroup").read_text().split()[0].lstrip("/")
+    except (OSError, IndexError):
+        return None
+
+
+def shares_autogroup(job_pid: int) -> bool:
+    """Whether the job, or any process of its tree, is in our session's autogroup."""
+    own = autogroup_of("self")
+    if own is None:
+        return False
+    try:
+        job = psutil.Process(job_pid)
+        pids = [job_pid, *(child.pid for child in job.children(recursive=True))]
+    except psutil.Error:
+        pids = [job_pid]
+    return any(autogroup_of(pid) == own for pid in pids)
+
+
+GUARD = Path(__file__).with_name("autogroup_guard.py")
+# How long an exiting monitor waits for its guard to give the session its priority back.
+GUARD_EXIT_WAIT_S = 5.0
+
+
 def _lower_autogroup(target: int) -> str | None:
-    """Set our session's autogroup to nice ``target`` until we exit; what failed, or None.
-    The terminal's shell shares that session: it gets its priority back at our exit."""
+    """Have a guard hold our session's autogroup at nice ``target`` until we exit (the last
+    monitor of the session restores it); what failed, or None."""
     if not autogroup_in_effect():
         return None
+    group = autogroup_of("self")
+    if group is None:
+        return "session priority: /proc/self/autogroup cannot be read"
     try:
-        before = int(OWN_AUTOGROUP.read_text().split("nice")[1])
-        if before >= target:
-            return None
-        OWN_AUTOGROUP.write_text(str(target))
-    except (OSError, ValueError, IndexError) as error:
+        folder = wire.runtime_dir(create=True)
+        guard = subprocess.Popen(
+            [sys.executable, "-S", str(GUARD), str(folder / f"{group}.holders"),
+             str(folder / f"{group}.mutex"), str(target)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+    except (OSError, wire.UnsafeRuntimeDir) as error:
         return f"session priority: {getattr(error, 'strerror', None) or error}"
-    atexit.register(_restore_autogroup, before)
+    assert guard.stdout is not None
+    answer = guard.stdout.readline().decode(errors="replace").strip()
+    if answer != "ok":
+        guard.wait()
+        return f"session priority: {answer or 'the guard did not start'}"
+    atexit.register(_release, guard)
     return None
 
 
-def _restore_autogroup(nice: int) -> None:
+def _release(guard: subprocess.Popen[bytes]) -> None:
+    """At a normal exit: end the guard and wait for it, so the shell's prompt comes back at
+    its own priority. (Killed, we close its pipe all the same and it restores alone.)"""
     with contextlib.suppress(OSError):
-        OWN_AUTOGROUP.write_text(str(nice))
+        assert guard.stdin is not None
+        guard.stdin.close()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        guard.wait(GUARD_EXIT_WAIT_S)
 
 
 def _our_threads() -> list[int]:

@@ -120,6 +120,7 @@ def _mfu_basis(mfu: dict[str, Any] | None) -> str:
 
 def markdown(summary: dict[str, Any], chart_name: str | None = None) -> str:
     f = summary["figures"]
+    samples = f["total_samples"]
     lines = [
         f"# gputop-train session: `{' '.join(summary['command'])}`",
         "",
@@ -127,8 +128,7 @@ def markdown(summary: dict[str, Any], chart_name: str | None = None) -> str:
         f"{', '.join(g or 'N/A' for g in summary['gpus']) or 'N/A'}"
         f" (driver {summary['driver'] or 'N/A'})",
         f"- duration {fmt.duration(summary['duration_s'])}, "
-        f"{steps_text(f['total_steps'], summary.get('steps_before_start') or 0)}, "
-        f"{f['total_samples'] if f['total_samples'] is not None else 'N/A'} samples, "
+        f"{steps_text(f['total_steps'], summary.get('steps_before_start') or 0, samples)}, "
         f"exit code {summary['exit_code'] if summary['exit_code'] is not None else 'N/A'}",
         f"- throughput {fmt.rate(f['samples_per_s'], 'samples/s')}; step p50 "
         f"{fmt.ms(f['step_ms_p50'])}, p95 {fmt.ms(f['step_ms_p95'])} (whole run, hook)",

@@ -298,12 +298,14 @@ class Session:
                 if step.step <= self._last_step.get(pid, 0):
                     continue  # a re-attach resends the ring's backlog
                 self._last_step[pid] = step.step
-                if step.t <= self.started_at:  # the backlog a hook sends an attach
+                backlog = step.t <= self.started_at  # the ring a hook sends an attach
+                if backlog:
                     self._steps_before[pid] = step.step
                 self._steps.append(step)
                 self._step_pids.add(pid)
                 if step.samples is not None:
-                    self._total_samples = (self._total_samples or 0) + step.samples
+                    if not backlog:  # the session's samples are those of its own steps
+                        self._total_samples = (self._total_samples or 0) + step.samples
                     self._samples_by_pid[pid] = self._samples_by_pid.get(pid, 0) + step.samples
             self._dropped_frames += len(parsed) - len(good)
 
@@ -357,6 +359,12 @@ class Session:
             system,
             job=stats.job_cpu(processes),
             usable_cores=item.usable_cores,
+            worker_waits=tuple(
+                p.run_wait_pct
+                for p in processes
+                if p.role == "worker" and p.run_wait_pct is not None
+            ),
+            loaders=sum(1 for p in processes if p.role == "main"),
         )
         with self._lock:
             if not processes and self._processes:

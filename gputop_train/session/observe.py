@@ -123,9 +123,11 @@ def observe(
     """What the advisor needs over [start, end]; ``known``: the step figures of ``steps``,
     where already computed."""
     procs = ticks_covering(series.proc_ticks, start, end)
-    workers, worker_cpu, main_cpu, system_cpu = stats.mean_worker_cpu(procs)
+    node_workers, worker_cpu, main_cpu, system_cpu = stats.mean_worker_cpu(procs)
     room = stats.cpu_room(procs)
     loader = fact_at(series, "loader", end) or {}
+    ranks_here = stats.local_ranks(procs)
+    workers = stats.loader_workers(loader.get("num_workers"), node_workers, ranks_here)
     epochs = sum(1 for seen, _ in series.facts.get("loader", ()) if start <= seen <= end)
     syncs = fact_at(series, "syncs", end)
     flops = fact_at(series, "flops", end) or {}
@@ -171,6 +173,8 @@ def observe(
         memory=stats.MemoryAudit.from_frame(fact_at(series, "memory_audit", end)),
         step_parts_reason=(fact_at(series, "step_parts", end) or {}).get("reason"),
         timed_model=(fact_at(series, "step_parts", end) or {}).get("model"),
+        local_ranks=ranks_here,
+        worker_run_wait_pct=stats.mean_worker_wait(procs),
     )
 
 

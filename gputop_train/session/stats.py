@@ -302,6 +302,8 @@ class Observation:
     gpu: GpuStats
     gpu_name: str | None
     pcie_rx_mibps: float | None
+    # One loader's DataLoader workers: the primary rank's own loader as its hook says
+    # (num_workers), else the psutil count over the node's ranks; never a sum over ranks.
     workers: int | None
     worker_cpu_pct: float | None  # mean per worker, % of one core
     main_cpu_pct: float | None
@@ -341,6 +343,12 @@ class Observation:
     # (the step_parts fact); and the module whose forwards are timed.
     step_parts_reason: str | None = None
     timed_model: str | None = None
+    # The training processes on this node, each with its own loader (psutil "main" roles);
+    # the room for workers is shared between them.
+    local_ranks: int = 1
+    # Mean % of one core each worker was ready to run but waited for a CPU (run-queue wait,
+    # collect/run_wait.py); None: not measured.
+    worker_run_wait_pct: float | None = None
 
     @property
     def precision(self) -> str | None:
@@ -365,7 +373,8 @@ class Observation:
         training process and workers."""
         if self.job_cpu_pct is not None:
             return self.job_cpu_pct / 100.0
-        parts = [self.main_cpu_pct or 0.0, (self.workers or 0) * (self.worker_cpu_pct or 0.0)]
+        workers = (self.workers or 0) * self.local_ranks
+        parts = [self.main_cpu_pct or 0.0, workers * (self.worker_cpu_pct or 0.0)]
         if self.main_cpu_pct is None and self.worker_cpu_pct is None:
             return None
         return sum(parts) / 100.0
@@ -390,6 +399,18 @@ class Observation:
         return max(0.0, min(idle, room - job))
 
     @property
+    def room_per_rank(self) -> float | None:
+        """The cores one rank's loader may count on: the job's room shared by its ranks."""
+        room = self.room_cores
+        return None if room is None else room / self.local_ranks
+
+    @property
+    def free_per_rank(self) -> float | None:
+        """The free cores one rank's loader may take: the free cores shared by its ranks."""
+        free = self.free_cores
+        return None if free is None else free / self.local_ranks
+
+    @property
     def uses_gpu(self) -> bool:
         """The job runs on a GPU: the hook says so, or (no hook facts) NVML sees one."""
         if self.model.cuda is not None:
@@ -407,6 +428,8 @@ class ProcTick:
     system: float | None  # % of all cores busy
     job: float | None = None  # every process of the job together, % of one core
     usable_cores: float | None = None  # the cores the job may use (affinity, cgroup quota)
+    worker_waits: tuple[float, ...] = ()  # each worker's run-queue wait, % of one core
+    loaders: int = 0  # the training processes ("main" roles), each with its own loader
 
 
 def job_cpu(processes: Sequence[ProcSample]) -> float | None:
@@ -433,7 +456,9 @@ def cpu_room(proc_ticks: Sequence[ProcTick]) -> CpuRoom:
 def mean_worker_cpu(
     proc_ticks: Sequence[ProcTick],
 ) -> tuple[int | None, float | None, float | None, float | None]:
-    """(workers, mean CPU per worker, mean main CPU, mean system CPU) over process samples."""
+    """(workers of the whole node, mean CPU per worker, mean main CPU, mean system CPU) over
+    process samples: the CPU figures (psutil). The advisor's worker count is one loader's
+    (``loader_workers``)."""
     if not proc_ticks:
         return None, None, None, None
     per_worker = [cpu for tick in proc_ticks for cpu in tick.workers]
@@ -444,6 +469,26 @@ def mean_worker_cpu(
         _mean(tick.main for tick in proc_ticks),
         _mean(tick.system for tick in proc_ticks),
     )
+
+
+def mean_worker_wait(proc_ticks: Sequence[ProcTick]) -> float | None:
+    """Each worker's mean run-queue wait over process samples, % of one core."""
+    return _mean(wait for tick in proc_ticks for wait in tick.worker_waits)
+
+
+def local_ranks(proc_ticks: Sequence[ProcTick]) -> int:
+    """The training processes on this node over process samples (at least one)."""
+    counts = [tick.loaders for tick in proc_ticks if tick.loaders]
+    return max(1, round(sum(counts) / len(counts))) if counts else 1
+
+
+def loader_workers(num_workers: object, node_workers: int | None, ranks: int) -> int | None:
+    """One loader's workers: what the primary rank's hook says its DataLoader has
+    (``num_workers``), else the node's worker processes shared by its ranks. Two ranks of 4
+    workers each read 4, not 8 (issue 37: the sum told a loader to go to 12)."""
+    if isinstance(num_workers, int) and not isinstance(num_workers, bool) and num_workers >= 0:
+        return num_workers
+    return None if node_workers is None else round(node_workers / max(1, ranks))
 
 
 def mean_pcie_rx(ticks: Sequence[tuple[GpuSample, ...]]) -> float | None:

@@ -37,6 +37,8 @@ CHART_POINTS = 60
 # Processes are sampled, chart buckets close and the header's clock moves once a second: the
 # panels of that data (tier SLOW) are redrawn together in one frame a second.
 SLOW_PANELS_S = 1.0
+# A start-up warning stays up long enough to be read after the first screen has drawn.
+STARTUP_WARNING_S = 30.0
 
 
 class GputopApp(App[str]):
@@ -121,6 +123,8 @@ class GputopApp(App[str]):
                     widget.tab = pane.id
         self._panels = [w for w in self.query("*") if isinstance(w, Panel)]
         self.refresh_data()
+        for warning in self._options.warnings:
+            self.notify(warning, severity="warning", timeout=STARTUP_WARNING_S, markup=False)
         if self._options.auto_refresh:
             self._feed()
 

@@ -83,3 +83,6 @@ class AppOptions:
     auto_refresh: bool = True  # off in tests: they draw with app._tick() or refresh_data()
     screenshot_dir: str | None = None
     job_owned: bool = True  # we launched it: quitting may stop it
+    # What went wrong at start-up (a Prometheus port in use): said on stderr before the TUI
+    # took the screen, shown again as toasts when it opens, whole (the Log tab cuts lines).
+    warnings: tuple[str, ...] = ()

@@ -9,6 +9,7 @@ Scenarios: ``ddp`` (DistributedDataParallel), ``manual`` (gradients all-reduced 
 ``dist.all_reduce`` calls, as hand-written data parallelism does), ``fsdp`` (``fully_shard``).
 Rank ``slow_rank`` is slowed on purpose: ``slow_step_ms`` more compute before each forward,
 ``slow_data_ms`` more to load each batch, or ``stall_s`` once at step ``stall_step``.
+Every rank: ``workers`` DataLoader workers (0), ``data_ms`` to load each batch (0).
 """
 
 from __future__ import annotations
@@ -62,12 +63,17 @@ def main(scenario: str, p: dict[str, Any]) -> None:
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     items = batch * 16 * world
     data = TensorDataset(torch.randn(items, width), torch.randint(0, 2, (items,)))
-    slow_data_s = p.get("slow_data_ms", 0) / 1000.0 if slowed else 0.0
+    # data_ms: every rank's batches that late (in its workers, with workers); slow_data_ms:
+    # the slowed rank's, more.
+    data_s = p.get("data_ms", 0) / 1000.0 + (p.get("slow_data_ms", 0) / 1000.0 if slowed else 0)
+    workers = int(p.get("workers", 0))
     loader = DataLoader(
         data,
         batch_size=batch,
         sampler=DistributedSampler(data),
-        collate_fn=_SlowCollate(slow_data_s),
+        collate_fn=_SlowCollate(data_s),
+        num_workers=workers,
+        persistent_workers=workers > 0,
     )
     step_s = p.get("step_ms", 20) / 1000.0 + (p.get("slow_step_ms", 0) / 1000.0 if slowed else 0)
     truth: list[float] = []  # this rank's own clock around the step's gradient exchange

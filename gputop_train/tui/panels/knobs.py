@@ -16,6 +16,9 @@ from ..widgets.live_text import LiveText
 from . import text
 from .base import Panel, UiState
 
+# A value wider than this (a long choice, a path) does not push every knob's help across.
+VALUE_COLUMN_MAX = 16
+
 
 class KnobsPanel(OptionList, Panel):
     """One line per knob with its value in force; enter flips a switch or asks for a value
@@ -32,7 +35,19 @@ class KnobsPanel(OptionList, Panel):
         ordered = sorted(snap.knobs, key=lambda k: k.builtin)  # the script's, then the hook's
         self.knobs = {k.name: k for k in ordered}
         names = tuple(self.knobs)
-        prompts = {k.name: text.knob_prompt(k, snap) for k in ordered}
+        # One column each for every knob's name and value, a space wider than the widest.
+        name_width = max((len(k.name) + 1 for k in ordered), default=text.KNOB_NAME_COLUMN)
+        values = (len(text.knob_value(k)) + 1 for k in ordered)
+        value_width = min(VALUE_COLUMN_MAX, max(values, default=text.KNOB_VALUE_COLUMN))
+        prompts = {
+            k.name: text.knob_prompt(
+                k,
+                snap,
+                max(text.KNOB_NAME_COLUMN, name_width),
+                max(text.KNOB_VALUE_COLUMN, value_width),
+            )
+            for k in ordered
+        }
         if names != self._names:
             self._names = names
             highlighted = self.highlighted

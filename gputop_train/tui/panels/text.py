@@ -12,7 +12,7 @@ from ...samples import DATA_WAIT, GpuSample
 from ...session.model import Snapshot
 from ...session.phases import KnobState
 from ...session.stats import RankStats
-from ...views import PHASE_COLUMNS, View, phase_figures, warmup_caption
+from ...views import PHASE_COLUMNS, View, data_part_label, phase_figures, warmup_caption
 from . import gpus as node_gpus
 
 BAR_WIDTH = 10
@@ -158,7 +158,7 @@ def parts_bar(snap: Snapshot) -> Text:
         text.append(f"{label} ", style=style)
         text.append(f"{fmt.pct(parts.pct[name])}  ")
     if parts.pct["data"] is not None:
-        text.append(f"(data: {parts.data_source})", style="dim")
+        text.append(f"({data_part_label(parts)})", style="dim")
     text.append("\n")
     return text
 
@@ -450,11 +450,30 @@ def findings_panel(view: View) -> Text:
     return text
 
 
-def knob_prompt(knob: KnobState, snap: Snapshot) -> Text:
-    """One knob's line: value in force, and pending / warming-up / failed state."""
-    value = ("on" if knob.value else "off") if knob.kind == "bool" else knob.value
-    text = Text(f"{knob.name:<14}", style="bold")
-    text.append(f"{value!s:<11}")
+# The knob list's narrowest columns: the common knobs' names (num_workers, batch_size) and
+# values line up from one script to the next; wider ones widen the column.
+KNOB_NAME_COLUMN = 14
+KNOB_VALUE_COLUMN = 11
+
+
+def knob_value(knob: KnobState) -> str:
+    """A knob's value in force as its line shows it."""
+    return ("on" if knob.value else "off") if knob.kind == "bool" else str(knob.value)
+
+
+def knob_prompt(
+    knob: KnobState,
+    snap: Snapshot,
+    name_width: int = KNOB_NAME_COLUMN,
+    value_width: int = KNOB_VALUE_COLUMN,
+) -> Text:
+    """One knob's line: value in force, and pending / warming-up / failed state. The name and
+    value columns are ``name_width`` and ``value_width`` wide (the tab passes its widest), and
+    always a space wider than what they hold: a name longer than its column ran into its
+    value ("matmul_precisionhighest", issue 39)."""
+    value = knob_value(knob)
+    text = Text(f"{knob.name:<{max(name_width, len(knob.name) + 1)}}", style="bold")
+    text.append(f"{value:<{max(value_width, len(value) + 1)}}")
     if knob.unavailable and knob.pending is None:
         text.append(f"n/a: {knob.unavailable}", style="dim")
     elif knob.pending is not None:
