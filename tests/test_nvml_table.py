@@ -118,3 +118,17 @@ def test_our_own_bug_in_a_transform_raises() -> None:
     sampler.open()
     with pytest.raises(TypeError):
         sampler.sample()
+
+
+def test_memory_used_leaves_out_the_drivers_reserved_memory_as_nvidia_smi_does() -> None:
+    reserved = 615 * 2**20  # what v1 read above nvidia-smi on each H200 (docs/gpus.md)
+    nvml = FakeNvml([FakeGpu(mem_used=2**30, mem_reserved=reserved)])
+    assert _sample_all_tiers(nvml, gpm=False).mem_used_bytes == 2**30
+
+
+def test_memory_falls_back_to_v1_on_a_driver_without_v2() -> None:
+    reserved = 615 * 2**20
+    gpu = FakeGpu(mem_used=2**30, mem_reserved=reserved, unsupported={"memory_v2"})
+    sample = _sample_all_tiers(FakeNvml([gpu]), gpm=False)
+    assert sample.mem_used_bytes == 2**30 + reserved
+    assert sample.mem_total_bytes == gpu.mem_total

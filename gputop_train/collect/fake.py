@@ -29,6 +29,7 @@ class FakeGpu:
     mem_util: int = 0
     mem_used: int = 0
     mem_total: int = 80 * 2**30
+    mem_reserved: int = 0  # the driver's own: in v1's used, not in v2's (nvmlMemory_v2)
     power_mw: int = 70_000
     power_limit_mw: int = 700_000
     energy_mj: int = 0
@@ -132,11 +133,13 @@ class FakeNvml:
         gpu = self._gpu(h, "utilization")
         return SimpleNamespace(gpu=gpu.util, memory=gpu.mem_util)
 
-    def nvmlDeviceGetMemoryInfo(self, h: int) -> Any:
-        gpu = self._gpu(h, "memory")
-        return SimpleNamespace(
-            used=gpu.mem_used, total=gpu.mem_total, free=gpu.mem_total - gpu.mem_used
-        )
+    def nvmlDeviceGetMemoryInfo(self, h: int, version: int | None = None) -> Any:
+        """v1 counts the driver's reserved memory as used; v2 (``version``) does not, and a
+        driver without it refuses (``"memory_v2"`` in the GPU's ``unsupported``)."""
+        gpu = self._gpu(h, "memory_v2" if version else "memory")
+        used = gpu.mem_used if version else gpu.mem_used + gpu.mem_reserved
+        free = gpu.mem_total - gpu.mem_used - gpu.mem_reserved
+        return SimpleNamespace(used=used, total=gpu.mem_total, free=free)
 
     def nvmlDeviceGetPowerUsage(self, h: int) -> int:
         return self._gpu(h, "power").power_mw

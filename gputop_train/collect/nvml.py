@@ -123,13 +123,25 @@ class NvmlField:
     transform: Callable[[Any], Any] = _same
     pick: str | None = None  # the attribute of the answer the field is
     without_gpm: bool = False  # read only where GPM does not give it (a slow call)
+    # The arguments to ask with again where ``args`` are N/A (a newer struct an older driver
+    # lacks); None: no second try.
+    fallback_args: tuple[Any, ...] | None = None
 
+
+# nvmlMemory_v2 (sizeof(nvmlMemory_v2_t) | 2 << 24): its ``used`` leaves out the driver's
+# reserved memory, as nvidia-smi shows it; v1 counted it (615 MiB more on each H200 of a
+# 2-GPU node, 2026-11-27, docs/gpus.md).
+MEMORY_V2 = 0x02000028
 
 FIELDS: tuple[NvmlField, ...] = (
     NvmlField("util_pct", "nvmlDeviceGetUtilizationRates", pick="gpu"),
     NvmlField("mem_util_pct", "nvmlDeviceGetUtilizationRates", pick="memory"),
-    NvmlField("mem_used_bytes", "nvmlDeviceGetMemoryInfo", pick="used"),
-    NvmlField("mem_total_bytes", "nvmlDeviceGetMemoryInfo", pick="total"),
+    NvmlField(
+        "mem_used_bytes", "nvmlDeviceGetMemoryInfo", (MEMORY_V2,), pick="used", fallback_args=()
+    ),
+    NvmlField(
+        "mem_total_bytes", "nvmlDeviceGetMemoryInfo", (MEMORY_V2,), pick="total", fallback_args=()
+    ),
     NvmlField("power_w", "nvmlDeviceGetPowerUsage", tier=MEDIUM, transform=_milli),
     NvmlField("temp_c", "nvmlDeviceGetTemperature", (0,), MEDIUM),  # 0: the GPU die
     NvmlField("sm_clock_mhz", "nvmlDeviceGetClockInfo", (1,), MEDIUM),  # NVML_CLOCK_SM
@@ -272,14 +284,25 @@ class NvmlSampler:
         for spec in FIELDS:
             if spec.tier != tier or (spec.without_gpm and device.gpm_supported):
                 continue
-            key = (spec.function, *spec.args)
-            if key not in answers:
-                answers[key] = self.nvml.query(spec.function, device.handle, *spec.args)
-            answer = answers[key]
+            answer = self._answer(device, spec.function, spec.args, answers)
+            if answer is None and spec.fallback_args is not None:
+                answer = self._answer(device, spec.function, spec.fallback_args, answers)
             if spec.pick is not None:
                 answer = _attr(answer, spec.pick)
             values[spec.field] = None if answer is None else spec.transform(answer)
         return values
+
+    def _answer(
+        self,
+        device: _Device,
+        function: str | tuple[str, ...],
+        args: tuple[Any, ...],
+        answers: dict[tuple[Any, ...], Any],
+    ) -> Any:
+        key = (function, *args)
+        if key not in answers:
+            answers[key] = self.nvml.query(function, device.handle, *args)
+        return answers[key]
 
     def _refresh_process_utilization(self, device: _Device) -> None:
         """SM % per PID since the last call (NVML keeps a short history of samples)."""
