@@ -1,0 +1,24 @@
+"""``gputop-train report``: a recording into one self-contained HTML file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..record.files import write_private
+from . import plots
+from .load import load
+from .page import render
+
+
+def default_output(recording: Path) -> Path:
+    return recording.with_suffix(".report.html")
+
+
+def write_report(recording: Path, output: Path | None = None) -> Path:
+    """Load, draw and write; returns where. ``plots.MissingPlotting`` when matplotlib is
+    not installed (said before the recording is read)."""
+    plots.require()
+    run = load(recording)
+    target = output or default_output(recording)
+    write_private(target, render(run))
+    return target
