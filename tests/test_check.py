@@ -1,0 +1,95 @@
+"""``gputop-train check``: a CI gate on a real CPU run against a baseline recording, with JUnit
+XML a standard parser reads and a Markdown summary."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from tests.support import shared_runs
+from tests.support.cli import gputop
+from tests.support.paths import SCENARIOS
+
+pytestmark = pytest.mark.torch
+
+STEPS = "120"  # stopped by the check after these: 3-4 s of steps at ~30 ms each
+# 20 ms of data and 10 ms of compute a step; "slowed" adds 6 ms to each step: 20% of 30 ms.
+UNCHANGED = ("sleepy", "batch_ms=20", "step_ms=10", "steps=100000")
+SLOWED = ("sleepy", "batch_ms=20", "step_ms=16", "steps=100000")
+
+
+def _check(folder: Path, name: str, *args: str) -> tuple[int, str]:
+    result = gputop(
+        "check", "--steps", STEPS, "--record", str(folder / f"{name}.jsonl"),
+        "--junit", str(folder / f"{name}.xml"), "--markdown", str(folder / f"{name}.md"),
+        *args, timeout=300,
+    )  # fmt: skip
+    assert "Traceback" not in result.stdout, result.stdout
+    return result.returncode, result.stdout + result.stderr
+
+
+@pytest.fixture(scope="module")
+def checked(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A baseline, then an unchanged run and a slowed one checked against it."""
+
+    def make(folder: Path) -> dict[str, int]:
+        codes = {"baseline": _check(folder, "baseline", str(SCENARIOS), *UNCHANGED)[0]}
+        baseline = ("--baseline", str(folder / "baseline.jsonl"))
+        memory = ("--max-memory", "1GiB")  # a CPU run measures no GPU memory: skipped
+        codes["unchanged"] = _check(folder, "unchanged", *baseline, *memory, str(SCENARIOS),
+                                    *UNCHANGED)[0]  # fmt: skip
+        codes["slowed"] = _check(folder, "slowed", *baseline, str(SCENARIOS), *SLOWED)[0]
+        return codes
+
+    codes, folder = shared_runs.once(tmp_path_factory, ("check", STEPS), make)
+    (folder / "codes.json").write_text(json.dumps(codes))
+    return Path(folder)
+
+
+def _cases(path: Path) -> dict[str, ET.Element]:
+    suite = ET.parse(path).getroot().find("testsuite")
+    assert suite is not None
+    return {case.attrib["name"]: case for case in suite.iter("testcase")}
+
+
+def test_an_unchanged_run_passes_against_its_baseline(checked: Path) -> None:
+    assert json.loads((checked / "codes.json").read_text()) == {
+        "baseline": 0,
+        "unchanged": 0,
+        "slowed": 1,
+    }
+    cases = _cases(checked / "unchanged.xml")
+    rate = cases["samples/s against the baseline"]
+    assert rate.find("failure") is None and rate.find("skipped") is None
+
+
+def test_a_run_slowed_by_a_fifth_fails_on_throughput_and_step_time(checked: Path) -> None:
+    cases = _cases(checked / "slowed.xml")
+    for name in ("samples/s against the baseline", "step time p50 against the baseline"):
+        failure = cases[name].find("failure")
+        assert failure is not None, name
+        assert "regressed beyond noise and 5%" in failure.attrib["message"]
+    summary = (checked / "slowed.md").read_text()
+    assert summary.startswith("# gputop-train check: FAILED")
+    assert "| samples/s against the baseline | failed |" in summary
+
+
+def test_gpu_figures_on_a_cpu_runner_are_skipped_with_their_reason(checked: Path) -> None:
+    cases = _cases(checked / "unchanged.xml")
+    gpu = cases["GPU utilization against the baseline"].find("skipped")
+    assert gpu is not None and "no GPU figures" in gpu.attrib["message"]
+    memory = cases["peak memory at most 1.0 GiB"].find("skipped")
+    assert memory is not None and "not measured" in memory.attrib["message"]
+
+
+def test_the_summary_links_the_report(checked: Path) -> None:
+    summary = (checked / "unchanged.md").read_text()
+    assert "unchanged.report.html" in summary and (checked / "unchanged.report.html").is_file()
+
+
+def test_a_check_without_a_script_says_what_to_give() -> None:
+    result = gputop("check", "--steps", "10")
+    assert result.returncode == 2 and "give a script to run" in result.stderr
