@@ -149,6 +149,10 @@ def _check(args: argparse.Namespace) -> int:
     args.markdown.write_text(check.markdown(outcome, report))
     for verdict in outcome.verdicts:
         print(f"{verdict.outcome.upper():7} {verdict.name}: {verdict.message}")
+    log = check.log_path(args.record)
+    if outcome.verdicts[0].outcome == "failed":  # the job's own error, from its output
+        print("".join(log.read_text(errors="replace").splitlines(keepends=True)[-20:]), end="")
+    print(f"the job's and the monitor's output: {log}")
     print(f"{'FAILED' if outcome.failed else 'PASSED'}; wrote {args.junit}, {args.markdown}"
           + (f", {report}" if report else ""))  # fmt: skip
     return 1 if outcome.failed else 0

@@ -56,6 +56,12 @@ class Outcome:
         return any(v.outcome == "failed" for v in self.verdicts)
 
 
+def log_path(recording: Path) -> Path:
+    """Where the monitor's and the job's messages go: a CI log stays the check's verdicts (a
+    job stopped by Ctrl+C prints its KeyboardInterrupt, which reads as a failure)."""
+    return recording.with_suffix(".check.log")
+
+
 def run_job(
     target: list[str], recording: Path, steps: int | None, seconds: float | None
 ) -> tuple[int, bool]:
@@ -63,7 +69,13 @@ def run_job(
     Returns the monitor's exit code and whether this check stopped it."""
     command = [sys.executable, "-m", "gputop_train", "--headless", "--format", "json",
                "--interval", "1", "--record", str(recording), *target]  # fmt: skip
-    monitor = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+    with log_path(recording).open("w") as log:
+        return _watch(subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, text=True),
+                      steps, seconds)  # fmt: skip
+
+
+def _watch(monitor: subprocess.Popen[str], steps: int | None, seconds: float | None
+           ) -> tuple[int, bool]:  # fmt: skip
     assert monitor.stdout is not None
     started = time.monotonic()
     stopped = False
