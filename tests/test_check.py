@@ -15,10 +15,12 @@ from tests.support.paths import SCENARIOS
 
 pytestmark = pytest.mark.torch
 
-STEPS = "120"  # stopped by the check after these: 3-4 s of steps at ~30 ms each
-# 20 ms of data and 10 ms of compute a step; "slowed" adds 6 ms to each step: 20% of 30 ms.
-UNCHANGED = ("sleepy", "batch_ms=20", "step_ms=10", "steps=100000")
-SLOWED = ("sleepy", "batch_ms=20", "step_ms=16", "steps=100000")
+STEPS = "100"  # stopped by the check after these: ~6 s of steps at ~60 ms each
+# 40 ms of data and 20 ms of compute a step; "slowed" adds 12 ms to each step: 20% of 60 ms.
+# Steps this long keep a loaded box's sleep overshoot (1-5 ms a step, seen on the dev box,
+# 2026-11-27) from eating the 20%.
+UNCHANGED = ("sleepy", "batch_ms=40", "step_ms=20", "steps=100000")
+SLOWED = ("sleepy", "batch_ms=40", "step_ms=32", "steps=100000")
 
 
 def _check(folder: Path, name: str, *args: str) -> tuple[int, str]:

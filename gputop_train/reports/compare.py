@@ -25,7 +25,7 @@ class Row:
     change_pct: float | None  # (B - A) / A, %
     noise: float | None  # A's noise + B's, in the figure's unit
     verdict: str  # BEYOND, WITHIN, NA or NOT_COMPARABLE
-    better: bool | None  # B better than A (None: no change beyond noise, or N/A)
+    better: bool | None  # B better than A (None: within noise, N/A, or neither way better)
     why: str = ""  # why N/A or not comparable, or what the noise rests on
     key: str = ""
 
@@ -90,7 +90,8 @@ def _row(figure: Figure, a: Measured, b: Measured, na_reason: str | None) -> Row
         )  # fmt: skip
     noise = a.noise + b.noise
     beyond = abs(b.value - a.value) > noise
-    better = ((b.value > a.value) == figure.higher_is_better) if beyond else None
+    direction = figure.higher_is_better
+    better = ((b.value > a.value) == direction) if beyond and direction is not None else None
     return Row(
         figure.name, figure.unit, a.value, b.value, change, noise,
         BEYOND if beyond else WITHIN, better, f"{figure.source}", figure.key,
@@ -247,7 +248,10 @@ def _headline(c: Comparison) -> str:
         else:
             parts.append(f"{row.name} {row.change_pct:+.0f}%")
     knobs = ", ".join(f"{name} {a} -> {b}" for name, a, b in c.knobs)
-    word = "better" if all(r.better for r in beyond) else (
-        "worse" if not any(r.better for r in beyond) else "mixed")  # fmt: skip
+    judged = [r.better for r in beyond if r.better is not None]
+    if not judged:
+        word = "different"
+    else:
+        word = "better" if all(judged) else "worse" if not any(judged) else "mixed"
     who = f"B ({knobs})" if knobs else "B"
     return f"{who} is {word} beyond noise: " + ", ".join(parts)

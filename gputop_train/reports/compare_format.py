@@ -36,8 +36,10 @@ def _cells(row: Row) -> tuple[str, ...]:
         change = f"{row.b - row.a:+.1f} pts"  # a share's change in points, not % of itself
     noise = "" if row.noise is None else f" (noise ±{noise_text(row)})"
     verdict = row.verdict
-    if row.verdict == BEYOND:
+    if row.verdict == BEYOND and row.better is not None:
         verdict += ", better" if row.better else ", worse"
+    elif row.verdict == BEYOND and row.a is not None and row.b is not None:
+        verdict += ", higher" if row.b > row.a else ", lower"
     if row.why and row.verdict != BEYOND and row.verdict != "within noise":
         verdict += f": {row.why}"
     return (row.name, value_text(row.a, row.unit), value_text(row.b, row.unit), change,

@@ -71,19 +71,20 @@ def load(path: Path) -> Run:
     clock.t = recording.ended_at
     session.listener = None
     summary = summarize(session, recording.meta)
-    kept.steps.sort(key=lambda s: s.t)
+    steps = _whole_run(session.steps(), kept.rows)
+    steps.sort(key=lambda s: s.t)
     primary = session.primary_pid()
     return Run(
         path=path,
         recording=recording,
         session=session,
         summary=summary,
-        steps=kept.steps,
+        steps=steps,
         gpu_ticks=kept.ticks,
         ranks=kept.ranks,
         torch_versions=tuple(sorted(kept.torch_versions)),
         primary_pid=primary,
-        phases=_phase_marks(summary, kept.steps, primary, recording.started_at),
+        phases=_phase_marks(summary, steps, primary, recording.started_at),
     )
 
 
@@ -91,14 +92,14 @@ class _Kept:
     """What the plots need of the events a replay applies."""
 
     def __init__(self) -> None:
-        self.steps: list[Step] = []
+        self.rows: list[tuple[int, tuple[Any, ...]]] = []  # each StepRows' pid and rows
         self.ticks: list[tuple[GpuSample, ...]] = []
         self.ranks: dict[int, int | None] = {}
         self.torch_versions: set[str] = set()
 
     def take(self, item: events.Event) -> None:
         if isinstance(item, events.StepRows):
-            self.steps.extend(s for row in item.rows if (s := _step(item.pid, row)) is not None)
+            self.rows.append((item.pid, item.rows))
         elif isinstance(item, events.GpuSampled) and item.samples:
             self.ticks.append(item.samples)
         elif isinstance(item, events.ProcessHello):
@@ -107,8 +108,24 @@ class _Kept:
                 self.torch_versions.add(item.torch)
 
 
-def _step(pid: int, row: Any) -> Step | None:
-    return Step.from_row(pid, row) if isinstance(row, list) else None
+def _whole_run(kept: list[Step], rows: list[tuple[int, tuple[Any, ...]]]) -> list[Step]:
+    """Every step of the run: the session's (it built them from these rows) and, where its
+    bounded buffer dropped the oldest, those rebuilt from the rows before its first, skipping
+    a re-sent backlog as the session does (``Session._on_steps``)."""
+    if not kept:
+        return []
+    first = kept[0]
+    older: list[Step] = []
+    last: dict[int, int] = {}
+    for pid, batch in rows:
+        for row in batch:
+            step = Step.from_row(pid, row) if isinstance(row, list) else None
+            if step == first:
+                return older + kept
+            if step is not None and step.step > last.get(pid, 0):
+                last[pid] = step.step
+                older.append(step)
+    return older + kept
 
 
 def _phase_marks(

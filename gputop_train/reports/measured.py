@@ -31,7 +31,9 @@ class Figure:
     key: str
     name: str
     unit: str
-    higher_is_better: bool
+    # None: a share that moves either way for good or bad reasons (data-wait falls when the
+    # compute grows): its change is shown as higher or lower, never better or worse.
+    higher_is_better: bool | None
     source: str
     attr: str = ""  # the statistic's attribute where it is not named as the key
 
@@ -46,7 +48,7 @@ STEP_FIGURES = (
     Figure("step_ms_p95", "step time p95", "ms", False, "hook"),
     Figure("samples_per_s", "samples/s", "samples/s", True, "hook"),
     Figure("tokens_per_s", "tokens/s", "tokens/s", True, "hook"),
-    Figure("data_wait_pct", "data-wait", "% of step time", False, "hook"),
+    Figure("data_wait_pct", "data-wait", "% of step time", None, "hook"),
 )
 RANK_FIGURES = ("step_ms_p50", "samples_per_s", "data_wait_pct")  # each rank's, side by side
 GPU_FIGURES = (

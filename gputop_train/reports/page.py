@@ -46,7 +46,7 @@ def render(run: Run) -> str:
         "<h2>Figures (whole run, as the summary has them)</h2>",
         _figure_list(summary),
         "<h2>Over the run</h2>",
-        '<p class="muted">Dashed red lines: where each phase began (a knob change, an '
+        '<p class="muted">Dashed magenta lines: where each phase began (a knob change, an '
         "autopilot rung), with its samples/s against phase 1. Long series are cut to "
         "time buckets: the line is each bucket's mean, the band its min-max.</p>",
         f'<figure id="timeline">{plots.timeline(run, procs, gpus)}</figure>',
