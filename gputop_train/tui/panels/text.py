@@ -417,11 +417,8 @@ def outcome_line(snap: Snapshot) -> Text:
         )
     if snap.job.failed and snap.job.stderr_tail:
         text.append(f"\n  {snap.job.stderr_tail[-1]}", style="red")
-    text.append(
-        "\n  its recording (gputop-train sessions lists it): gputop-train report FILE for a "
-        "page with plots, gputop-train compare A B beside another run",
-        style="dim",
-    )
+    else:  # one short line: the panel is 6 rows, and the finding follows
+        text.append("\n  its recording: gputop-train report FILE (plots) | compare A B", "dim")
     return text
 
 
