@@ -100,3 +100,13 @@ def test_a_missing_recording_is_one_line_and_exit_2(tmp_path: Path) -> None:
     result = gputop("compare", str(tmp_path / "no.jsonl"), str(tmp_path / "no.jsonl"))
     assert result.returncode == 2
     assert "no recording at" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_each_rank_of_a_multi_rank_run_is_compared_with_its_namesake(tmp_path: Path) -> None:
+    write_synthetic(tmp_path / "a.jsonl", ranks=4, seconds=60.0, knob_at_s=1000.0)
+    write_synthetic(tmp_path / "b.jsonl", ranks=4, seconds=60.0, knob_at_s=1000.0, step_ms=300.0)
+    comparison = compare(load(tmp_path / "a.jsonl"), load(tmp_path / "b.jsonl"))
+    assert sorted(comparison.ranks) == [f"rank {r}" for r in range(4)]
+    step = next(r for r in comparison.ranks["rank 2"] if r.key == "step_ms_p50")
+    assert step.verdict == BEYOND and step.better is False and step.change_pct is not None
+    assert 15.0 < step.change_pct < 25.0  # 250 -> 300 ms a step
