@@ -95,3 +95,29 @@ def test_the_summary_links_the_report(checked: Path) -> None:
 def test_a_check_without_a_script_says_what_to_give() -> None:
     result = gputop("check", "--steps", "10")
     assert result.returncode == 2 and "give a script to run" in result.stderr
+
+
+def test_a_check_by_seconds_stops_the_job_and_passes_with_no_baseline(tmp_path: Path) -> None:
+    code, output = _check_args(tmp_path, "--seconds", "2", str(SCENARIOS), *UNCHANGED)
+    assert code == 0, output
+    cases = _cases(tmp_path / "run.xml")
+    assert list(cases) == ["the job ran"]
+    assert "stopped by the check after its 2 s" in (
+        cases["the job ran"].findtext("system-out") or ""
+    )
+
+
+def test_a_job_that_fails_fails_the_check_and_its_error_is_shown(tmp_path: Path) -> None:
+    code, output = _check_args(tmp_path, "--steps", "10", str(SCENARIOS), "no_such_scenario")
+    assert code == 1
+    failure = _cases(tmp_path / "run.xml")["the job ran"].find("failure")
+    assert failure is not None and "exit code 1" in failure.attrib["message"]
+    assert "KeyError: 'no_such_scenario'" in output  # the tail of the job's output
+
+
+def _check_args(folder: Path, *args: str) -> tuple[int, str]:
+    result = gputop(
+        "check", "--record", str(folder / "run.jsonl"), "--junit", str(folder / "run.xml"),
+        "--markdown", str(folder / "run.md"), "--no-report", *args, timeout=300,
+    )  # fmt: skip
+    return result.returncode, result.stdout + result.stderr
