@@ -9,8 +9,12 @@ import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..record.reader import UnreadableRecording
+
+if TYPE_CHECKING:
+    from ..reports.load import Run
 
 COMMANDS = ("report", "compare", "check")
 
@@ -101,15 +105,27 @@ def run_subcommand(argv: Sequence[str]) -> int:
     return 2
 
 
+def warn_skipped(run: Run) -> None:
+    """What a damaged recording lost, as ``summary`` says it (the rest is used)."""
+    recording = run.recording
+    if recording.skipped_lines:
+        _say(f"warning: skipped {len(recording.skipped_lines)} unreadable line(s) of "
+             f"{recording.path}; the rest is used")  # fmt: skip
+    if recording.skipped_events:
+        _say(f"warning: skipped {recording.skipped_events} event(s) of {recording.path} that "
+             "make no sense")  # fmt: skip
+
+
 def _report(args: argparse.Namespace) -> int:
     from ..reports.plots import MissingPlotting
     from ..reports.report import write_report
 
     try:
-        path = write_report(args.file, args.output)
+        path, run = write_report(args.file, args.output)
     except MissingPlotting as error:
         _say(str(error))
         return 2
+    warn_skipped(run)
     print(path)
     return 0
 
@@ -119,7 +135,10 @@ def _compare(args: argparse.Namespace) -> int:
     from ..reports.compare_format import RENDERERS
     from ..reports.load import load
 
-    print(RENDERERS[args.format](compare(load(args.a), load(args.b))), end="")
+    a, b = load(args.a), load(args.b)
+    warn_skipped(a)
+    warn_skipped(b)
+    print(RENDERERS[args.format](compare(a, b)), end="")
     return 0
 
 
@@ -142,7 +161,7 @@ def _check(args: argparse.Namespace) -> int:
     report = None
     if not args.no_report:
         try:
-            report = str(write_report(args.record))
+            report = str(write_report(args.record)[0])
         except MissingPlotting as error:
             outcome.notes.append(f"no report: {error}")
     check.write_junit(args.junit, outcome)

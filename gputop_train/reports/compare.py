@@ -235,6 +235,8 @@ def _script(command: list[str]) -> str:
 
 
 def _headline(c: Comparison) -> str:
+    if not any(r.a is not None and r.b is not None for r in c.rows):
+        return "nothing to compare: no figure was measured in both runs"
     beyond = [r for r in c.rows if r.verdict == BEYOND]
     if not beyond:
         return "no change beyond noise"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from ..record.files import write_private
 from . import plots
-from .load import load
+from .load import Run, load
 from .page import render
 
 
@@ -14,11 +14,11 @@ def default_output(recording: Path) -> Path:
     return recording.with_suffix(".report.html")
 
 
-def write_report(recording: Path, output: Path | None = None) -> Path:
-    """Load, draw and write; returns where. ``plots.MissingPlotting`` when matplotlib is
-    not installed (said before the recording is read)."""
+def write_report(recording: Path, output: Path | None = None) -> tuple[Path, Run]:
+    """Load, draw and write; returns where, and the run. ``plots.MissingPlotting`` when
+    matplotlib is not installed (said before the recording is read)."""
     plots.require()
     run = load(recording)
     target = output or default_output(recording)
     write_private(target, render(run))
-    return target
+    return target, run
