@@ -41,9 +41,11 @@ def checked(tmp_path_factory: pytest.TempPathFactory) -> Path:
         codes = {"baseline": _check(folder, "baseline", str(SCENARIOS), *UNCHANGED)[0]}
         baseline = ("--baseline", str(folder / "baseline.jsonl"))
         memory = ("--max-memory", "1GiB")  # a CPU run measures no GPU memory: skipped
-        codes["unchanged"] = _check(folder, "unchanged", *baseline, *memory, str(SCENARIOS),
-                                    *UNCHANGED)[0]  # fmt: skip
-        codes["slowed"] = _check(folder, "slowed", *baseline, str(SCENARIOS), *SLOWED)[0]
+        step = ("--max-step-ms", "500")  # kept by a ~60 ms step
+        codes["unchanged"] = _check(folder, "unchanged", *baseline, *memory, *step,
+                                    str(SCENARIOS), *UNCHANGED)[0]  # fmt: skip
+        rate = ("--min-samples-per-s", "1e6")  # broken by any CPU loop
+        codes["slowed"] = _check(folder, "slowed", *baseline, *rate, str(SCENARIOS), *SLOWED)[0]
         return codes
 
     codes, folder = shared_runs.once(tmp_path_factory, ("check", STEPS), make)
@@ -77,6 +79,14 @@ def test_a_run_slowed_by_a_fifth_fails_on_throughput_and_step_time(checked: Path
     summary = (checked / "slowed.md").read_text()
     assert summary.startswith("# gputop-train check: FAILED")
     assert "| samples/s against the baseline | failed |" in summary
+
+
+def test_stated_bounds_pass_or_fail_on_the_measured_steps(checked: Path) -> None:
+    kept = _cases(checked / "unchanged.xml")["step time p50 at most 500.0 ms"]
+    assert kept.find("failure") is None and kept.find("skipped") is None
+    broken = _cases(checked / "slowed.xml")["samples/s at least 1000.0k samples/s"]
+    failure = broken.find("failure")
+    assert failure is not None and failure.attrib["message"].startswith("measured ")
 
 
 def test_gpu_figures_on_a_cpu_runner_are_skipped_with_their_reason(checked: Path) -> None:
