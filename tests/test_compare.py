@@ -110,3 +110,12 @@ def test_each_rank_of_a_multi_rank_run_is_compared_with_its_namesake(tmp_path: P
     step = next(r for r in comparison.ranks["rank 2"] if r.key == "step_ms_p50")
     assert step.verdict == BEYOND and step.better is False and step.change_pct is not None
     assert 15.0 < step.change_pct < 25.0  # 250 -> 300 ms a step
+
+
+def test_a_finding_that_went_away_is_named_with_its_evidence(tmp_path: Path) -> None:
+    write_synthetic(tmp_path / "slow_rank.jsonl", ranks=4, seconds=60.0, knob_at_s=1000.0)
+    write_synthetic(tmp_path / "even.jsonl", ranks=4, seconds=60.0, knob_at_s=1000.0, straggler=-1)
+    comparison = compare(load(tmp_path / "slow_rank.jsonl"), load(tmp_path / "even.jsonl"))
+    gone = [f for f in comparison.findings if f.change == "went away"]
+    assert [f.id for f in gone] == ["ranks.straggler"], comparison.findings
+    assert any("rank 3" in line for line in gone[0].evidence)
