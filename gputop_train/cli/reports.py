@@ -117,7 +117,7 @@ def warn_skipped(run: Run) -> None:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from ..reports.plots import MissingPlotting
+    from ..reports.needs import MissingPlotting
     from ..reports.report import write_report
 
     try:
@@ -144,7 +144,7 @@ def _compare(args: argparse.Namespace) -> int:
 
 def _check(args: argparse.Namespace) -> int:
     from ..reports import check
-    from ..reports.plots import MissingPlotting
+    from ..reports.needs import MissingPlotting
     from ..reports.report import write_report
 
     if not args.target or args.target == ["--"]:

@@ -1,7 +1,7 @@
 """The report's charts, drawn by matplotlib as inline SVG (static, no script, no network).
 
-matplotlib is an optional extra (``pip install 'gputop-train[report]'``): only the report
-needs it, and ``require()`` says so in one line where it is missing.
+matplotlib is an optional extra: ``needs.require()`` says so in one line where it is missing,
+before this module is imported.
 """
 
 from __future__ import annotations
@@ -30,20 +30,6 @@ WIDTH_IN = 11.0
 # Phase names written on the plot up to this many phases; past it (the autopilot's 19 on the
 # H100 demo run of docs/results/autopilot-demo-h100-2026-11-24T20h36) they overlapped.
 MAX_NAMED_PHASES = 8  # inches at 100 dpi: the report's column is 1100 px wide
-
-
-class MissingPlotting(RuntimeError):
-    """matplotlib is not installed."""
-
-
-def require() -> None:
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        raise MissingPlotting(
-            "the report draws its charts with matplotlib, which is not installed: "
-            "pip install 'gputop-train[report]' (or pip install matplotlib)"
-        ) from None
 
 
 @contextmanager

@@ -5,9 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..record.files import write_private
-from . import plots
 from .load import Run, load
-from .page import render
+from .needs import require
 
 
 def default_output(recording: Path) -> Path:
@@ -15,9 +14,11 @@ def default_output(recording: Path) -> Path:
 
 
 def write_report(recording: Path, output: Path | None = None) -> tuple[Path, Run]:
-    """Load, draw and write; returns where, and the run. ``plots.MissingPlotting`` when
+    """Load, draw and write; returns where, and the run. ``needs.MissingPlotting`` when
     matplotlib is not installed (said before the recording is read)."""
-    plots.require()
+    require()
+    from .page import render  # numpy and matplotlib: only once they are known to be there
+
     run = load(recording)
     target = output or default_output(recording)
     write_private(target, render(run))
