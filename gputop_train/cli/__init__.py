@@ -18,6 +18,9 @@ EPILOG = """commands:
   gputop-train summary FILE [--format md|json]   the summary of a recorded session
   gputop-train replay FILE                       the TUI on a recording, with a time cursor
   gputop-train sessions                          past recordings and their headline figures
+  gputop-train report FILE [-o report.html]      one self-contained HTML page with plots
+  gputop-train compare A B [--format text|md|json]   two recordings side by side
+  gputop-train check --steps N [--baseline FILE] SCRIPT   CI: fail on a regression
 
 examples:
   gputop-train demos/resnet.py --workers 8          monitor a Python script (TUI)
@@ -245,6 +248,7 @@ def _positive(text: str) -> float:
 
 
 SUBCOMMANDS = ("summary", "replay", "sessions")
+REPORT_COMMANDS = ("report", "compare", "check")  # cli/reports.py
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -253,6 +257,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .sessions import run_subcommand
 
         return run_subcommand(argv)
+    if argv and argv[0] in REPORT_COMMANDS:
+        from .reports import run_subcommand as run_report_command
+
+        return run_report_command(argv)
     from .run import attach, launch
 
     if argv and argv[0] == "attach":

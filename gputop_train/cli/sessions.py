@@ -125,6 +125,9 @@ def list_sessions(directory: Path) -> int:
     print(f"{'recording':<48} {'duration':>8} {'steps':>7} {'samples/s':>10} {'exit':>5}  command")
     for path in recordings:
         print(_session_line(path))
+    print(
+        "\na page with plots: gputop-train report FILE; two side by side: gputop-train compare A B"
+    )
     return 0
 
 

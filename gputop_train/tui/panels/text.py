@@ -423,6 +423,8 @@ def outcome_line(snap: Snapshot) -> Text:
         )
     if snap.job.failed and snap.job.stderr_tail:
         text.append(f"\n  {snap.job.stderr_tail[-1]}", style="red")
+    else:  # one short line: the panel is 6 rows, and the finding follows
+        text.append("\n  its recording: gputop-train report FILE (plots) | compare A B", "dim")
     return text
 
 

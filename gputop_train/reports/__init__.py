@@ -1,0 +1,1 @@
+"""What a team does with a finished session: an HTML report, a comparison, a CI check."""
