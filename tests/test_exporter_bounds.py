@@ -19,6 +19,7 @@ from gputop_train.export import http_server, prometheus
 from gputop_train.export.http_server import MAX_CONNECTIONS, start_server
 from gputop_train.session.model import Session
 from gputop_train.views import view_of
+from tests.support.waiting import wait_until
 
 
 def _app(environ: object, start_response: object) -> list[bytes]:
@@ -60,9 +61,7 @@ def test_idle_connections_take_at_most_the_cap_and_cost_no_cpu(
     finally:
         for attacker in attackers:
             attacker.close()
-    deadline = time.monotonic() + 15
-    while server.open_connections and time.monotonic() < deadline:
-        time.sleep(0.1)
+    wait_until(lambda: not server.open_connections, 15, what="the attackers' connections closed")
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5) as response:
         assert response.read() == b"ok\n"
     server.shutdown()

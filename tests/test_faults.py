@@ -8,7 +8,6 @@ import contextlib
 import io
 import json
 import os
-import pty
 import signal
 import stat
 import subprocess
@@ -33,6 +32,7 @@ from gputop_train.session.model import Session
 from tests.support import shared_runs
 from tests.support.hooked import hooked_child
 from tests.support.paths import REPO, SCENARIOS
+from tests.support.terminal import Terminal
 from tests.support.waiting import wait_until
 
 GPUTOP = [sys.executable, "-m", "gputop_train"]
@@ -50,15 +50,11 @@ def _gputop(*args: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
 @pytest.mark.torch
 def test_a_lost_terminal_leaves_the_job_training_and_the_summary_written(tmp_path: Path) -> None:
     pytest.importorskip("torch")
-    master, slave = pty.openpty()
     stem = tmp_path / "lost"
-    monitor = subprocess.Popen(
-        [*GPUTOP, "--headless", "--record", str(stem), str(SCENARIOS), "forever"],
-        stdin=slave, stdout=slave, stderr=slave, cwd=REPO, start_new_session=True,
-    )  # fmt: skip
-    os.close(slave)
+    terminal = Terminal([*GPUTOP, "--headless", "--record", str(stem), str(SCENARIOS), "forever"])
+    monitor = terminal.process
     job_pid = hooked_child(monitor.pid)
-    os.close(master)  # the SSH connection drops: writes to the terminal now fail (EIO) ...
+    terminal.hang_up()  # the SSH connection drops: writes to the terminal now fail (EIO) ...
     monitor.send_signal(signal.SIGHUP)  # ... and the kernel hangs up the session
     try:
         assert monitor.wait(timeout=60) == 0

@@ -8,7 +8,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -31,6 +30,7 @@ from gputop_train.views import status_fields, view_of
 from tests.support.paths import REPO, SCENARIOS
 from tests.support.sessions import JOB_PID, scripted_session
 from tests.support.tui import app_under_test
+from tests.support.waiting import wait_until
 
 GPUTOP = [sys.executable, "-m", "gputop_train"]
 
@@ -320,9 +320,7 @@ def test_a_sigtermed_job_leaves_no_socket_behind(tmp_path: Path) -> None:
         line = monitor.stderr.readline()
     job_pid = int(line.split()[-1])
     socket = wire.socket_path(job_pid, wire.runtime_dir())
-    deadline = time.monotonic() + 60
-    while not socket.exists() and time.monotonic() < deadline:
-        time.sleep(0.1)
+    wait_until(socket.exists, 60, what="the job's hook socket")
     os.kill(job_pid, signal.SIGTERM)  # the hook's atexit never runs
     monitor.communicate(timeout=60)
     assert not socket.exists()

@@ -16,6 +16,7 @@ from gputop_train.job.launched import hook_environment
 from gputop_train.monitor.hook_client import HookClient
 from gputop_train.session.model import Session
 from tests.support import torch_jobs
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(300)  # real hooked jobs, waits of UNREAD_DROP_S and more
 
@@ -29,10 +30,12 @@ def knobbed_job(private_runtime_dir: Path):  # type: ignore[no-untyped-def]
         [str(LOOPS), "knobbed", "steps=100000"], env=hook_environment(os.environ)
     )
     path = wire.socket_path(job.pid, wire.runtime_dir(create=False))
-    deadline = time.monotonic() + 60
-    while not path.exists():
-        assert time.monotonic() < deadline and job.poll() is None, "the job never listened"
-        time.sleep(0.05)
+
+    def listening() -> bool:
+        assert job.poll() is None, "the job ended before it listened"
+        return path.exists()
+
+    wait_until(listening, 60, what="the job listened")
     yield job, path
     job.kill()
     job.wait()
