@@ -69,7 +69,7 @@ def test_ctrl_c_detaches_and_leaves_the_job_running(running_job: ForkedJob, tmp_
         "--record", str(recording),
     )  # fmt: skip
     before = []  # the statuses up to the first one with a step rate: then detach
-    for line in monitor.stdout:  # type: ignore[union-attr]
+    for line in monitor.stdout:
         before.append(line)
         status = json.loads(line)
         if status["type"] == "status" and status.get("samples_per_s"):
@@ -192,7 +192,7 @@ def test_an_attached_monitor_serves_prometheus_metrics(
         url = ""
         deadline = time.monotonic() + 30
         while not url and time.monotonic() < deadline:
-            line = monitor.stderr.readline()  # type: ignore[union-attr]
+            line = monitor.stderr.readline()
             found = re.search(r"Prometheus metrics at (\S+)", line)
             url = found.group(1) if found else ""
         assert url.startswith("http://127.0.0.1:"), "the monitor never said where its metrics are"

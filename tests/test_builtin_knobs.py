@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-torch = pytest.importorskip("torch")
+if TYPE_CHECKING:
+    import torch
+else:
+    torch = pytest.importorskip("torch")
 
-from gputop_train.hook.agent import Agent  # noqa: E402
-from tests.support.agents import hooked_agent, request  # noqa: E402
+from gputop_train.hook.agent import Agent
+from tests.support.agents import hooked_agent, request
 
 
 @pytest.fixture
@@ -237,7 +240,9 @@ def test_a_worker_change_within_the_epoch_sees_every_index_once(
 
     def make_loader() -> Any:
         if sampler == "distributed":
-            chosen = torch.utils.data.DistributedSampler(dataset, num_replicas=2, rank=1, seed=3)
+            chosen: Any = torch.utils.data.DistributedSampler(
+                dataset, num_replicas=2, rank=1, seed=3
+            )
             args: dict[str, Any] = {"sampler": chosen}
         else:
             args = {"shuffle": True, "generator": torch.Generator().manual_seed(5)}

@@ -23,7 +23,7 @@ from tests.support.waiting import wait_until
 
 
 def _app(environ: object, start_response: object) -> list[bytes]:
-    start_response("200 OK", [("Content-Type", "text/plain")])  # type: ignore[operator]
+    start_response("200 OK", [("Content-Type", "text/plain")])
     return [b"ok\n"]
 
 
@@ -71,7 +71,8 @@ def test_idle_connections_take_at_most_the_cap_and_cost_no_cpu(
 def test_a_connection_past_its_deadline_is_cut_off(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(http_server, "CONNECTION_DEADLINE_S", 0.5)
     server, _ = start_server("127.0.0.1", 0, _app)
-    trickler = socket.create_connection(server.server_address[:2])
+    host, port = server.server_address[:2]
+    trickler = socket.create_connection((str(host), port))
     try:
         trickler.settimeout(10)
         trickler.sendall(b"GET / HTTP/1.1\r\n")  # a request that never ends

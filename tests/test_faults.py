@@ -362,7 +362,7 @@ def test_a_phase_event_records_the_phase_that_changed_not_the_whole_list() -> No
     session.listener = lambda item: recorded.append(events.encode(item))
     session.apply(events.ProcessHello.of(1, {"type": "hello", "pid": 1, "argv": ["x"]}))
     session.apply(
-        events.KnobsDeclared(1, [{"name": "w", "kind": "int", "value": 0, "min": 0, "max": 9}])
+        events.KnobsDeclared(1, ({"name": "w", "kind": "int", "value": 0, "min": 0, "max": 9},))
     )
     for n in range(1, 2001):
         outcome = {"seq": n, "name": "w", "ok": True, "value": n % 2, "previous": (n + 1) % 2}

@@ -67,7 +67,7 @@ def test_a_headless_reader_that_goes_away_stops_the_job_and_keeps_the_summary(
     monitor.stdout.close()
     _, err = monitor.communicate(timeout=90)
     assert "BrokenPipe" not in err and "gputop_train/" not in err  # no traceback of ours
-    job_pid = int(re.search(r"scenario forever pid (\d+)", err).group(1))  # type: ignore[union-attr]
+    job_pid = int(re.search(r"scenario forever pid (\d+)", err).group(1))
     assert not alive(job_pid)  # stopped, not orphaned under PID 1
     assert f"wrote {record}" in err  # the recording first: replay and summary take it
     assert Path(f"{tmp_path / 'piped'}.summary.json").exists()
@@ -181,7 +181,7 @@ def test_a_job_that_fails_before_training_says_so_not_was_torch_imported() -> No
 def test_a_job_sampled_by_py_spy_says_when_its_first_window_comes() -> None:
     session = Session(command=("train.py",))
     session.expect_stacks(10.0)
-    assert "py-spy" in session.snapshot().activity_note  # type: ignore[operator]
+    assert "py-spy" in session.snapshot().activity_note
 
 
 @pytest.mark.torch

@@ -36,7 +36,7 @@ def test_status_lines_fit_100_columns_and_the_json_stays_whole() -> None:
 
 def test_no_gpu_is_one_segment_not_three_na() -> None:
     session = scripted_session(with_gpu=False)
-    session.apply(events.StepRows(7, []))
+    session.apply(events.StepRows(7, ()))
     line = status_line(view_of(session.snapshot()))
     assert "GPU util N/A" in line  # the hook measured GPU time: the NVML figures say N/A
     empty = status_line(view_of(type(session)(command=("x",)).snapshot()))
@@ -97,6 +97,6 @@ def test_a_closed_pipe_keeps_the_jobs_traceback_in_its_log(tmp_path: Path) -> No
     monitor.wait(timeout=90)
     assert "the output pipe was closed: stopping the job; its output is in" in err
     assert "Traceback" not in err and "KeyboardInterrupt" not in err
-    log = Path(re.search(r"its output is in (\S+)", err).group(1))  # type: ignore[union-attr]
+    log = Path(re.search(r"its output is in (\S+)", err).group(1))
     # The relay writes the job's last lines.
     wait_until(lambda: "KeyboardInterrupt" in log.read_text(), 30, "the job's last lines")

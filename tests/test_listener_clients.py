@@ -25,7 +25,7 @@ LOOPS = REPO / "tests" / "scenarios" / "loops.py"
 
 
 @pytest.fixture
-def knobbed_job(private_runtime_dir: Path):  # type: ignore[no-untyped-def]
+def knobbed_job(private_runtime_dir: Path):
     job = torch_jobs.spawn(
         [str(LOOPS), "knobbed", "steps=100000"], env=hook_environment(os.environ)
     )
@@ -41,7 +41,7 @@ def knobbed_job(private_runtime_dir: Path):  # type: ignore[no-untyped-def]
     job.wait()
 
 
-def _hello(path: Path, timeout_s: float = 10.0) -> dict:  # type: ignore[type-arg]
+def _hello(path: Path, timeout_s: float = 10.0) -> dict:
     with socket.socket(socket.AF_UNIX) as sock:
         sock.settimeout(timeout_s)
         sock.connect(str(path))
@@ -55,7 +55,7 @@ def _hello(path: Path, timeout_s: float = 10.0) -> dict:  # type: ignore[type-ar
     return frame
 
 
-def test_a_one_shot_clients_command_is_acted_on(knobbed_job) -> None:  # type: ignore[no-untyped-def]
+def test_a_one_shot_clients_command_is_acted_on(knobbed_job) -> None:
     _, path = knobbed_job
     values = list(range(20, 30))
     for value in values:
@@ -74,7 +74,7 @@ def test_a_one_shot_clients_command_is_acted_on(knobbed_job) -> None:  # type: i
     assert applied == values  # 10 of 10, in order (0 of 10 before)
 
 
-def test_clients_that_never_read_lose_their_slots_to_a_monitor(knobbed_job) -> None:  # type: ignore[no-untyped-def]
+def test_clients_that_never_read_lose_their_slots_to_a_monitor(knobbed_job) -> None:
     job, path = knobbed_job
     idle = []
     for _ in range(8):  # every slot
@@ -102,7 +102,7 @@ def test_clients_that_never_read_lose_their_slots_to_a_monitor(knobbed_job) -> N
             sock.close()
 
 
-def test_an_attacher_turned_away_is_told_so_at_once(knobbed_job) -> None:  # type: ignore[no-untyped-def]
+def test_an_attacher_turned_away_is_told_so_at_once(knobbed_job) -> None:
     job, path = knobbed_job
     readers = []
     for _ in range(8):  # every slot, taken by clients that do read: they keep them

@@ -14,7 +14,7 @@ from gputop_train.wire import LATE_FOR_STEP, parse_knob
 from tests.support.clock import ManualClock
 
 PID = 7
-KNOBS = [
+KNOBS: list[dict[str, Any]] = [
     {"name": "num_workers", "kind": "int", "value": 0, "min": 0, "max": 16, "role": "workers"},
     {
         "name": "precision",
@@ -53,7 +53,7 @@ class SimulatedJob:
         self.late = dict(late or {})
 
     def declare_knobs(self, knobs: list[dict[str, Any]] = KNOBS) -> None:
-        self.session.apply(events.KnobsDeclared(PID, knobs))
+        self.session.apply(events.KnobsDeclared(PID, tuple(knobs)))
 
     def request(self, name: str, value: Any) -> str | None:
         spec = next(k for k in KNOBS if k["name"] == name)
@@ -72,7 +72,7 @@ class SimulatedJob:
         self.clock.now += step_ms / 1000.0
         self._step += 1
         row = [self._step, self.clock.now, step_ms, 0.0, 32, 1, None, None, None, None]
-        self.session.apply(events.StepRows(PID, [row]))
+        self.session.apply(events.StepRows(PID, (row,)))
         if self._oom(self.config) and self._failed_config is None:
             self._failed_config = dict(self.config)
             self._revert_last()
