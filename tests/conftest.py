@@ -1,4 +1,5 @@
-"""Fixtures for every test (helpers shared by test modules are in tests/support/)."""
+"""Fixtures for every test, and the lanes (helpers shared by test modules are in
+tests/support/)."""
 
 from __future__ import annotations
 

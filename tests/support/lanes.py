@@ -65,12 +65,11 @@ class _Module:
     """One module's top-level names and, for each, what it refers to."""
 
     def __init__(self, name: str, path: Path) -> None:
-        self.name = name
-        self.tree = ast.parse(path.read_text(), str(path))
+        tree = ast.parse(path.read_text(), str(path))
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
         self.imports: dict[str, tuple[str, str | None]] = {}  # local -> (module, attribute)
         self.definitions: dict[str, ast.AST] = {}
-        for node in ast.walk(self.tree):
+        for node in ast.walk(tree):
             if isinstance(node, ast.Import):
                 for alias in node.names:
                     if alias.asname:
@@ -82,7 +81,7 @@ class _Module:
                 source = _absolute(node.module, node.level, package)
                 for alias in node.names:
                     self.imports[alias.asname or alias.name] = (source, alias.name)
-        for node in self.tree.body:
+        for node in tree.body:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 self.definitions[node.name] = node
             elif isinstance(node, (ast.Assign, ast.AnnAssign)):
