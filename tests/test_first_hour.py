@@ -185,18 +185,39 @@ def test_a_job_sampled_by_py_spy_says_when_its_first_window_comes() -> None:
 
 
 @pytest.mark.torch
-def test_headless_explains_while_it_waits_not_only_at_exit() -> None:
-    code = "import time, torch\nfor _ in range(3): time.sleep(1)\n"
+def test_headless_explains_while_it_waits_not_only_at_exit(tmp_path: Path) -> None:
+    # The job waits (without training) until the monitor has explained the wait: a job of a
+    # fixed three seconds ended before a niced monitor on a loaded box printed any status.
+    printed = tmp_path / "printed"
+    code = f"import os, time, torch\nwhile not os.path.exists({str(printed)!r}): time.sleep(0.1)\n"
     options = ["--headless", "--interval", "0.5", "--no-record"]
-    result = subprocess.run(
+    monitor = subprocess.Popen(
         [*GPUTOP, *options, "--", sys.executable, "-c", code],
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
         text=True,
         cwd=REPO,
-        timeout=120,
     )
-    statuses = [s for s in result.stdout.split("\ngputop-train:")[0].split("\n[") if s.strip()]
-    assert statuses and all("waiting for the first training step" in s for s in statuses)
+    assert monitor.stdout is not None
+    waiting = "waiting for the first training step"
+    try:
+        before = []  # the monitor's lines until it says why nothing trains yet
+        for line in monitor.stdout:
+            before.append(line)
+            if waiting in line:
+                break
+        printed.touch()
+        rest, _ = monitor.communicate(timeout=120)
+    finally:
+        printed.touch()
+        if monitor.poll() is None:
+            monitor.kill()
+    assert before and waiting in before[-1], "".join(before)
+    # From the first status that explains, every status explains, until the exit summary.
+    output = "".join(before) + rest
+    statuses = [s for s in output.split("\ngputop-train:")[0].split("\n[") if s.strip()]
+    explained = next(i for i, status in enumerate(statuses) if waiting in status)
+    assert all(waiting in status for status in statuses[explained:])
 
 
 # 6. The recording's path is printed; 9. --no-record leaves no log behind.
