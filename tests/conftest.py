@@ -1,12 +1,16 @@
-"""Fixtures for every test (helpers shared by test modules are in tests/support/)."""
+"""Fixtures for every test, and the lanes (helpers shared by test modules are in
+tests/support/)."""
 
 from __future__ import annotations
 
 import os
 import signal
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.support import lanes
 
 # A suite started in the background of a non-interactive shell (`bash .ci/run &`) inherits
 # SIGINT as ignored, and so would every monitor and job it starts: the Ctrl+C tests then
@@ -44,3 +48,41 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     timer, a stall), which a third worker fills: 7 min 58 s with 2 workers, 7 min 5 s with 3
     on the 2-core dev box (2026-11-27)."""
     return max(1, len(os.sched_getaffinity(0)) * 3 // 2)
+
+
+# The two lanes (tests/support/lanes.py): a test that starts no process is marked `fast`
+# (`python3 -m pytest -m fast` runs those alone), and one that does start a process anyway
+# fails, naming it.
+lanes.watch_process_starts()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if not isinstance(item, pytest.Function) or item.get_closest_marker("solo"):
+            continue
+        if item.get_closest_marker("process") is None:
+            function = item.cls.__name__ if item.cls else item.originalname
+            if not lanes.starts_a_process(item.module.__name__, function, tuple(item.fixturenames)):
+                item.add_marker(pytest.mark.fast)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+    lanes.take_started()  # what earlier tests started is theirs
+    yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    if call.when != "teardown" or item.get_closest_marker("fast") is None:
+        return
+    started = lanes.take_started()
+    report: pytest.TestReport = outcome.get_result()  # type: ignore[attr-defined]
+    if started and report.passed:
+        report.outcome = "failed"
+        report.longrepr = (
+            "a test of the fast lane started a process: "
+            + "; ".join(started)
+            + "\nmark it @pytest.mark.process (tests/support/lanes.py says how lanes are read)"
+        )

@@ -51,7 +51,7 @@ def test_gpu_figures_cover_the_steps_not_the_start_up_before_them() -> None:
     for i in range(80):
         clock.now = T0 + i * 0.1
         session.apply(events.GpuSampled(gpu(clock.now, 0.0)))
-    session.apply(events.StepRows(PID, steps(1, 40, T0 + 8.0)))
+    session.apply(events.StepRows(PID, tuple(steps(1, 40, T0 + 8.0))))
     for i in range(80, 120):
         clock.now = T0 + i * 0.1
         session.apply(events.GpuSampled(gpu(clock.now, 90.0)))
@@ -67,7 +67,7 @@ def test_a_finished_run_keeps_its_final_window_and_the_workers_that_fed_it() -> 
     for i in range(10):
         clock.now = T0 + 1.0 + i
         session.apply(events.ProcsSampled(workers(95.0), system_cpu_pct=40.0))
-    session.apply(events.StepRows(PID, steps(1, 100, T0)))
+    session.apply(events.StepRows(PID, tuple(steps(1, 100, T0))))
     clock.now = T0 + 12.0
     session.apply(
         events.ProcsSampled(workers(0.0, count=0), system_cpu_pct=1.0)
@@ -81,11 +81,11 @@ def test_a_finished_run_keeps_its_final_window_and_the_workers_that_fed_it() -> 
 
 def test_too_few_measured_steps_are_not_judged_and_the_screen_says_why() -> None:
     session, clock = session_at(T0)
-    session.apply(events.StepRows(PID, steps(1, WARMUP_STEPS, T0)))  # all of them warm-up
+    session.apply(events.StepRows(PID, tuple(steps(1, WARMUP_STEPS, T0))))  # all of them warm-up
     clock.now = T0 + 1.0
     snap = session.snapshot()
     assert snap.observation is None and "warming up" in snap.advice_wait
-    session.apply(events.StepRows(PID, steps(WARMUP_STEPS + 1, MIN_ADVICE_STEPS, T0 + 1.0)))
+    session.apply(events.StepRows(PID, tuple(steps(WARMUP_STEPS + 1, MIN_ADVICE_STEPS, T0 + 1.0))))
     clock.now = T0 + 1.5
     snap = session.snapshot()  # 5 measured steps, but 0.5 s of them
     assert snap.observation is None and "needs 2 s of measured steps" in snap.advice_wait
@@ -93,17 +93,17 @@ def test_too_few_measured_steps_are_not_judged_and_the_screen_says_why() -> None
 
 def test_after_a_knob_change_only_the_new_configurations_measured_steps_count() -> None:
     session, clock = session_at(T0)
-    session.apply(events.KnobsDeclared(PID, [{"name": "workers", "kind": "int", "value": 0}]))
-    session.apply(events.StepRows(PID, steps(1, 100, T0, step_ms=100.0)))  # 10 s at 100 ms
+    session.apply(events.KnobsDeclared(PID, ({"name": "workers", "kind": "int", "value": 0},)))
+    session.apply(events.StepRows(PID, tuple(steps(1, 100, T0, step_ms=100.0))))  # 10 s at 100 ms
     session.apply(
         events.KnobOutcome.of(
             PID, {"seq": 1, "name": "workers", "ok": True, "value": 8, "previous": 0, "step": 100}
         )
     )
-    session.apply(events.StepRows(PID, steps(101, 4, T0 + 10.0, step_ms=50.0)))  # warm-up
+    session.apply(events.StepRows(PID, tuple(steps(101, 4, T0 + 10.0, step_ms=50.0))))  # warm-up
     clock.now = T0 + 10.2
     assert "warming up" in session.snapshot().advice_wait
-    session.apply(events.StepRows(PID, steps(105, 100, T0 + 10.2, step_ms=50.0)))
+    session.apply(events.StepRows(PID, tuple(steps(105, 100, T0 + 10.2, step_ms=50.0))))
     clock.now = T0 + 15.2
     observation = session.snapshot(window_s=10.0).observation
     assert observation.steps.step_ms_p50 == 50.0  # none of the old configuration's steps
@@ -122,8 +122,8 @@ def test_the_advisor_judges_the_same_step_figures_whether_the_window_is_all_meas
     rows += steps(WARMUP_STEPS + 1, 200, rows[-1][1], step_ms=50.0)
     for row, step_ms in zip(rows[WARMUP_STEPS:], [40.0, 60.0] * 100, strict=True):
         row[2] = step_ms  # measured steps of two lengths: a p50 and a p95 apart
-    session.apply(events.StepRows(PID, rows))
-    measured = [Step.from_row(PID, row) for row in rows[WARMUP_STEPS:]]
+    session.apply(events.StepRows(PID, tuple(rows)))
+    measured = [s for row in rows[WARMUP_STEPS:] if (s := Step.from_row(PID, row)) is not None]
     for window_s, warmup_inside in ((5.0, False), (60.0, True)):
         clock.now = rows[-1][1]
         snap = session.snapshot(window_s=window_s)

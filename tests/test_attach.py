@@ -57,10 +57,8 @@ def attach(*args: str, wait_s: float | None = None) -> subprocess.Popen[str]:
 def wait_for_socket(pid: int, timeout_s: float = 30.0) -> None:
     from gputop_train import wire
 
-    deadline = time.monotonic() + timeout_s
-    while not wire.socket_path(pid, wire.runtime_dir(create=False)).exists():
-        assert time.monotonic() < deadline, "the job never opened its hook socket"
-        time.sleep(0.1)
+    socket = wire.socket_path(pid, wire.runtime_dir(create=False))
+    wait_until(socket.exists, timeout_s, what="the job opened its hook socket")
 
 
 def test_ctrl_c_detaches_and_leaves_the_job_running(running_job: ForkedJob, tmp_path: Path) -> None:
@@ -71,7 +69,7 @@ def test_ctrl_c_detaches_and_leaves_the_job_running(running_job: ForkedJob, tmp_
         "--record", str(recording),
     )  # fmt: skip
     before = []  # the statuses up to the first one with a step rate: then detach
-    for line in monitor.stdout:  # type: ignore[union-attr]
+    for line in monitor.stdout:
         before.append(line)
         status = json.loads(line)
         if status["type"] == "status" and status.get("samples_per_s"):
@@ -194,7 +192,7 @@ def test_an_attached_monitor_serves_prometheus_metrics(
         url = ""
         deadline = time.monotonic() + 30
         while not url and time.monotonic() < deadline:
-            line = monitor.stderr.readline()  # type: ignore[union-attr]
+            line = monitor.stderr.readline()
             found = re.search(r"Prometheus metrics at (\S+)", line)
             url = found.group(1) if found else ""
         assert url.startswith("http://127.0.0.1:"), "the monitor never said where its metrics are"

@@ -35,7 +35,9 @@ def test_a_change_that_pays_is_kept_and_one_that_hurts_is_reverted() -> None:
         "knob can carry is left"
     )
     # The record keeps the trial table: the session's autopilot state, as replay shows it.
-    assert [t["decision"] for t in job.session.snapshot().autopilot["trials"]] == [
+    autopilot = job.session.snapshot().autopilot
+    assert autopilot is not None
+    assert [t["decision"] for t in autopilot["trials"]] == [
         "kept",
         "reverted",
     ]
@@ -258,7 +260,7 @@ def test_try_measures_each_change_against_the_baseline_and_reverts_it() -> None:
         ("num_workers=8", "measured"),
         ("precision=bf16;compile=true", "measured"),
     ]
-    assert [round(t.gain, 2) for t in trials] == [2.0, 1.25]
+    assert [None if t.gain is None else round(t.gain, 2) for t in trials] == [2.0, 1.25]
     # Each against the settled baselines before and after it: said once, not twice.
     assert [t.reason for t in trials] == [
         "reverted to the baseline; against the baselines before and after it "
@@ -270,7 +272,7 @@ def test_try_measures_each_change_against_the_baseline_and_reverts_it() -> None:
 
 
 def test_plan_sizes_changes_by_the_evidence_and_skips_what_no_knob_carries() -> None:
-    knobs = [knob_state(spec) for spec in KNOBS]
+    knobs = [k for spec in KNOBS if (k := knob_state(spec)) is not None]
     finding = Finding(
         "f", "t", (), "a", None, 1.0, 2.0, changes=(Change("workers", 40), Change("syncs", False))
     )
@@ -280,6 +282,7 @@ def test_plan_sizes_changes_by_the_evidence_and_skips_what_no_knob_carries() -> 
     resize = knob_state(
         {"name": "input", "kind": "choice", "value": "float", "choices": ["float", "gpu-resize"]}
     )
+    assert resize is not None
     assert concrete_value(Change("input_format", "gpu"), resize, None) == "gpu-resize"
     assert concrete_value(Change("input_format", "uint8"), resize, None) is None
 

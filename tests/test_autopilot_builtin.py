@@ -163,10 +163,10 @@ def test_a_job_whose_samples_are_unknown_is_judged_by_its_steps_per_second() -> 
 
     def without_samples(event: Any) -> Any:
         if isinstance(event, events.StepRows):  # no samples column
-            event = events.StepRows(event.pid, [[*r[:4], None, *r[5:]] for r in event.rows])
+            event = events.StepRows(event.pid, tuple([*r[:4], None, *r[5:]] for r in event.rows))
         return original(event)
 
-    job.session.apply = without_samples  # type: ignore[method-assign]
+    job.session.apply = without_samples  # type: ignore[method-assign, assignment]
     tries = [(("num_workers", "8"),)]
     pilot = Pilot(job.session, job.request, 5.0, tries=tries, clock=job.clock)
     fly(job, pilot)

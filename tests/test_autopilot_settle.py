@@ -69,7 +69,7 @@ def test_a_ramp_opens_the_window_once_it_is_over_and_a_level_phase_at_once() -> 
     ramp = [200.0 - 140.0 * min(1.0, i / 100) for i in range(100)]  # ~12 s down to 60 ms
     settled = settle(steps(ramp + [60.0] * 200))
     assert settled is not None and settled.level
-    assert abs(settled.rate / (32 / 0.060) - 1.0) < LEVEL_PCT / 100  # type: ignore[operator]
+    assert abs(settled.rate / (32 / 0.060) - 1.0) < LEVEL_PCT / 100
     assert settled.transient_s > 5.0  # past most of the ramp
     flat = settle(steps([100.0] * 120))
     assert flat is not None and flat.transient_s < 1.0 and "level from its start" in flat.note
@@ -110,7 +110,7 @@ def test_new_workers_are_judged_once_they_are_up_not_five_seconds_after_the_chan
     assert trial.settled.startswith("settled after")
     # The phase table's figure over the same phase (warm-up excluded) includes the ramp: the
     # gain the 5 s judgement read would have been far from the settled one.
-    row = job.session.snapshot(10.0, with_phases=True).phases[trial.phase - 1]  # type: ignore[operator]
+    row = job.session.snapshot(10.0, with_phases=True).phases[trial.phase - 1]
     assert row.samples_per_s is not None and trial.samples_per_s is not None
     assert row.samples_per_s < 0.9 * trial.samples_per_s
 

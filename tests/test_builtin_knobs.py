@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-torch = pytest.importorskip("torch")
+if TYPE_CHECKING:
+    import torch
+else:
+    torch = pytest.importorskip("torch")
 
-from gputop_train.hook.agent import Agent  # noqa: E402
-from tests.support.agents import hooked_agent, request  # noqa: E402
+from gputop_train.hook.agent import Agent
+from tests.support.agents import hooked_agent, request
 
 
 @pytest.fixture
@@ -225,6 +228,7 @@ def test_an_optimizer_with_one_implementation_is_refused(agent: Agent) -> None:
     assert knob(agent, "optimizer_impl").unavailable == "LBFGS has one implementation"
 
 
+@pytest.mark.process  # DataLoader workers
 @pytest.mark.parametrize("workers_before,workers_after", [(0, 2), (2, 0), (1, 2)])
 @pytest.mark.parametrize("sampler", ["shuffled", "distributed"])
 def test_a_worker_change_within_the_epoch_sees_every_index_once(
@@ -236,7 +240,9 @@ def test_a_worker_change_within_the_epoch_sees_every_index_once(
 
     def make_loader() -> Any:
         if sampler == "distributed":
-            chosen = torch.utils.data.DistributedSampler(dataset, num_replicas=2, rank=1, seed=3)
+            chosen: Any = torch.utils.data.DistributedSampler(
+                dataset, num_replicas=2, rank=1, seed=3
+            )
             args: dict[str, Any] = {"sampler": chosen}
         else:
             args = {"shuffle": True, "generator": torch.Generator().manual_seed(5)}
@@ -255,6 +261,7 @@ def test_a_worker_change_within_the_epoch_sees_every_index_once(
     assert sorted(train(agent, loader, model, optimizer)) == sorted(expected)
 
 
+@pytest.mark.process  # DataLoader workers
 def test_prefetch_and_persistence_apply_and_a_bad_combination_is_refused(agent: Agent) -> None:
     model, optimizer, loader = setup(workers=2, persistent_workers=True)
     changes = {2: ("prefetch_factor", 4), 4: ("persistent_workers", False)}
@@ -338,6 +345,7 @@ def test_a_knob_failing_mid_apply_is_put_back(
     assert loader.num_workers == 0 and sorted(seen) == list(range(64))
 
 
+@pytest.mark.process  # DataLoader workers
 def test_two_worker_changes_in_one_epoch_still_see_every_index_once(agent: Agent) -> None:
     model, optimizer, loader = setup(workers=0, n=96, shuffle=True)
     changes = {2: ("num_workers", 2), 6: ("num_workers", 1)}

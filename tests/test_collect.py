@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import psutil as real_psutil
@@ -20,6 +19,7 @@ from gputop_train.collect.procs import (
     procfs_children_supported,
 )
 from tests.support.clock import ManualClock
+from tests.support.waiting import wait_until
 
 
 def test_nvml_sampler_reads_every_field_in_its_unit() -> None:
@@ -143,9 +143,7 @@ def test_the_proc_children_files_find_the_same_tree_as_psutil() -> None:
     )
     child = subprocess.Popen([sys.executable, "-c", code])
     try:
-        deadline = time.monotonic() + 10
-        while len(real_psutil.Process(child.pid).children()) < 1 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_until(lambda: real_psutil.Process(child.pid).children(), 10, "the grandchild")
         by_proc = {p.pid for p in ProcessSampler(os.getpid()).sample()}
         by_psutil = {p.pid for p in ProcessSampler(os.getpid(), psutil_module=real_psutil).sample()}
         grandchild = real_psutil.Process(child.pid).children()[0].pid

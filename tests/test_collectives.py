@@ -220,7 +220,7 @@ def test_a_row_from_a_hook_without_comm_ms_reads_it_as_not_measured() -> None:
     assert len(old) == wire.COLUMN["comm_ms"]  # the ten columns every hook has sent
     step = Step.from_row(11, old)
     assert step is not None and step.comm_ms is None
-    assert Step.from_row(11, [*old, 12.5]).comm_ms == 12.5  # type: ignore[union-attr]
+    assert Step.from_row(11, [*old, 12.5]).comm_ms == 12.5
 
 
 # -- torchrun jobs --------------------------------------------------------------------------

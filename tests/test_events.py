@@ -19,6 +19,7 @@ from gputop_train import events
 from gputop_train.record.reader import Recording, apply, new_session, read, replay_all
 from gputop_train.samples import CATEGORIES, GpuProcess, GpuSample, ProcSample, StackShares
 from gputop_train.session.model import Session
+from tests.support.clock import ManualClock
 
 REPO = Path(__file__).resolve().parent.parent
 T0 = 1_800_000_000.0
@@ -150,18 +151,10 @@ any_event = st.one_of(
 )
 
 
-class _Clock:
-    def __init__(self) -> None:
-        self.t = T0
-
-    def __call__(self) -> float:
-        return self.t
-
-
 def _record_live(sequence: list[tuple[float, events.Event]]) -> tuple[Session, list[dict]]:
     """Run a live session over ``sequence``, its recording kept as a recorder writes it
     (kind, recorder time, payload, through JSON)."""
-    clock = _Clock()
+    clock = ManualClock(T0)
     session = Session(command=("train.py",), clock=clock, started_at=T0)
     lines: list[dict] = []
 
@@ -171,7 +164,7 @@ def _record_live(sequence: list[tuple[float, events.Event]]) -> tuple[Session, l
 
     session.listener = record
     for dt, item in sequence:
-        clock.t += dt
+        clock.advance(dt)
         session.apply(item)
     return session, lines
 

@@ -19,10 +19,11 @@ from gputop_train.export import http_server, prometheus
 from gputop_train.export.http_server import MAX_CONNECTIONS, start_server
 from gputop_train.session.model import Session
 from gputop_train.views import view_of
+from tests.support.waiting import wait_until
 
 
 def _app(environ: object, start_response: object) -> list[bytes]:
-    start_response("200 OK", [("Content-Type", "text/plain")])  # type: ignore[operator]
+    start_response("200 OK", [("Content-Type", "text/plain")])
     return [b"ok\n"]
 
 
@@ -60,9 +61,7 @@ def test_idle_connections_take_at_most_the_cap_and_cost_no_cpu(
     finally:
         for attacker in attackers:
             attacker.close()
-    deadline = time.monotonic() + 15
-    while server.open_connections and time.monotonic() < deadline:
-        time.sleep(0.1)
+    wait_until(lambda: not server.open_connections, 15, what="the attackers' connections closed")
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5) as response:
         assert response.read() == b"ok\n"
     server.shutdown()
@@ -72,7 +71,8 @@ def test_idle_connections_take_at_most_the_cap_and_cost_no_cpu(
 def test_a_connection_past_its_deadline_is_cut_off(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(http_server, "CONNECTION_DEADLINE_S", 0.5)
     server, _ = start_server("127.0.0.1", 0, _app)
-    trickler = socket.create_connection(server.server_address[:2])
+    host, port = server.server_address[:2]
+    trickler = socket.create_connection((str(host), port))
     try:
         trickler.settimeout(10)
         trickler.sendall(b"GET / HTTP/1.1\r\n")  # a request that never ends

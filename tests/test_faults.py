@@ -8,7 +8,6 @@ import contextlib
 import io
 import json
 import os
-import pty
 import signal
 import stat
 import subprocess
@@ -33,6 +32,7 @@ from gputop_train.session.model import Session
 from tests.support import shared_runs
 from tests.support.hooked import hooked_child
 from tests.support.paths import REPO, SCENARIOS
+from tests.support.terminal import Terminal
 from tests.support.waiting import wait_until
 
 GPUTOP = [sys.executable, "-m", "gputop_train"]
@@ -50,15 +50,11 @@ def _gputop(*args: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
 @pytest.mark.torch
 def test_a_lost_terminal_leaves_the_job_training_and_the_summary_written(tmp_path: Path) -> None:
     pytest.importorskip("torch")
-    master, slave = pty.openpty()
     stem = tmp_path / "lost"
-    monitor = subprocess.Popen(
-        [*GPUTOP, "--headless", "--record", str(stem), str(SCENARIOS), "forever"],
-        stdin=slave, stdout=slave, stderr=slave, cwd=REPO, start_new_session=True,
-    )  # fmt: skip
-    os.close(slave)
+    terminal = Terminal([*GPUTOP, "--headless", "--record", str(stem), str(SCENARIOS), "forever"])
+    monitor = terminal.process
     job_pid = hooked_child(monitor.pid)
-    os.close(master)  # the SSH connection drops: writes to the terminal now fail (EIO) ...
+    terminal.hang_up()  # the SSH connection drops: writes to the terminal now fail (EIO) ...
     monitor.send_signal(signal.SIGHUP)  # ... and the kernel hangs up the session
     try:
         assert monitor.wait(timeout=60) == 0
@@ -366,7 +362,7 @@ def test_a_phase_event_records_the_phase_that_changed_not_the_whole_list() -> No
     session.listener = lambda item: recorded.append(events.encode(item))
     session.apply(events.ProcessHello.of(1, {"type": "hello", "pid": 1, "argv": ["x"]}))
     session.apply(
-        events.KnobsDeclared(1, [{"name": "w", "kind": "int", "value": 0, "min": 0, "max": 9}])
+        events.KnobsDeclared(1, ({"name": "w", "kind": "int", "value": 0, "min": 0, "max": 9},))
     )
     for n in range(1, 2001):
         outcome = {"seq": n, "name": "w", "ok": True, "value": n % 2, "previous": (n + 1) % 2}

@@ -8,7 +8,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -31,6 +30,7 @@ from gputop_train.views import status_fields, view_of
 from tests.support.paths import REPO, SCENARIOS
 from tests.support.sessions import JOB_PID, scripted_session
 from tests.support.tui import app_under_test
+from tests.support.waiting import wait_until
 
 GPUTOP = [sys.executable, "-m", "gputop_train"]
 
@@ -67,7 +67,7 @@ def test_a_headless_reader_that_goes_away_stops_the_job_and_keeps_the_summary(
     monitor.stdout.close()
     _, err = monitor.communicate(timeout=90)
     assert "BrokenPipe" not in err and "gputop_train/" not in err  # no traceback of ours
-    job_pid = int(re.search(r"scenario forever pid (\d+)", err).group(1))  # type: ignore[union-attr]
+    job_pid = int(re.search(r"scenario forever pid (\d+)", err).group(1))
     assert not alive(job_pid)  # stopped, not orphaned under PID 1
     assert f"wrote {record}" in err  # the recording first: replay and summary take it
     assert Path(f"{tmp_path / 'piped'}.summary.json").exists()
@@ -181,22 +181,43 @@ def test_a_job_that_fails_before_training_says_so_not_was_torch_imported() -> No
 def test_a_job_sampled_by_py_spy_says_when_its_first_window_comes() -> None:
     session = Session(command=("train.py",))
     session.expect_stacks(10.0)
-    assert "py-spy" in session.snapshot().activity_note  # type: ignore[operator]
+    assert "py-spy" in session.snapshot().activity_note
 
 
 @pytest.mark.torch
-def test_headless_explains_while_it_waits_not_only_at_exit() -> None:
-    code = "import time, torch\nfor _ in range(3): time.sleep(1)\n"
+def test_headless_explains_while_it_waits_not_only_at_exit(tmp_path: Path) -> None:
+    # The job waits (without training) until the monitor has explained the wait: a job of a
+    # fixed three seconds ended before a niced monitor on a loaded box printed any status.
+    printed = tmp_path / "printed"
+    code = f"import os, time, torch\nwhile not os.path.exists({str(printed)!r}): time.sleep(0.1)\n"
     options = ["--headless", "--interval", "0.5", "--no-record"]
-    result = subprocess.run(
+    monitor = subprocess.Popen(
         [*GPUTOP, *options, "--", sys.executable, "-c", code],
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
         text=True,
         cwd=REPO,
-        timeout=120,
     )
-    statuses = [s for s in result.stdout.split("\ngputop-train:")[0].split("\n[") if s.strip()]
-    assert statuses and all("waiting for the first training step" in s for s in statuses)
+    assert monitor.stdout is not None
+    waiting = "waiting for the first training step"
+    try:
+        before = []  # the monitor's lines until it says why nothing trains yet
+        for line in monitor.stdout:
+            before.append(line)
+            if waiting in line:
+                break
+        printed.touch()
+        rest, _ = monitor.communicate(timeout=120)
+    finally:
+        printed.touch()
+        if monitor.poll() is None:
+            monitor.kill()
+    assert before and waiting in before[-1], "".join(before)
+    # From the first status that explains, every status explains, until the exit summary.
+    output = "".join(before) + rest
+    statuses = [s for s in output.split("\ngputop-train:")[0].split("\n[") if s.strip()]
+    explained = next(i for i, status in enumerate(statuses) if waiting in status)
+    assert all(waiting in status for status in statuses[explained:])
 
 
 # 6. The recording's path is printed; 9. --no-record leaves no log behind.
@@ -320,9 +341,7 @@ def test_a_sigtermed_job_leaves_no_socket_behind(tmp_path: Path) -> None:
         line = monitor.stderr.readline()
     job_pid = int(line.split()[-1])
     socket = wire.socket_path(job_pid, wire.runtime_dir())
-    deadline = time.monotonic() + 60
-    while not socket.exists() and time.monotonic() < deadline:
-        time.sleep(0.1)
+    wait_until(socket.exists, 60, what="the job's hook socket")
     os.kill(job_pid, signal.SIGTERM)  # the hook's atexit never runs
     monitor.communicate(timeout=60)
     assert not socket.exists()

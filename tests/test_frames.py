@@ -53,7 +53,7 @@ def test_a_frame_reads_back_as_it_was_sent(frame: wire.Frame) -> None:
 
 
 def test_the_pre_encoded_steps_path_sends_the_frame_the_class_encodes() -> None:
-    rows = [
+    rows: list[list[Any]] = [
         [1, 1.5, None, 2.25, 64, 1, None, None, None, None],
         [2, 3.0, 1e-7, 0, 0, 2, 5, 6, 7, 8],
     ]
@@ -124,7 +124,7 @@ def test_the_hook_client_hands_the_session_typed_events_by_frame_class() -> None
     snap = session.snapshot()
     assert snap.hooked[0].pid == connection.pid and snap.hooked[0].argv == ("train.py",)
     assert snap.total_steps == 2
-    assert session.knob("num_workers").value == 4  # type: ignore[union-attr]
+    assert session.knob("num_workers").value == 4
     assert session.facts("loader") == [{"type": "loader", "num_workers": 4, "pin_memory": False}]
     assert session.facts("flops") == [FLOPS]  # the hello's latest, for a late monitor
     assert any("knob num_workers: busy" in n for n in snap.notices)

@@ -8,7 +8,6 @@ import json
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -18,6 +17,7 @@ from gputop_train.headless import WIDTH, once, phase_table, status_line, summary
 from gputop_train.views import status_fields, view_of
 from tests.support.paths import REPO
 from tests.support.sessions import JOB_PID, scripted_session
+from tests.support.waiting import wait_until
 
 
 def test_status_lines_fit_100_columns_and_the_json_stays_whole() -> None:
@@ -38,7 +38,7 @@ def test_status_lines_fit_100_columns_and_the_json_stays_whole() -> None:
 
 def test_no_gpu_is_one_segment_not_three_na() -> None:
     session = scripted_session(with_gpu=False)
-    session.apply(events.StepRows(7, []))
+    session.apply(events.StepRows(7, ()))
     line = status_line(view_of(session.snapshot()))
     assert "GPU util N/A" in line  # the hook measured GPU time: the NVML figures say N/A
     empty = status_line(view_of(type(session)(command=("x",)).snapshot()))
@@ -99,11 +99,9 @@ def test_a_closed_pipe_keeps_the_jobs_traceback_in_its_log(tmp_path: Path) -> No
     monitor.wait(timeout=90)
     assert "the output pipe was closed: stopping the job; its output is in" in err
     assert "Traceback" not in err and "KeyboardInterrupt" not in err
-    log = Path(re.search(r"its output is in (\S+)", err).group(1))  # type: ignore[union-attr]
-    deadline = time.monotonic() + 30
-    while "KeyboardInterrupt" not in log.read_text() and time.monotonic() < deadline:
-        time.sleep(0.2)  # the relay writes the job's last lines
-    assert "KeyboardInterrupt" in log.read_text()
+    log = Path(re.search(r"its output is in (\S+)", err).group(1))
+    # The relay writes the job's last lines.
+    wait_until(lambda: "KeyboardInterrupt" in log.read_text(), 30, "the job's last lines")
 
 
 def test_at_80_columns_text_wraps_at_spaces_never_inside_a_word(

@@ -326,10 +326,10 @@ def test_rows_after_tries_again_when_training_appends_during_the_walk() -> None:
 
     from gputop_train.hook.agent import Agent
 
-    class MovingRing(deque):  # type: ignore[type-arg]
+    class MovingRing(deque):
         moved = False
 
-        def __reversed__(self):  # type: ignore[no-untyped-def]
+        def __reversed__(self):
             if not self.moved:  # the training thread appends step 4 mid-walk
                 self.moved = True
                 self.append(_row(4))

@@ -75,7 +75,7 @@ def test_other_processes_on_the_jobs_gpu_and_on_others_are_shown_with_who() -> N
     assert not any("GPU 4" in line for line in shared.evidence)  # not the job's GPU
     fields = views.status_fields(view)
     assert fields["gpus"][1]["others"][0]["user"] == "alice"
-    assert fields["job_gpus"] == {"indices": [1], "assumed": False, "reason": snap.job_gpus.reason}  # type: ignore[union-attr]
+    assert fields["job_gpus"] == {"indices": [1], "assumed": False, "reason": snap.job_gpus.reason}
 
 
 def test_no_shared_finding_when_the_others_are_on_other_gpus() -> None:
@@ -118,7 +118,7 @@ def test_mfu_of_two_ranks_on_two_gpus_is_one_ranks_not_doubled() -> None:
     two = _with_flops(Node(gpus=2, ranks={11: 0, 12: 1}))
     assert one.mfu_pct is not None and two.mfu_pct is not None
     assert two.mfu_pct == pytest.approx(one.mfu_pct)
-    assert two.achieved_tflops == pytest.approx(2 * one.achieved_tflops)  # type: ignore[operator]
+    assert two.achieved_tflops == pytest.approx(2 * one.achieved_tflops)
     assert two.efficiency.gpus == 2 and two.efficiency.ranks == 2
     assert two.efficiency.per_gpu_tflops == pytest.approx(one.achieved_tflops)
     fields = views.status_fields(two)["mfu"]

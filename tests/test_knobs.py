@@ -10,6 +10,7 @@ import pytest
 
 from gputop_train import wire
 from gputop_train.hook.knobs import Knob, KnobBoard
+from tests.support.waiting import wait_until
 
 
 def acks(board: KnobBoard) -> list[dict[str, Any]]:
@@ -179,7 +180,6 @@ def test_live_changes_reach_the_job_through_the_socket_and_apply_on_its_thread(
     tmp_path: Path,
 ) -> None:
     import os
-    import time
 
     from gputop_train.job.launched import hook_environment
     from gputop_train.monitor.monitor import Monitor
@@ -195,10 +195,7 @@ def test_live_changes_reach_the_job_through_the_socket_and_apply_on_its_thread(
     monitor = Monitor(session, job.pid, psutil_module=None)
     monitor.start()
     try:
-        deadline = time.monotonic() + 60
-        while session.knob("step_ms") is None:
-            assert time.monotonic() < deadline, "the job never advertised its knob"
-            time.sleep(0.1)
+        wait_until(lambda: session.knob("step_ms") is not None, 60, "the job's knob advertised")
         assert monitor.request_knob("step_ms", 500) == "step_ms must be within 1..100, not 500"
         assert monitor.request_knob("step_ms", 20) is None
         assert monitor.request_knob("step_ms", 13) is None  # valid, but the script refuses it

@@ -16,6 +16,7 @@ from gputop_train.job.launched import hook_environment
 from gputop_train.monitor.hook_client import HookClient
 from gputop_train.session.model import Session
 from tests.support import torch_jobs
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(300)  # real hooked jobs, waits of UNREAD_DROP_S and more
 
@@ -24,21 +25,23 @@ LOOPS = REPO / "tests" / "scenarios" / "loops.py"
 
 
 @pytest.fixture
-def knobbed_job(private_runtime_dir: Path):  # type: ignore[no-untyped-def]
+def knobbed_job(private_runtime_dir: Path):
     job = torch_jobs.spawn(
         [str(LOOPS), "knobbed", "steps=100000"], env=hook_environment(os.environ)
     )
     path = wire.socket_path(job.pid, wire.runtime_dir(create=False))
-    deadline = time.monotonic() + 60
-    while not path.exists():
-        assert time.monotonic() < deadline and job.poll() is None, "the job never listened"
-        time.sleep(0.05)
+
+    def listening() -> bool:
+        assert job.poll() is None, "the job ended before it listened"
+        return path.exists()
+
+    wait_until(listening, 60, what="the job listened")
     yield job, path
     job.kill()
     job.wait()
 
 
-def _hello(path: Path, timeout_s: float = 10.0) -> dict:  # type: ignore[type-arg]
+def _hello(path: Path, timeout_s: float = 10.0) -> dict:
     with socket.socket(socket.AF_UNIX) as sock:
         sock.settimeout(timeout_s)
         sock.connect(str(path))
@@ -52,7 +55,7 @@ def _hello(path: Path, timeout_s: float = 10.0) -> dict:  # type: ignore[type-ar
     return frame
 
 
-def test_a_one_shot_clients_command_is_acted_on(knobbed_job) -> None:  # type: ignore[no-untyped-def]
+def test_a_one_shot_clients_command_is_acted_on(knobbed_job) -> None:
     _, path = knobbed_job
     values = list(range(20, 30))
     for value in values:
@@ -71,7 +74,7 @@ def test_a_one_shot_clients_command_is_acted_on(knobbed_job) -> None:  # type: i
     assert applied == values  # 10 of 10, in order (0 of 10 before)
 
 
-def test_clients_that_never_read_lose_their_slots_to_a_monitor(knobbed_job) -> None:  # type: ignore[no-untyped-def]
+def test_clients_that_never_read_lose_their_slots_to_a_monitor(knobbed_job) -> None:
     job, path = knobbed_job
     idle = []
     for _ in range(8):  # every slot
@@ -99,7 +102,7 @@ def test_clients_that_never_read_lose_their_slots_to_a_monitor(knobbed_job) -> N
             sock.close()
 
 
-def test_an_attacher_turned_away_is_told_so_at_once(knobbed_job) -> None:  # type: ignore[no-untyped-def]
+def test_an_attacher_turned_away_is_told_so_at_once(knobbed_job) -> None:
     job, path = knobbed_job
     readers = []
     for _ in range(8):  # every slot, taken by clients that do read: they keep them

@@ -7,6 +7,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -17,14 +18,20 @@ from gputop_train.session.workload import Workload
 from tests.support.observations import BF16_H100, FP32_H100
 from tests.support.observations import observe as observe_any
 
-torch = pytest.importorskip("torch")
+if TYPE_CHECKING:
+    import torch
+
+    from gputop_train.session.model import Session
+    from gputop_train.session.stats import Observation
+else:
+    torch = pytest.importorskip("torch")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "demos"))
-from gpt import GPT, GPTConfig  # noqa: E402
+from gpt import GPT, GPTConfig
 
-from gputop_train.hook.workload import Census  # noqa: E402
+from gputop_train.hook.workload import Census
 
 
-def census_of_step(model: torch.nn.Module, micro_batches: int, batch: int = 2) -> dict:
+def census_of_step(model: GPT, micro_batches: int, batch: int = 2) -> dict:
     """One optimizer step of ``micro_batches`` forward/backward passes under the census,
     beside FlopCounterMode; the census's facts and the counter's total."""
     from torch.utils.flop_counter import FlopCounterMode
@@ -90,7 +97,7 @@ def test_a_model_without_token_inputs_has_no_analytic_count_and_says_why() -> No
 # -- what is shown ------------------------------------------------------------------------
 
 
-def observe(**changes: object) -> object:
+def observe(**changes: Any) -> Observation:
     """An observation whose counted step's samples are unknown (no batch scaling)."""
     return observe_any(**{"flops_per_sample": None, **changes})
 
@@ -284,7 +291,7 @@ def test_a_compiled_model_is_counted_eagerly_and_stays_compiled() -> None:
 # -- a run whose batch and precision change between phases --------------------------------
 
 
-def two_phase_session() -> object:
+def two_phase_session() -> Session:
     """A minute at 10 samples per 100 ms step, then, after ``batch_size=40``, a minute at 40
     samples per 200 ms step; FLOPs counted once, on a step of the first phase."""
     from gputop_train import events
@@ -297,7 +304,7 @@ def two_phase_session() -> object:
     session = Session(command=("python", "train.py"), clock=clock, started_at=start)
     session.apply(events.ProcessHello.of(pid, {"rank": None, "argv": ["train.py"]}))
     knob = {"name": "batch_size", "kind": "int", "value": 10, "min": 1, "max": 64}
-    session.apply(events.KnobsDeclared(pid, [knob]))
+    session.apply(events.KnobsDeclared(pid, (knob,)))
     session.apply(
         events.FactSeen(pid, {"type": "flops", "step": 3, "flops": 10**12, "samples": 10})
     )

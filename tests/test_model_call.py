@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import copy
 import io
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from gputop_train.hook.model_call import CallWrap
 
-torch = pytest.importorskip("torch")
+if TYPE_CHECKING:
+    import torch
+else:
+    torch = pytest.importorskip("torch")
 
 
 class Net(torch.nn.Module):
@@ -38,7 +41,7 @@ def wrap(module: Any, seen: list[str]) -> CallWrap:
 
 
 def test_only_the_models_calls_are_marked_and_copies_carry_nothing() -> None:
-    model, seen = Net(), []
+    model, seen = Net(), list[str]()
     wrapper = wrap(model, seen)
     x = torch.ones(3, 2)
     assert torch.equal(model(x), model.forward(x))
@@ -55,7 +58,7 @@ def test_only_the_models_calls_are_marked_and_copies_carry_nothing() -> None:
 
 def test_a_class_with_its_own_call_gets_it_back() -> None:
     own = OwnCall.__dict__["__call__"]
-    model, seen = OwnCall(), []
+    model, seen = OwnCall(), list[str]()
     wrapper = wrap(model, seen)
     model(torch.ones(1, 2))
     wrapper.remove()
@@ -63,7 +66,7 @@ def test_a_class_with_its_own_call_gets_it_back() -> None:
 
 
 def test_wrapped_again_by_someone_else_ours_passes_through_once_removed() -> None:
-    model, seen = Net(), []
+    model, seen = Net(), list[str]()
     ours = wrap(model, seen)
     theirs = Net.__call__
     Net.__call__ = lambda self, *a, **k: theirs(self, *a, **k)  # type: ignore[method-assign]

@@ -25,7 +25,7 @@ def session_with_knob() -> Session:
     session = Session(clock=lambda: 10_000.0, started_at=9_000.0)
     session.apply(events.ProcessHello.of(PID, {"rank": 0}))
     session.apply(
-        events.KnobsDeclared(PID, [{"name": "num_workers", "kind": "int", "value": 0, "min": 0}])
+        events.KnobsDeclared(PID, ({"name": "num_workers", "kind": "int", "value": 0, "min": 0},))
     )
     return session
 
@@ -48,7 +48,7 @@ def test_warmup_is_the_first_steps_and_the_first_seconds() -> None:
 
 def test_an_acknowledged_change_opens_a_phase_with_its_own_figures() -> None:
     session = session_with_knob()
-    session.apply(events.StepRows(PID, steps_of(1, 50, step_ms=100.0, t0=9_000.0)))
+    session.apply(events.StepRows(PID, tuple(steps_of(1, 50, step_ms=100.0, t0=9_000.0))))
     session.apply(
         events.KnobOutcome.of(
             PID,
@@ -62,7 +62,7 @@ def test_an_acknowledged_change_opens_a_phase_with_its_own_figures() -> None:
             },
         )
     )
-    session.apply(events.StepRows(PID, steps_of(51, 200, step_ms=25.0, t0=9_005.0)))
+    session.apply(events.StepRows(PID, tuple(steps_of(51, 200, step_ms=25.0, t0=9_005.0))))
     first, second = session.snapshot(with_phases=True).phases
     assert second.phase.change == "num_workers=8" and second.phase.first_step == 51
     assert first.samples_per_s == pytest.approx(100.0)
@@ -115,8 +115,8 @@ def test_a_phase_counts_the_samples_of_every_rank() -> None:
     session = session_with_knob()
     rank1 = PID + 1
     session.apply(events.ProcessHello.of(rank1, {"rank": 1}))
-    session.apply(events.StepRows(PID, steps_of(1, 100, step_ms=100.0, t0=9_000.0)))
-    session.apply(events.StepRows(rank1, steps_of(1, 100, step_ms=100.0, t0=9_000.0)))
+    session.apply(events.StepRows(PID, tuple(steps_of(1, 100, step_ms=100.0, t0=9_000.0))))
+    session.apply(events.StepRows(rank1, tuple(steps_of(1, 100, step_ms=100.0, t0=9_000.0))))
     (phase,) = session.snapshot(with_phases=True).phases
     assert phase.samples_per_s == pytest.approx(2 * 100.0)  # 10 samples per 100 ms, two ranks
     assert phase.steps == 100 - phase.warmup_steps  # steps are rank 0's
@@ -147,7 +147,7 @@ def test_a_closed_phases_row_waits_for_its_last_step_however_late_it_arrives() -
     # step with new workers). The kept row must count it.
     session = session_with_knob()
     rows = steps_of(1, 60, step_ms=100.0, t0=9_000.0)
-    session.apply(events.StepRows(PID, rows[:-1]))  # step 60 still waits for its CUDA events
+    session.apply(events.StepRows(PID, tuple(rows[:-1])))  # step 60 still waits for its CUDA events
     session.apply(
         events.KnobOutcome.of(
             PID,
@@ -155,6 +155,6 @@ def test_a_closed_phases_row_waits_for_its_last_step_however_late_it_arrives() -
         )
     )
     early = session.snapshot(with_phases=True).phases[0]
-    session.apply(events.StepRows(PID, [rows[-1], *steps_of(61, 5, step_ms=50.0, t0=9_006.0)]))
+    session.apply(events.StepRows(PID, (rows[-1], *steps_of(61, 5, step_ms=50.0, t0=9_006.0))))
     late = session.snapshot(with_phases=True).phases[0]
     assert late.steps == early.steps + 1

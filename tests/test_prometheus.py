@@ -265,7 +265,7 @@ def test_a_real_prometheus_joins_a_two_node_jobs_ranks_and_names_its_straggler(
         # had both ranks (dev box running four torchrun test files at once, 2026-11-27), when
         # the window may still hold the ranks' start: so the test reads until the figures
         # hold, for up to 150 s. Rank 0 waits on the all-reduce, never on data.
-        deadline, ranks, wait = time.monotonic() + 150, {}, {}
+        deadline, ranks, wait = time.monotonic() + 150, dict[str, Any](), dict[str, Any]()
         while time.monotonic() < deadline and not (
             len(wait) == 2 and wait["1"] > 0.08 > 0.05 > wait["0"]
         ):
@@ -289,7 +289,7 @@ def test_a_real_prometheus_joins_a_two_node_jobs_ranks_and_names_its_straggler(
         # first steps, which wait for rank 1 to join, in a median over a few scrapes; the
         # rule's "for: 1m" keeps a pending that short from firing, and the test waits for the
         # window to hold the steady steps.
-        deadline, alerts = time.monotonic() + 90, []
+        deadline, alerts = time.monotonic() + 90, list[dict[str, Any]]()
         while time.monotonic() < deadline and [a["rank"] for a in alerts] != ["1"]:
             time.sleep(1.0)
             alerts = [

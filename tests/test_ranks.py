@@ -187,10 +187,10 @@ def test_with_more_ranks_than_rows_the_straggler_is_among_those_shown() -> None:
         session.apply(
             events.StepRows(
                 pid,
-                [
+                tuple(
                     [i, 990.0 + i * 0.05, 50.0, wait_ms, 8, 1, None, None, None, None]
                     for i in range(1, 61)
-                ],
+                ),
             )
         )
     lines = steps_panel(view_of(session.snapshot(window_s=30.0))).plain.splitlines()

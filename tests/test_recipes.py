@@ -154,7 +154,7 @@ class DiskPanel(LiveText, Panel):
 async def test_a_new_panel_is_one_class_and_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
     overview = layout.TABS[0]
 
-    def with_disk(app: GputopApp):  # type: ignore[no-untyped-def]
+    def with_disk(app: GputopApp):
         yield from overview.widgets(app)
         yield DiskPanel(id="disk")
 

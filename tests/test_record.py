@@ -23,6 +23,7 @@ from tests.support import shared_runs
 from tests.support.clock import ManualClock
 from tests.support.paths import REPO, SCENARIOS
 from tests.support.sessions import JOB_PID, NOW, scripted_session
+from tests.support.waiting import wait_until
 
 # Monitors of real CPU jobs: on a loaded 2-core box some took over 120 s.
 pytestmark = pytest.mark.timeout(300)
@@ -57,18 +58,13 @@ def start_monitor(record: Path, *job: str) -> subprocess.Popen[str]:
 
 
 def wait_for_steps(record: Path, steps: int, timeout_s: float = 180.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if record.exists():
-            seen = sum(
-                len(json.loads(line).get("rows", []))
-                for line in record.open()
-                if '"kind": "steps"' in line
-            )
-            if seen >= steps:
-                return
-        time.sleep(0.2)
-    raise AssertionError(f"fewer than {steps} steps recorded in {timeout_s}s")
+    def recorded() -> int:
+        if not record.exists():
+            return 0
+        lines = (line for line in record.open() if '"kind": "steps"' in line)
+        return sum(len(json.loads(line).get("rows", [])) for line in lines)
+
+    wait_until(lambda: recorded() >= steps, timeout_s, f"{steps} steps recorded", every_s=0.2)
 
 
 def job_pids(record: Path) -> list[int]:

@@ -16,7 +16,7 @@ def _rank(session: Session, pid: int, rank: int, first_t: float, steps: int) -> 
         [i, first_t + i * 0.05, 50.0, 1.0, 8, 1, None, None, None, None]
         for i in range(1, steps + 1)
     ]
-    session.apply(events.StepRows(pid, rows))
+    session.apply(events.StepRows(pid, tuple(rows)))
 
 
 def test_after_a_restart_the_new_rank_zero_leads_and_the_dead_ranks_leave() -> None:

@@ -73,8 +73,8 @@ def test_snapshot_windows_recent_steps_and_ignores_resent_backlog() -> None:
     session = Session(clock=now)
     session.apply(events.ProcessHello.of(11, {"rank": 0, "argv": ["train.py"]}))
     rows = [[n, 1990.0 + n, 100.0, 10.0, 8, 1, None, None, None, None] for n in range(1, 10)]
-    session.apply(events.StepRows(11, rows))
-    session.apply(events.StepRows(11, rows))  # a re-attach sends the ring again
+    session.apply(events.StepRows(11, tuple(rows)))
+    session.apply(events.StepRows(11, tuple(rows)))  # a re-attach sends the ring again
     snap = session.snapshot(window_s=5.0)
     assert snap.total_steps == 9
     assert snap.steps.steps == 4  # steps ending in the last 5 s: t = 1996..1999

@@ -8,6 +8,7 @@ import io
 import os
 import signal
 import threading
+from typing import Any
 
 import pytest
 
@@ -49,9 +50,9 @@ class InterruptibleJob:
 def test_ctrl_c_inside_a_snapshot_stops_the_job_and_is_recorded() -> None:
     session = Session(command=("train.py",))
     monitor = Monitor(session, os.getpid(), nvml=FakeNvml([]), samplers=[])
-    snapshot, asked = session.snapshot, []
+    snapshot, asked = session.snapshot, list[bool]()
 
-    def snapshot_interrupted(*args: object, **kwargs: object) -> object:
+    def snapshot_interrupted(*args: Any, **kwargs: Any) -> Any:
         if not asked:  # the first one: Ctrl+C arrives while the session's lock is held
             asked.append(True)
             with session._lock:

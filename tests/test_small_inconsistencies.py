@@ -47,7 +47,7 @@ def test_an_attach_pairs_the_steps_since_it_with_its_own_time() -> None:
     session.apply(events.ProcessHello.of(JOB_PID, {"rank": None}))
     backlog = [step_row(s, 980.0 + s * 0.01) for s in range(400, 500)]  # before the attach
     since = [step_row(s, 990.0 + (s - 499) * 0.1) for s in range(500, 580)]
-    session.apply(events.StepRows(JOB_PID, backlog + since))
+    session.apply(events.StepRows(JOB_PID, tuple(backlog + since)))
     snap = session.snapshot(with_phases=True)
     assert snap.total_steps == 579 and snap.steps_before_start == 499
     text = summary_text(view_of(snap))

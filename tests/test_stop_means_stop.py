@@ -3,23 +3,18 @@ still leaves it running; no socket is left behind; the clock stops with the job 
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
 import os
-import pty
-import select
 import signal
-import struct
 import subprocess
 import sys
-import termios
 import time
 from pathlib import Path
 
 import pytest
 
 from gputop_train import wire
+from tests.support.terminal import Terminal
 
 # Monitors of real CPU jobs: on a loaded 2-core box some took over 120 s.
 pytestmark = pytest.mark.timeout(300)
@@ -47,27 +42,18 @@ def _monitor(tmp_path: Path, *command: str) -> subprocess.Popen[bytes]:
     )  # fmt: skip
 
 
-def _tui(tmp_path: Path, *command: str) -> tuple[subprocess.Popen[bytes], int]:
-    """The TUI in an 80x24 pty, recording to run.jsonl; the pty's master end to read."""
-    master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
-    monitor = subprocess.Popen(
-        [sys.executable, "-m", "gputop_train", "--record", str(tmp_path / "run.jsonl"), *command],
-        cwd=REPO, start_new_session=True, stdin=slave, stdout=slave, stderr=slave,
-    )  # fmt: skip
-    os.close(slave)
-    return monitor, master
+def _tui(tmp_path: Path, *command: str) -> Terminal:
+    """The TUI in an 80x24 pty, recording to run.jsonl."""
+    return Terminal(
+        [sys.executable, "-m", "gputop_train", "--record", str(tmp_path / "run.jsonl"), *command]
+    )
 
 
-def _job_pid(record: Path, timeout_s: float = 180.0, drain: int | None = None) -> int:
+def _job_pid(record: Path, timeout_s: float = 180.0, drain: Terminal | None = None) -> int:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if drain is not None:
-            while select.select([drain], [], [], 0)[0]:
-                try:
-                    os.read(drain, 65536)
-                except OSError:
-                    break
+            drain.drain()
         if record.exists():
             steps = sum(1 for line in record.open() if '"kind": "steps"' in line)
             hellos = [
@@ -142,19 +128,13 @@ def test_sighup_still_leaves_the_job_running(tmp_path: Path) -> None:
 
 
 def test_sigterm_to_the_tui_stops_a_launched_job_too(tmp_path: Path) -> None:
-    monitor, master = _tui(tmp_path, str(LOOPS), "forever")
+    terminal = _tui(tmp_path, str(LOOPS), "forever")
     try:
-        pid = _job_pid(tmp_path / "run.jsonl", drain=master)
-        monitor.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + 60
-        while monitor.poll() is None and time.monotonic() < deadline:
-            if select.select([master], [], [], 0.2)[0]:
-                with contextlib.suppress(OSError):
-                    os.read(master, 65536)
+        pid = _job_pid(tmp_path / "run.jsonl", drain=terminal)
+        terminal.process.send_signal(signal.SIGTERM)
+        terminal.read(60.0)  # until the monitor has ended
     finally:
-        if monitor.poll() is None:
-            monitor.kill()
-        os.close(master)
+        terminal.close()
     assert _gone(pid) and _no_socket_left(pid)
 
 

@@ -45,7 +45,7 @@ if mode == "wait":
 """
 
 
-def probe(tmp_path: Path, *args: str, env: dict[str, str] | None = None, **kwargs: object):  # type: ignore[no-untyped-def]
+def probe(tmp_path: Path, *args: str, env: dict[str, str] | None = None, **kwargs: object):
     script = tmp_path / "probe.py"
     script.write_text(PROBE)
     out, err = tmp_path / "out", tmp_path / "err"

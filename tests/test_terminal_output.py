@@ -74,7 +74,7 @@ def test_styles_written_as_changes_show_what_textual_would_write(
 ) -> None:
     strip = Strip([Segment(text, style) for text, style in segments])
     ours = render_strip(strip, system)
-    theirs = strip.render(type("Console", (), {"_color_system": system})())  # type: ignore[arg-type]
+    theirs = strip.render(type("Console", (), {"_color_system": system})())
     assert cells(ours) == cells(theirs)
     assert cells(ours + "x")[-1] == ("x", Style())  # the terminal is left in the default style
     assert len(ours) <= len(theirs)
@@ -108,7 +108,7 @@ async def test_a_sticky_table_keeps_its_rows_when_processes_go() -> None:
         assert table.size.height == 4
         dirty: list = []
         original = table.refresh
-        table.refresh = lambda *r, **kw: dirty.append((r, kw)) or original(*r, **kw)  # type: ignore[method-assign]
+        table.refresh = lambda *r, **kw: dirty.append((r, kw)) or original(*r, **kw)  # type: ignore[method-assign, func-returns-value]
         table.show(Text("PID CPU\n1 91%"))  # two workers left
         await pilot.pause()
         assert table.size.height == 4  # no re-layout: nothing below moves or is repainted
@@ -123,8 +123,10 @@ async def test_chart_areas_scroll_every_two_seconds_and_their_titles_every_tick(
     session = scripted_session()
     clock = {"t": 0.0, "latest": 1000.0}
 
-    def source(window_s: float, chart_window_s: float, points: int, phases: bool) -> Snapshot:
-        snap = session.snapshot(window_s, chart_window_s, points, phases)
+    def source(
+        window_s: float, chart_window_s: float, chart_points: int, with_phases: bool
+    ) -> Snapshot:
+        snap = session.snapshot(window_s, chart_window_s, chart_points, with_phases)
         snap = replace(snap, t=snap.started_at + 100.0 + clock["t"])
         if snap.charts is None:
             return snap
@@ -158,8 +160,10 @@ async def test_chart_areas_scroll_every_two_seconds_and_their_titles_every_tick(
 async def test_rendering_only_the_touched_widgets_writes_what_textual_would() -> None:
     session, draw = scripted_session(), random.Random(16)
 
-    def source(window_s: float, chart_window_s: float, points: int, phases: bool) -> Snapshot:
-        snap = session.snapshot(window_s, chart_window_s, points, phases)
+    def source(
+        window_s: float, chart_window_s: float, chart_points: int, with_phases: bool
+    ) -> Snapshot:
+        snap = session.snapshot(window_s, chart_window_s, chart_points, with_phases)
         snap = replace(snap, t=snap.started_at + 100.0 + draw.randrange(100))
         if snap.charts is None:
             return snap

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from gputop_train.tui.panels.overview import ChartsPanel, HeaderPanel
 from gputop_train.tui.widgets.chart import BrailleChart
-from gputop_train.tui.widgets.live_text import LiveText
 from tests.support.sessions import scripted_session
 from tests.support.tui import app_under_test
 
@@ -16,7 +15,7 @@ async def _titles(size: tuple[int, int]) -> tuple[str, list[tuple[str, list[str]
         app._tick()
         app._tick()
         await pilot.pause()
-        header = app.query_one(HeaderPanel, LiveText).text.plain
+        header = app.query_one(HeaderPanel).text.plain
         charts = [
             (
                 chart.render_line(0).text.rstrip(),

@@ -59,9 +59,11 @@ async def test_once_a_second_panels_wait_for_every_second_tick() -> None:
     session = scripted_session()
     asked_for_charts = []
 
-    def source(window_s: float, chart_window_s: float, points: int, phases: bool) -> Snapshot:
-        asked_for_charts.append(points > 0)
-        return session.snapshot(window_s, chart_window_s, points, phases)
+    def source(
+        window_s: float, chart_window_s: float, chart_points: int, with_phases: bool
+    ) -> Snapshot:
+        asked_for_charts.append(chart_points > 0)
+        return session.snapshot(window_s, chart_window_s, chart_points, with_phases)
 
     app = app_under_test(source)
     async with app.run_test(size=(80, 24)) as pilot:
@@ -138,19 +140,19 @@ async def test_no_nvml_shows_na_and_the_reason_not_zero() -> None:
         assert "0%" not in gpu
 
 
-def test_main_screen_80x24(snap_compare) -> None:  # type: ignore[no-untyped-def]
+def test_main_screen_80x24(snap_compare) -> None:
     assert snap_compare(make_app(), terminal_size=(80, 24))
 
 
-def test_main_screen_160x48(snap_compare) -> None:  # type: ignore[no-untyped-def]
+def test_main_screen_160x48(snap_compare) -> None:
     assert snap_compare(make_app(), terminal_size=(160, 48))
 
 
-def test_processes_tab_80x24(snap_compare) -> None:  # type: ignore[no-untyped-def]
+def test_processes_tab_80x24(snap_compare) -> None:
     assert snap_compare(make_app(), terminal_size=(80, 24), press=["2"])
 
 
-def test_no_gpu_80x24(snap_compare) -> None:  # type: ignore[no-untyped-def]
+def test_no_gpu_80x24(snap_compare) -> None:
     assert snap_compare(make_app(with_gpu=False), terminal_size=(80, 24))
 
 
@@ -178,7 +180,7 @@ async def test_the_phase_table_shows_each_configuration_and_its_speedup() -> Non
         assert "phase 2" in text_of(app, "#header")
 
 
-def test_knobs_tab_100x30(snap_compare) -> None:  # type: ignore[no-untyped-def]
+def test_knobs_tab_100x30(snap_compare) -> None:
     assert snap_compare(make_app(), terminal_size=(100, 30), press=["4"])
 
 
@@ -195,7 +197,7 @@ def replay_app(tmp_path: Path) -> GputopApp:
     return app_under_test(replay.snapshot, timeline=replay)
 
 
-def test_replay_80x24(snap_compare, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_replay_80x24(snap_compare, tmp_path: Path) -> None:
     assert snap_compare(replay_app(tmp_path), terminal_size=(80, 24))
 
 
@@ -211,7 +213,7 @@ async def test_replay_keys_move_the_cursor(tmp_path: Path) -> None:
         assert "REPLAY" in text_of(app, "#header")
 
 
-def test_no_color_80x24(snap_compare, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+def test_no_color_80x24(snap_compare, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("NO_COLOR", "1")
     app = make_app()
     assert app.no_color  # monochrome: every figure is a number; only the charts split by colour
@@ -226,7 +228,7 @@ def test_ranks_and_gpus_of_a_torchrun_job_are_named() -> None:
     for pid, rank in ((rank1, 1), (rank0, 0)):
         session.apply(events.ProcessHello.of(pid, {"rank": rank, "argv": ["train.py"]}))
     gpus = [FakeGpu(name="NVIDIA H200"), FakeGpu(name="NVIDIA H200")]
-    session.apply(events.GpusFound(NvmlSampler(FakeNvml(gpus)).open()))
+    session.apply(events.GpusFound(tuple(NvmlSampler(FakeNvml(gpus)).open())))
     table = [FakeProcess(launcher, 1, "pt_elastic")]
     table += [FakeProcess(pid, launcher, "python") for pid in (rank1, rank0)]
     session.apply(
@@ -265,7 +267,7 @@ async def test_a_long_knob_name_never_runs_into_its_value() -> None:
     session = scripted_session()
     knob = {"name": "float32_matmul_precision", "kind": "choice", "value": "highest"}
     choices = {"choices": ["highest", "high", "medium"], "help": "TF32 for float32 matmuls"}
-    session.apply(events.KnobsDeclared(JOB_PID, [{**knob, **choices}]))
+    session.apply(events.KnobsDeclared(JOB_PID, ({**knob, **choices},)))
     app = app_under_test(session.snapshot)
     async with app.run_test(size=(120, 30)) as pilot:
         await pilot.press("4")

@@ -15,20 +15,20 @@ EIGHT_RANKS = Node(
 )
 
 
-def _app(node: Node):  # type: ignore[no-untyped-def]
+def _app(node: Node):
     session, _ = node_session(node)
     return app_under_test(session.snapshot, controls=AskedControls())
 
 
-def test_eight_gpus_8_ranks_80x24(snap_compare) -> None:  # type: ignore[no-untyped-def]
+def test_eight_gpus_8_ranks_80x24(snap_compare) -> None:
     assert snap_compare(_app(EIGHT_RANKS), terminal_size=(80, 24))
 
 
-def test_eight_gpus_8_ranks_200x60(snap_compare) -> None:  # type: ignore[no-untyped-def]
+def test_eight_gpus_8_ranks_200x60(snap_compare) -> None:
     assert snap_compare(_app(EIGHT_RANKS), terminal_size=(200, 60))
 
 
-def test_one_gpu_of_eight_80x24(snap_compare) -> None:  # type: ignore[no-untyped-def]
+def test_one_gpu_of_eight_80x24(snap_compare) -> None:
     node = Node(gpus=8, ranks={4242: 1}, others={4: [(901, "bob", 20.0, 80)]})
     assert snap_compare(_app(node), terminal_size=(80, 24))
 

@@ -17,6 +17,7 @@ import time
 import pytest
 
 from tests.support.paths import REPO, SCENARIOS
+from tests.support.terminal import Terminal
 
 pytest.importorskip("torch")
 
@@ -29,53 +30,24 @@ ANSI_16 = {str(n) for base in (30, 40, 90, 100) for n in range(base, base + 8)}
 
 def run_in_terminal(term: str, seconds: float, **env: str) -> str:
     """Run the TUI on a short CPU job in an 80x24 pty; quit with q, s; return what it wrote."""
-    master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
     environ = {k: v for k, v in os.environ.items() if k not in ("COLORTERM", "NO_COLOR")}
     environ.update(TERM=term, **env)
     job = [str(SCENARIOS), "sleepy", "batch_ms=5", "step_ms=5", "steps=4000"]
-    monitor = subprocess.Popen(
-        [sys.executable, "-m", "gputop_train", "--no-record", *job],
-        stdin=slave,
-        stdout=slave,
-        stderr=slave,
-        cwd=REPO,
-        env=environ,
-        start_new_session=True,
-    )
-    os.close(slave)
-    output = bytearray()
-
-    def pump(duration: float, until: bytes | None = None) -> None:
-        """Read what the app writes for `duration` s, or until `until` appears in it."""
-        deadline = time.monotonic() + duration
-        while (left := deadline - time.monotonic()) > 0 and monitor.poll() is None:
-            if until is not None and until in output:
-                return
-            ready, _, _ = select.select([master], [], [], min(left, 0.2))
-            if ready:
-                try:
-                    output.extend(os.read(master, 65536))
-                except OSError:
-                    return
-
+    terminal = Terminal([sys.executable, "-m", "gputop_train", "--no-record", *job], env=environ)
     try:
         # Each key waits for the screen it is meant for: on a loaded machine the dashboard
         # can take seconds to come up, and an `s` sent before the quit dialog is drawn would
         # be lost (and the job run on for its 4000 steps).
-        pump(seconds)
-        pump(60.0, until=b"samples/s")
-        os.write(master, b"q")
-        pump(30.0, until=b"Stop job")
-        os.write(master, b"s")  # stop the job
-        pump(60.0)  # keep reading as it stops: a full pty would block the app's last writes
+        terminal.read(seconds)
+        terminal.read(60.0, until=b"samples/s")
+        terminal.type(b"q")
+        terminal.read(30.0, until=b"Stop job")
+        terminal.type(b"s")  # stop the job
+        terminal.read(60.0)  # keep reading as it stops: a full pty would block its last writes
     finally:
-        if monitor.poll() is None:
-            monitor.kill()
-        monitor.wait()
-        os.close(master)
-    assert monitor.returncode == 130  # the job's exit code: it was stopped with Ctrl+C
-    return output.decode(errors="replace")
+        terminal.close()
+    assert terminal.process.returncode == 130  # the job's exit code: stopped with Ctrl+C
+    return terminal.text()
 
 
 def test_the_linux_console_gets_only_its_16_colours() -> None:

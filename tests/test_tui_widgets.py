@@ -53,7 +53,7 @@ class CountingText(LiveText):
 
     drawn: list[int]
 
-    def render_line(self, y: int):  # type: ignore[no-untyped-def]
+    def render_line(self, y: int):
         self.drawn.append(y)
         return super().render_line(y)
 
@@ -147,7 +147,7 @@ async def test_a_changed_figure_is_written_only_up_to_where_the_line_changed() -
         await pilot.pause()
         dirty: list = []
         original = panel.refresh
-        panel.refresh = lambda *regions, **kw: dirty.extend(regions) or original(*regions, **kw)  # type: ignore[method-assign]
+        panel.refresh = lambda *regions, **kw: dirty.extend(regions) or original(*regions, **kw)  # type: ignore[method-assign, func-returns-value]
         panel.show(Text("samples/s 101      steps 40"))
         await pilot.pause()
         assert [(r.x, r.width) for r in dirty] == [(12, 1)]

@@ -20,7 +20,7 @@ def test_frames_round_trip_and_carry_the_version() -> None:
 
 
 def test_rows_encoded_once_make_the_same_steps_frame() -> None:
-    rows = [
+    rows: list[list[Any]] = [
         [1, 1.5, None, 2.25, 64, 1, None, None, None, None],
         [2, 3.0, 1e-7, 0, 0, 2, 5, 6, 7, 8],
     ]
@@ -149,7 +149,7 @@ def test_every_encoded_frame_comes_back_whole_however_it_is_cut(
 @settings(max_examples=300, deadline=None)
 @given(value=json_values | st.floats() | st.binary(max_size=8))
 def test_knob_validation_returns_the_declared_type_or_refuses(value: object) -> None:
-    specs = [
+    specs: list[dict[str, Any]] = [
         {"name": "n", "kind": "int", "min": 0, "max": 64},
         {"name": "b", "kind": "bool"},
         {"name": "c", "kind": "choice", "choices": ["fp32", "bf16", 3]},

@@ -19,7 +19,7 @@ if os.environ.get("BLOCK_MONITOR_DEPS"):
     class _Blocker(importlib.abc.MetaPathFinder):
         blocked = ("textual", "rich", "psutil", "pynvml", "platformdirs")
 
-        def find_spec(self, name, path, target=None):  # type: ignore[no-untyped-def]
+        def find_spec(self, name, path, target=None):
             if name.split(".")[0] in self.blocked:
                 raise ModuleNotFoundError(f"No module named {name!r} (blocked by the test)")
             return None
@@ -342,7 +342,7 @@ def two_trainers(p: dict[str, Any]) -> None:
             wait.wait()
 
     other = threading.Thread(
-        target=lambda: (main_stepped.wait(), train(40, 8, other_stepped, main_stepped)),
+        target=lambda: (main_stepped.wait(), train(40, 8, other_stepped, main_stepped)),  # type: ignore[func-returns-value]
         name="second",
     )
     other.start()
@@ -364,7 +364,7 @@ def steady(p: dict[str, float]) -> None:
     model = torch.nn.Sequential(*(torch.nn.Linear(256, 256) for _ in range(4)))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.001)
     batches = DataLoader(torch.utils.data.TensorDataset(torch.randn(512, 256)), batch_size=64)
-    times = open(p["times"], "ab", buffering=0) if "times" in p else None  # noqa: SIM115
+    times = open(str(p["times"]), "ab", buffering=0) if "times" in p else None  # noqa: SIM115
     deadline = time.monotonic() + p.get("seconds", 3600)
     try:
         while time.monotonic() < deadline:

@@ -46,7 +46,7 @@ class MaskedLM(nn.Module):
         self.embed = nn.Embedding(VOCAB, 16)
         self.head = nn.Linear(16, VOCAB)
 
-    def forward(self, input_ids, attention_mask=None, labels=None):  # type: ignore[no-untyped-def]
+    def forward(self, input_ids, attention_mask=None, labels=None):
         logits = self.head(self.embed(input_ids))
         loss = nn.functional.cross_entropy(logits.view(-1, VOCAB), labels.view(-1))
         return {"loss": loss, "logits": logits}
@@ -178,8 +178,9 @@ def backward_only(p: dict[str, float]) -> list[dict]:
 def compiled(p: dict[str, float]) -> list[dict]:
     """torch.compile (the eager backend: no compiler on the CPU test box)."""
     batch, block = 4, 16
-    model = torch.compile(TinyGPT(), backend="eager")
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    module = TinyGPT()
+    model = torch.compile(module, backend="eager")
+    optimizer = torch.optim.AdamW(module.parameters(), lr=1e-3)
     for _ in range(int(p.get("steps", 8))):
         x = torch.randint(0, VOCAB, (batch, block))
         _, loss = model(x, x)
@@ -304,11 +305,11 @@ class SlowBackward(torch.autograd.Function):
     """Identity whose backward sleeps a known time: the last of the backward's work."""
 
     @staticmethod
-    def forward(ctx, x):  # type: ignore[no-untyped-def]
+    def forward(ctx, x):
         return x.clone()
 
     @staticmethod
-    def backward(ctx, grad):  # type: ignore[no-untyped-def]
+    def backward(ctx, grad):
         time.sleep(0.01)
         return grad
 

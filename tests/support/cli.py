@@ -15,16 +15,14 @@ from typing import Any
 from .paths import REPO
 
 
-def gputop(
-    *args: str, timeout: float = 180.0, **kwargs: object
-) -> subprocess.CompletedProcess[str]:
+def gputop(*args: str, timeout: float = 180.0, **kwargs: Any) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "gputop_train", *args],
         capture_output=True,
         text=True,
         cwd=REPO,
         timeout=timeout,
-        **kwargs,  # type: ignore[arg-type]
+        **kwargs,
     )
 
 

@@ -70,7 +70,7 @@ def node_session(node: Node, seconds: float = 20.0) -> tuple[Session, FakeNvml]:
         job = [pid for pid, on in node.ranks.items() if on == index] if node.touched else []
         busy = bool(job)
         gpu.util = 100 if busy else 0
-        gpu.gpm.update({2: 95.0 if busy else 0.0, 3: 40.0, 5: 60.0 if busy else 0.0, 10: 50.0})  # type: ignore[union-attr]
+        gpu.gpm.update({2: 95.0 if busy else 0.0, 3: 40.0, 5: 60.0 if busy else 0.0, 10: 50.0})
         gpu.mem_used = (62 * GIB if busy else GIB // 2) + sum(
             int(g * GIB) for _, _, g, _ in node.others.get(index, [])
         )

@@ -63,7 +63,7 @@ def run_hooked(
     while client.connected_pids and time.monotonic() < deadline:
         client.poll(0.05)
     client.close()
-    return HookedRun(job.returncode, out.read_text(), err.read_text(), session)
+    return HookedRun(job.wait(), out.read_text(), err.read_text(), session)
 
 
 def hooked_child(monitor_pid: int, timeout_s: float = 60.0) -> int:

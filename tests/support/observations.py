@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from gputop_train.advise import rules
 from gputop_train.session.stats import GpuStats, ModelFacts, Observation, StepStats
@@ -39,7 +40,7 @@ RUNG0 = dict(
 )
 
 
-def observe(**changes: object) -> Observation:
+def observe(**changes: Any) -> Observation:
     """A healthy GPU-bound step on a 16-core box; each test changes what it is about."""
     steps = StepStats(100, 10.0, 5000.0, 100.0, 110.0, 1.0, 99.0)
     gpu = GpuStats(99.0, 92.0, 25.0, 20 * GiB, 80 * GiB, 600.0)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from gputop_train import events
 from gputop_train.collect.fake import FakeGpu, FakeNvml, FakeProcess, FakePsutil
@@ -15,7 +16,7 @@ from gputop_train.session.model import Session
 from .clock import ManualClock
 
 NOW = 1_800_000_000.0
-KNOBS = [
+KNOBS: list[dict[str, Any]] = [
     {
         "name": "num_workers",
         "kind": "int",
@@ -51,7 +52,7 @@ def scripted_session(with_gpu: bool = True, recorder: Recorder | None = None) ->
             JOB_PID, {"rank": None, "argv": ["demos/resnet.py"], "torch": "2.11"}
         )
     )
-    session.apply(events.KnobsDeclared(JOB_PID, KNOBS))
+    session.apply(events.KnobsDeclared(JOB_PID, tuple(KNOBS)))
     rows = []
     t = NOW - 120.0
     for step in range(1, 900):
@@ -61,7 +62,7 @@ def scripted_session(with_gpu: bool = True, recorder: Recorder | None = None) ->
         if t > NOW:
             break
         rows.append([step, t, step_ms, data_ms, 512, 1, step_ms * 0.7, None, None, None])
-    session.apply(events.StepRows(JOB_PID, rows[:300]))
+    session.apply(events.StepRows(JOB_PID, tuple(rows[:300])))
     session.apply(
         events.KnobOutcome.of(
             JOB_PID,
@@ -76,7 +77,7 @@ def scripted_session(with_gpu: bool = True, recorder: Recorder | None = None) ->
             },
         )
     )
-    session.apply(events.StepRows(JOB_PID, rows[300:]))
+    session.apply(events.StepRows(JOB_PID, tuple(rows[300:])))
     if with_gpu:
         gpu = FakeGpu(
             util=77,
@@ -87,7 +88,7 @@ def scripted_session(with_gpu: bool = True, recorder: Recorder | None = None) ->
             processes=[(JOB_PID, 11 * 2**30, 74)],
         )
         sampler = NvmlSampler(FakeNvml([gpu]), clock=clock, wall_clock=clock)
-        session.apply(events.GpusFound(sampler.open()))
+        session.apply(events.GpusFound(tuple(sampler.open())))
         for i in range(1200):
             clock.now = NOW - 120.0 + i * 0.1
             gpu.util = 60 + (i * 7) % 35
@@ -95,7 +96,7 @@ def scripted_session(with_gpu: bool = True, recorder: Recorder | None = None) ->
             session.apply(events.GpuSampled(sampler.sample()))
     else:
         session.apply(
-            events.GpusFound([], error="no NVIDIA driver here (NVML Shared Library Not Found)")
+            events.GpusFound((), error="no NVIDIA driver here (NVML Shared Library Not Found)")
         )
     processes = [FakeProcess(JOB_PID, 1, "python3", cpu=71.0, rss=3 * 2**30)]
     processes += [
@@ -135,7 +136,7 @@ def two_rank_session() -> Session:
         rows = [
             [i, 990.0 + i * 0.05, 50.0, wait_ms, 8, 1, None, None, None, None] for i in range(1, 61)
         ]
-        session.apply(events.StepRows(pid, rows))
+        session.apply(events.StepRows(pid, tuple(rows)))
     session.apply(
         events.GpuSampled(  # each rank on its own GPU, as NVML lists their processes
             tuple(

@@ -92,7 +92,11 @@ class _Server:
         threading.Thread(target=self._read, name="torch-jobs-reader", daemon=True).start()
         atexit.register(self.close)
 
-    def spawn(self, request: dict[str, Any], timeout_s: float = 60.0) -> int:
+    def spawn(self, request: dict[str, Any]) -> int:
+        """The forked job's PID, once the server has forked it: the first request waits for
+        the server to import torch, which on a loaded box took over the 60 s this once allowed
+        (beside six other sessions' work on the 2-core dev box, 2026-11-27); the test's own
+        timeout bounds the wait, and a server that died ends it at once."""
         request_id = next(self._ids)
         line = json.dumps({**request, "id": request_id}).encode() + b"\n"
         assert self._process.stdin is not None
@@ -100,7 +104,7 @@ class _Server:
             self._process.stdin.write(line)
             self._process.stdin.flush()
         with self._lock:
-            self._lock.wait_for(lambda: request_id in self._spawned or self._gone, timeout_s)
+            self._lock.wait_for(lambda: request_id in self._spawned or self._gone)
             if request_id not in self._spawned:
                 raise RuntimeError("the torch job server did not fork the job (see its stderr)")
             return self._spawned.pop(request_id)
