@@ -39,6 +39,9 @@ def private_runtime_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path
     directory = tmp_path / "run"
     monkeypatch.setenv("GPUTOP_TRAIN_RUNTIME_DIR", str(directory))
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    # xdist's workers inherit COLUMNS=80 from pytest's terminal, so text mode would wrap at 80
+    # in the parallel run and at 100 serially: a test that wants a width sets it itself.
+    monkeypatch.delenv("COLUMNS", raising=False)
     return directory
 
 
