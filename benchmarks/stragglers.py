@@ -1,5 +1,5 @@
 """How far apart a torchrun job's ranks read without a straggler, and whether the straggler
-finding names the slowed rank: the measurement behind advise/rules.py's STRAGGLER_* lines.
+finding names the slowed rank: the measurement behind advise/rules/ranks.py's STRAGGLER_* lines.
 
 Each round runs 2 (``--nproc``) CPU ranks (gloo) of tests/scenarios/loops.py ``ddp`` under
 ``gputop-train --headless --format json``, unslowed and with one rank slowed on purpose, and

@@ -8,7 +8,7 @@ import pytest
 
 from gputop_train.advise import rules
 from gputop_train.advise.mfu import efficiency, peak_tflops
-from gputop_train.session.stats import ModelFacts
+from gputop_train.session.stats import ModelFacts, Observation
 from gputop_train.session.workload import Workload
 from tests.support.observations import BF16_H100, FP32_H100, RUNG0, GiB, headline, ids, observe
 
@@ -177,7 +177,7 @@ def test_sync_sites_are_named_with_file_and_line() -> None:
     assert "syncs" not in ids(observe(syncs_per_step=1))
 
 
-def _syncs(o: rules.Observation) -> rules.Finding:
+def _syncs(o: Observation) -> rules.Finding:
     return next(f for f in rules.findings(o) if f.id == "syncs")
 
 

@@ -16,6 +16,7 @@ from textual.widgets import RichLog
 
 from gputop_train import events, wire
 from gputop_train.advise import rules
+from gputop_train.advise.rules import registry
 from gputop_train.collect.base import CHEAP, Sink
 from gputop_train.collect.fake import FakeGpu, FakeNvml, FakeProcess, FakePsutil
 from gputop_train.monitor.hook_client import HookClient, _Connection
@@ -24,6 +25,7 @@ from gputop_train.record.reader import read, replay_all
 from gputop_train.record.recorder import Recorder
 from gputop_train.session import model
 from gputop_train.session.model import Session
+from gputop_train.session.stats import Observation
 from gputop_train.tui import layout
 from gputop_train.tui.app import GputopApp
 from gputop_train.tui.panels.base import Panel, UiState
@@ -126,17 +128,17 @@ def test_a_new_fact_is_one_frame_one_event_and_one_handler(
     assert replayed.dropped_frames == 1
 
 
-# -- Add a rule: a function of an Observation, one entry in rules.RULES ----------------------
+# -- Add a rule: a function of an Observation in its family's module, one entry in RULES ----
 
 
-def slow_steps(o: rules.Observation) -> rules.Finding | None:
+def slow_steps(o: Observation) -> rules.Finding | None:
     if o.steps.step_ms_p50 is None or o.steps.step_ms_p50 < 100.0:
         return None
     return rules.Finding("toy.slow_steps", "Slow steps", ("p50 over 100 ms",), "look", None, 1, 9)
 
 
 def test_a_new_rule_is_one_function_and_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(rules, "RULES", (*rules.RULES, slow_steps))
+    monkeypatch.setattr(registry, "RULES", (*registry.RULES, slow_steps))
     view = view_of(scripted_session().snapshot())
     assert view.headline is not None and view.headline.id == "toy.slow_steps"
     assert status_fields(view)["findings"][0]["id"] == "toy.slow_steps"  # headless JSON too
