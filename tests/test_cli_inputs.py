@@ -50,7 +50,10 @@ def test_schedule_entries_the_knobs_refuse_are_said_at_once_and_once() -> None:
     for problem in ("num_workers takes a whole number, not 'abc'", "no knob named 'bogus'"):
         said = result.stderr.split("gputop-train: --schedule")
         assert sum(problem in part for part in said) == 1, result.stderr  # on stderr, once
-        assert result.stdout.count(problem) == 1, result.stdout  # the summary's notes: once
+    # The summary's notes say each once: the monitor's check, or the hook's refusal at the
+    # entry's step where that came first (a loaded box can reach step 5 before the check).
+    notes = [line for line in result.stdout.splitlines() if line.strip().startswith("note:")]
+    for knob in ("num_workers", "bogus"):
+        assert sum(knob in note for note in notes) == 1, result.stdout
     # Said while the job ran (its own last output, the loop's TRUTH line, comes after).
     assert result.stderr.index("--schedule step 5") < result.stderr.index("TRUTH")
-    assert "knob num_workers:" not in result.stdout and "knob bogus:" not in result.stdout
