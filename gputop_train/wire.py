@@ -47,6 +47,8 @@ SET_KNOB = "set_knob"  # change one knob at the next step boundary
 SCAN_SYNCS = "scan_syncs"  # run a sync scan on the next step
 WHERE_WAITING = "where_waiting"  # answered at once (listener thread) by a WAITING frame
 AUTOPILOT_DONE = "autopilot_done"  # the autopilot has finished: hook.autopilot_active() is False
+KEEP_TRIALS = "keep_trials"  # this monitor's trials of these knobs stay, should it leave
+ALIVE = "alive"  # the monitor is there (every few seconds): an idle one gives way to a new one
 
 # How often the hook sends what is new (steps, facts, notices): one frame per redraw of the
 # TUI is all a screen can show; the figures are sums of rows, so a batch loses nothing. The
@@ -56,6 +58,12 @@ SEND_PERIOD_S = 0.5
 # How a rank's refusal of a change meant for a step it is already past begins (a knob
 # outcome's error, the step follows): the monitor may send it again for a later step.
 LATE_FOR_STEP = "arrived after step"
+# How the hook's other refusals of a change begin (docs/protocol.md, docs/security.md): a step
+# further ahead than it holds changes for, too many changes waiting, and a change (or a trial)
+# whose monitor left before it was due.
+TOO_FAR_AHEAD = "too far ahead: step"
+TOO_MANY_WAITING = "too many changes waiting"
+MONITOR_LEFT = "its monitor left"
 
 # -- the environment the launcher gives the job ---------------------------------------------
 # hook/boot/sitecustomize.py reads HOOK_ENV and PKG_ROOT_ENV by their values: it runs before
@@ -604,12 +612,30 @@ class MemoryAudit(Frame):
 @frame(SET_KNOB)
 @dataclass(frozen=True)
 class SetKnob(Frame):
-    ABSENT_WHEN_NONE = ("at_step",)
+    ABSENT_WHEN_NONE = ("at_step", "trial")
 
     id: Any
     name: Any
     value: Any
     at_step: int | None = None  # several ranks: each applies it after exactly this step
+    # True: a trial (--try, the autopilot) that belongs to this connection: the hook puts the
+    # value before it back if the connection ends first (unless kept by KEEP_TRIALS).
+    trial: bool | None = None
+
+
+@frame(ALIVE)
+@dataclass(frozen=True)
+class Alive(Frame):
+    """The monitor is at work: a hook at its limit of clients gives the slot of one silent
+    for long to a new one (hook/listener.py SILENT_EVICT_S)."""
+
+
+@frame(KEEP_TRIALS)
+@dataclass(frozen=True)
+class KeepTrials(Frame):
+    """The autopilot kept these trials: they stay when this monitor leaves."""
+
+    names: list[str]
 
 
 @frame(AUTOPILOT_DONE)

@@ -298,6 +298,10 @@ class Agent:
             self._count_due_step = self._step + COUNT_AFTER_CHANGE_STEPS
             self._profile_due_step = self._step + PROFILE_AFTER_CHANGE_STEPS
             self.guard.watch(self._step, self.board.applied_at(self._step))
+        while self.board.trial_reverts:  # the job's log says it (the monitors: the outcome)
+            told = self.board.trial_reverts.popleft()
+            with contextlib.suppress(Exception):
+                print(f"gputop-train: {told}", file=sys.stderr, flush=True)
         verdict = self.guard.verdict()
         if verdict is not None:
             changes, why, figures = verdict
@@ -644,6 +648,7 @@ class Agent:
             rows_after=self.rows_after,
             take_frames=self.take_frames,
             on_frame=self.on_frame,
+            on_leave=self.on_client_left,
             backlog_rows=self._ring.maxlen or RING_STEPS,
         )
         self.listener.start()
@@ -686,10 +691,15 @@ class Agent:
             frames.append(wire.Notice(self._notices.popleft(), pid=self.pid).encode())
         return frames + self.board.take_outbox()
 
-    def on_frame(self, frame: dict[str, Any]) -> None:
-        """Commands from a monitor (listener thread): queued, applied at a step boundary."""
+    def on_frame(self, frame: dict[str, Any], client: int | None = None) -> None:
+        """Commands from monitor ``client`` (listener thread): queued, applied at a step
+        boundary."""
         if frame["type"] == wire.SetKnob.TYPE:
-            self.board.request(frame)
+            self.board.request(frame, client)
+        elif frame["type"] == wire.KeepTrials.TYPE:
+            names = frame.get("names")
+            if client is not None and isinstance(names, list):
+                self.board.keep_trials(client, [n for n in names if isinstance(n, str)])
         elif frame["type"] == wire.WhereWaiting.TYPE:
             # Answered from this thread: the training thread may be the one that is stuck.
             clock = self.collectives
@@ -701,6 +711,10 @@ class Agent:
             self._syncs.requested = True
         elif frame["type"] == wire.AutopilotDone.TYPE:
             self.autopilot_done = True
+
+    def on_client_left(self, client: int) -> None:
+        """A monitor hung up (listener thread): its waiting changes and trials go."""
+        self.board.client_left(client)
 
     def revert_last_change(self, error: str) -> bool:
         return self.board.revert_last_change(error, self._step)

@@ -34,6 +34,9 @@ DISCOVERY_PERIOD_S = 1.0
 REFUSED_RETRY_S = 5.0
 # A hook whose queue of connections is full (a client flooding it) would block connect().
 CONNECT_TIMEOUT_S = 0.5
+# How often the monitor tells each hook it is there (wire.ALIVE): a hook with every slot taken
+# gives a slot silent for 3 of these (listener.SILENT_EVICT_S) to a new monitor.
+ALIVE_PERIOD_S = 5.0
 # A read's buffer. A hook sends a few KB every 0.5 s; a 1 MiB buffer cost a fresh allocation
 # (an mmap, then page faults) on every read.
 RECV_BYTES = 65536
@@ -66,7 +69,9 @@ class HookClient:
         self._finished: set[int] = set()
         self._retry_at: dict[int, float] = {}  # refused: not before this monotonic time
         self._next_discovery = 0.0
+        self._next_alive = 0.0
         self._outgoing: deque[tuple[int | None, bytes]] = deque()
+        self._told_undone: set[tuple[int, int | None]] = set()  # trials undone, said once
         self.waiting: dict[int, wire.Waiting] = {}  # each process's latest answer, by PID
         # ``send`` and ``wake`` write a byte here so that ``poll`` need not wake up on a timer
         # to look for work: the thread woke 18.5 times a second, 10 of them for nothing, and a
@@ -99,6 +104,9 @@ class HookClient:
             self._discover()
             now = time.monotonic()
             self._next_discovery = now + DISCOVERY_PERIOD_S
+        if now >= self._next_alive:
+            self._next_alive = now + ALIVE_PERIOD_S
+            self._outgoing.append((None, wire.Alive().encode()))
         self._flush_outgoing()
         wait_s = max(0.0, min(timeout_s, self._next_discovery - now))
         for key, _ in self._selector.select(timeout=wait_s):
@@ -249,6 +257,10 @@ class HookClient:
                     request_id=frame.id,
                 )
             )
+        trial_undone = frame.reverted and str(frame.error or "").startswith(wire.MONITOR_LEFT)
+        if trial_undone and (connection.pid, frame.seq) not in self._told_undone:
+            quiet = False  # the next monitor's hello says it too: nobody else could
+            self._told_undone.add((connection.pid, frame.seq))
         if not quiet and not frame.ok:
             self._session.apply(
                 events.NoticeAdded(
