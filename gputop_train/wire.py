@@ -79,6 +79,10 @@ RUNTIME_DIR_ENV = "GPUTOP_TRAIN_RUNTIME_DIR"  # where the sockets live (docs/sec
 # "1" when the launcher runs the job under --autopilot: a script may train on until it is
 # done (hook.autopilot_active(), demos/resnet.py).
 AUTOPILOT_ENV = "GPUTOP_TRAIN_AUTOPILOT"
+# The variables only the launcher sets: it clears each one it does not set (a stale one from
+# the user's shell is never passed on), and the hook takes a schedule only from a launcher
+# that is its ancestor (docs/security.md).
+LAUNCHER_ENV = (HOOK_ENV, PKG_ROOT_ENV, MONITOR_PID_ENV, SCHEDULE_ENV, AUTOPILOT_ENV)
 
 # Columns of a step row, in order. None means "not measured" (shown as N/A, never 0).
 STEP_FIELDS: tuple[str, ...] = (

@@ -139,8 +139,8 @@ class Agent:
         self._workload_off = False
         self._restore_stance: Any = None  # undoes force_eager after the counted step
         self._peaks_measured: set[str] = set()  # precisions whose matmul peak was measured
-        if os.environ.get(wire.SCHEDULE_ENV):
-            self.board.set_schedule(os.environ[wire.SCHEDULE_ENV])
+        self._launcher = launcher_pid()  # the gputop-train that started this job, if one did
+        self._take_schedule(os.environ.get(wire.SCHEDULE_ENV))
         self.guard = LossGuard(torch_module)
         self.autopilot_done = False  # the monitor said its autopilot has finished
         self.builtins = BuiltinKnobs(torch_module, self._current_feed, self._builtin_failed)
@@ -151,6 +151,25 @@ class Agent:
         )
         self._train_iterator: weakref.ref[Any] | None = None
         self._exhausted_iterator: weakref.ref[Any] | None = None
+
+    def _take_schedule(self, text: str | None) -> None:
+        """A --schedule, only from the launcher of this very job: a GPUTOP_TRAIN_SCHEDULE left
+        in a shell (or a garbage one) is said and ignored, never applied, never fatal."""
+        if not text:
+            return
+        why = None
+        if self._launcher is None:
+            why = "no gputop-train launcher of this job passed it (a stale shell variable?)"
+        else:
+            try:
+                self.board.set_schedule(text)
+            except (ValueError, TypeError, AttributeError) as error:
+                why = f"not a schedule ({type(error).__name__}: {str(error)[:80]})"
+        if why is not None:
+            told = f"{wire.SCHEDULE_ENV} ignored: {why}"
+            self._notices.append(told)
+            with contextlib.suppress(Exception):
+                print(f"gputop-train: {told}", file=sys.stderr, flush=True)
 
     # -- events from the patched torch entry points (training thread) ---------------------
 
@@ -769,7 +788,8 @@ class Agent:
             self._collect_gpu_times()
             while self._awaiting_gpu:
                 self._ring.append(self._take_awaiting(resolved=False))
-        self.listener.finish(wait_for_monitor_s=WAIT_FOR_MONITOR_S if _monitor_alive() else 0.0)
+        alive = self._launcher is not None and wire.process_exists(self._launcher)
+        self.listener.finish(wait_for_monitor_s=WAIT_FOR_MONITOR_S if alive else 0.0)
 
 
 def _fill(row: list[Any], model_columns: list[Any] | ModelColumns) -> None:
@@ -802,6 +822,37 @@ def _env_int(name: str) -> int | None:
 def _monitor_alive() -> bool:
     pid = _env_int(wire.MONITOR_PID_ENV)
     return pid is not None and wire.process_exists(pid)
+
+
+def launcher_pid() -> int | None:
+    """The PID in GPUTOP_TRAIN_MONITOR_PID if that process is an ancestor of this one (the
+    gputop-train that launched this job, or launched the torchrun that started it); None
+    for a value left in the user's shell by another run."""
+    claimed = _env_int(wire.MONITOR_PID_ENV)
+    if claimed is None or claimed <= 1:
+        return None
+    pid = os.getppid()
+    for _ in range(MAX_ANCESTORS):
+        if pid == claimed:
+            return claimed
+        if pid <= 1:
+            return None
+        pid = _parent_of(pid)
+    return None
+
+
+# Launchers between the monitor and a rank: gputop-train, torchrun's agent, a shell or two.
+MAX_ANCESTORS = 16
+
+
+def _parent_of(pid: int) -> int:
+    """``pid``'s parent (Linux /proc); 0 where it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            fields = stat.read().rsplit(b")", 1)[1].split()
+        return int(fields[1])
+    except (OSError, IndexError, ValueError):
+        return 0
 
 
 def _holder(loader: Any) -> Callable[[], Any]:

@@ -46,7 +46,9 @@ def hook_environment(
 ) -> dict[str, str]:
     """The job's environment: the boot dir first on PYTHONPATH, where to find us, a schedule,
     and whether the autopilot drives it."""
-    env = dict(base)
+    # Every variable of ours is set or cleared here: one left in the user's shell by another
+    # run (a schedule, the autopilot) is never passed on (the runtime dir is the user's own).
+    env = {k: v for k, v in base.items() if k not in wire.LAUNCHER_ENV}
     if autopilot:
         env[wire.AUTOPILOT_ENV] = "1"
     if schedule:
