@@ -79,10 +79,25 @@ RUNTIME_DIR_ENV = "GPUTOP_TRAIN_RUNTIME_DIR"  # where the sockets live (docs/sec
 # "1" when the launcher runs the job under --autopilot: a script may train on until it is
 # done (hook.autopilot_active(), demos/resnet.py).
 AUTOPILOT_ENV = "GPUTOP_TRAIN_AUTOPILOT"
+# The session's recording, where the hook appends its own step rows as it sends them: the
+# recording keeps up with the job whether or not the monitor gets the CPU (docs/recording.md).
+RECORDING_ENV = "GPUTOP_TRAIN_RECORDING"
 # The variables only the launcher sets: it clears each one it does not set (a stale one from
-# the user's shell is never passed on), and the hook takes a schedule only from a launcher
-# that is its ancestor (docs/security.md).
-LAUNCHER_ENV = (HOOK_ENV, PKG_ROOT_ENV, MONITOR_PID_ENV, SCHEDULE_ENV, AUTOPILOT_ENV)
+# the user's shell is never passed on), and the hook takes a schedule or a recording only from
+# a launcher that is its ancestor (docs/security.md).
+LAUNCHER_ENV = (
+    HOOK_ENV, PKG_ROOT_ENV, MONITOR_PID_ENV, SCHEDULE_ENV, AUTOPILOT_ENV, RECORDING_ENV,
+)  # fmt: skip
+# The kind of a recording's line of step rows (events.StepRows): the hook writes it too.
+RECORDED_STEPS = "steps"
+
+
+def recorded_steps_line(pid: int, t: float, encoded_rows: list[bytes]) -> bytes:
+    """A recording's line of step rows, as the recorder writes events.StepRows (its kind,
+    the time, the PID, the rows encoded once by ``encode_row``; json.dumps's separators)."""
+    head = f'{{"kind": "{RECORDED_STEPS}", "t": {t!r}, "pid": {int(pid)}, "rows": ['.encode()
+    return head + b", ".join(encoded_rows) + b"]}\n"
+
 
 # Columns of a step row, in order. None means "not measured" (shown as N/A, never 0).
 STEP_FIELDS: tuple[str, ...] = (
@@ -467,6 +482,9 @@ class Hello(Frame):
     knobs: list[dict[str, Any]] | None = None
     knob_history: list[dict[str, Any]] | None = None  # knob_applied fields, oldest first
     latest: list[dict[str, Any]] | None = None  # the latest fact frames, with their "type"
+    # The PID of the monitor whose recording this process appends its step rows to itself
+    # (RECORDING_ENV): that monitor records none of them; None: it appends to none.
+    rows_recorded_for: int | None = None
 
 
 @frame(STEPS)

@@ -57,9 +57,11 @@ def start_monitor(record: Path, *job: str) -> subprocess.Popen[str]:
 
 
 def wait_for_steps(record: Path, steps: int, timeout_s: float = 180.0) -> None:
+    """``steps`` rows and the hook's hello recorded (a launched job's hook writes its rows
+    itself, hook/row_log.py: they may be there before the monitor's own lines)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        if record.exists():
+        if record.exists() and job_pids(record):
             seen = sum(
                 len(json.loads(line).get("rows", []))
                 for line in record.open()

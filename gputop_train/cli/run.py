@@ -52,7 +52,7 @@ def launch(args: argparse.Namespace) -> int:
         _close(exporter)
         return 2
     try:
-        job = start_job(command, log_fd, schedule=args.schedule, autopilot=args.autopilot)
+        job = start_job(command, log_fd, args.schedule, args.autopilot, recording=files.recording)
     except LaunchError as error:
         _say(str(error))
         _report(files.finish(session, job_running=False))

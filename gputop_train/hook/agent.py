@@ -140,6 +140,7 @@ class Agent:
         self._restore_stance: Any = None  # undoes force_eager after the counted step
         self._peaks_measured: set[str] = set()  # precisions whose matmul peak was measured
         self._launcher = launcher_pid()  # the gputop-train that started this job, if one did
+        self._row_log: Any = None  # hook/row_log.py: our rows in the launcher's recording
         self._take_schedule(os.environ.get(wire.SCHEDULE_ENV))
         self.guard = LossGuard(torch_module)
         self.autopilot_done = False  # the monitor said its autopilot has finished
@@ -166,10 +167,13 @@ class Agent:
             except (ValueError, TypeError, AttributeError) as error:
                 why = f"not a schedule ({type(error).__name__}: {str(error)[:80]})"
         if why is not None:
-            told = f"{wire.SCHEDULE_ENV} ignored: {why}"
-            self._notices.append(told)
-            with contextlib.suppress(Exception):
-                print(f"gputop-train: {told}", file=sys.stderr, flush=True)
+            self._say(f"{wire.SCHEDULE_ENV} ignored: {why}")
+
+    def _say(self, text: str) -> None:
+        """Tell the monitors (a notice) and the job's log (stderr)."""
+        self._notices.append(text)
+        with contextlib.suppress(Exception):
+            print(f"gputop-train: {text}", file=sys.stderr, flush=True)
 
     # -- events from the patched torch entry points (training thread) ---------------------
 
@@ -661,6 +665,11 @@ class Agent:
         from .listener import Listener
 
         path = wire.socket_path(self.pid, wire.runtime_dir(create=True))
+        recording = os.environ.get(wire.RECORDING_ENV)
+        if recording and self._launcher is not None:
+            from .row_log import RowLog
+
+            self._row_log = RowLog(recording, self.pid, self._launcher, self._say)
         self.listener = Listener(
             path,
             hello=self.hello,
@@ -668,6 +677,7 @@ class Agent:
             take_frames=self.take_frames,
             on_frame=self.on_frame,
             on_leave=self.on_client_left,
+            record_rows=self._row_log.append if self._row_log is not None else None,
             backlog_rows=self._ring.maxlen or RING_STEPS,
         )
         self.listener.start()
@@ -759,6 +769,7 @@ class Agent:
             "knob_history": list(self.board.history),
             "latest": self._latest_taken(),
             "step": self._step,
+            "rows_recorded_for": self._row_log.launcher if self._row_log is not None else None,
         }
 
     # -- lifecycle ------------------------------------------------------------------------

@@ -143,6 +143,7 @@ class Listener:
         on_frame: Callable[[dict[str, Any], int], None],
         backlog_rows: int = 8192,
         on_leave: Callable[[int], None] | None = None,
+        record_rows: Callable[[list[bytes]], None] | None = None,
     ) -> None:
         self.path = path
         self._hello = hello
@@ -150,6 +151,7 @@ class Listener:
         self._take_frames = take_frames
         self._on_frame = on_frame
         self._on_leave = on_leave
+        self._record_rows = record_rows  # the rows of each send, to the recording too
         self._clients: list[_Client] = []
         self._numbers = itertools.count(1)
         self._sent_upto = 0
@@ -409,6 +411,8 @@ class Listener:
             self._sent_upto = rows[-1][wire.COLUMN["step"]]
             encoded = [wire.encode_row(row) for row in rows]
             self._sent_rows.extend(encoded)
+            if self._record_rows is not None:
+                self._record_rows(encoded)
             catching_up = [c for c in self._clients if c.backlog]
             for client in catching_up:  # after their backlog, never before it
                 client.backlog += encoded
@@ -527,18 +531,35 @@ OTHER_USER = "another user's connection"
 def held_high(sock: socket.socket) -> socket.socket:
     """``sock`` on a descriptor at HIGH_FD or above (close-on-exec), its low one closed: a
     job that reuses low descriptors never meets ours. Where no high one is free, as it is."""
-    try:
-        limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-        floor = HIGH_FD if limit == resource.RLIM_INFINITY else min(HIGH_FD, limit // 2)
-        if sock.fileno() >= floor:
-            return sock
-        high = fcntl.fcntl(sock.fileno(), fcntl.F_DUPFD_CLOEXEC, floor)
-    except (OSError, ValueError, AttributeError):
+    high = _high_copy(sock.fileno())
+    if high is None:
         return sock
     moved = socket.socket(sock.family, sock.type, sock.proto, fileno=high)
     moved.settimeout(sock.gettimeout())
     sock.close()
     return moved
+
+
+def held_fd(fd: int) -> int:
+    """``fd`` moved as ``held_high`` moves a socket (the low one closed)."""
+    high = _high_copy(fd)
+    if high is None:
+        return fd
+    os.close(fd)
+    return high
+
+
+def _high_copy(fd: int) -> int | None:
+    """A close-on-exec copy of ``fd`` at HIGH_FD or above (half the descriptor limit where
+    that is lower), or None where it is high already or none is free."""
+    try:
+        limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        floor = HIGH_FD if limit == resource.RLIM_INFINITY else min(HIGH_FD, limit // 2)
+        if fd >= floor:
+            return None
+        return fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, floor)
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 def _identity(sock: socket.socket) -> tuple[int, int] | None:

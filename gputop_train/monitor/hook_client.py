@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import selectors
 import socket
 import time
@@ -50,6 +51,7 @@ class _Connection:
         self.said_hello = False
         self.said_bye = False
         self.refusal: str | None = None  # the notice of a hook that turned us away
+        self.rows_recorded = False  # its hook records its own rows in our recording
 
 
 class HookClient:
@@ -201,6 +203,8 @@ class HookClient:
 
     def _on_hello(self, connection: _Connection, frame: wire.Hello) -> None:
         connection.said_hello = True
+        # A hook we launched appends its step rows to our recording itself (hook/row_log.py).
+        connection.rows_recorded = frame.rows_recorded_for == os.getpid()
         pid, apply = connection.pid, self._session.apply
         apply(
             events.ProcessHello(
@@ -269,7 +273,8 @@ class HookClient:
             )
 
     def _on_steps(self, connection: _Connection, frame: wire.Steps) -> None:
-        self._session.apply(events.StepRows(connection.pid, tuple(frame.rows)))
+        rows = events.StepRows(connection.pid, tuple(frame.rows))
+        self._session.apply(rows, record=not connection.rows_recorded)
 
     def _on_notice(self, connection: _Connection, frame: wire.Notice) -> None:
         if not connection.said_hello:  # a notice before any hello says why we are refused
