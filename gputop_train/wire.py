@@ -205,11 +205,12 @@ def encode_row(row: list[Any]) -> bytes:
     return json.dumps(row, separators=(",", ":"), allow_nan=False).encode()
 
 
-def encode_steps(pid: int, encoded_rows: list[bytes]) -> bytes:
+def encode_steps(pid: int, encoded_rows: list[bytes], at: float | None = None) -> bytes:
     """A STEPS frame of rows already encoded by ``encode_row``; the same bytes as
-    ``encode(STEPS, pid=pid, rows=rows)``."""
+    ``Steps(pid, rows, at).encode()``."""
     head = f'{{"v":{VERSION},"type":"{STEPS}","pid":{int(pid)},"rows":['.encode()
-    return head + b",".join(encoded_rows) + b"]}\n"
+    tail = b"]}\n" if at is None else f'],"at":{float(at)!r}}}\n'.encode()
+    return head + b",".join(encoded_rows) + tail
 
 
 def _finite_float(text: str) -> float:
@@ -492,13 +493,18 @@ class Hello(Frame):
 class Steps(Frame):
     """A batch of step rows, columns named by STEP_FIELDS (each row checked by the reader)."""
 
+    ABSENT_WHEN_NONE = ("at",)
+
     pid: int
     rows: list[Any]
+    # When the hook sent it (Unix s): a monitor that reads it later knows how far behind the
+    # job it is (a status says "N steps behind").
+    at: float | None = None
 
     @staticmethod
-    def encode_rows(pid: int, encoded_rows: list[bytes]) -> bytes:
+    def encode_rows(pid: int, encoded_rows: list[bytes], at: float | None = None) -> bytes:
         """The fast path: a frame of rows already encoded once by ``encode_row``."""
-        return encode_steps(pid, encoded_rows)
+        return encode_steps(pid, encoded_rows, at)
 
 
 @frame(NOTICE)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -20,9 +21,11 @@ from pathlib import Path
 import pytest
 
 from gputop_train import events, wire
-from gputop_train.monitor.hook_client import HookClient
+from gputop_train.headless import status_parts
+from gputop_train.monitor.hook_client import HookClient, _Connection
 from gputop_train.record import reader
 from gputop_train.session.model import Session
+from gputop_train.views import view_of
 from tests.support.hooked import hooked_child
 from tests.support.paths import REPO, SCENARIOS
 
@@ -88,3 +91,32 @@ def test_a_monitor_not_run_then_killed_leaves_the_jobs_steps_recorded(tmp_path: 
         monitor.kill()
         if job_pid is not None:
             os.kill(job_pid, signal.SIGKILL)
+
+
+def test_a_status_says_how_far_behind_the_job_the_monitor_reads_it() -> None:
+    session = Session(command=("train.py",))
+    client = HookClient(session, set)
+    ours, theirs = socket.socketpair()
+    connection = _Connection(4242, ours)
+    try:
+        rows = [[s, 1000.0 + s / 50] + [None] * (len(wire.STEP_FIELDS) - 2) for s in (1, 2, 3)]
+        late = wire.Steps.encode_rows(4242, [wire.encode_row(r) for r in rows], time.time() - 8)
+        for raw in wire.FrameDecoder().feed(late):
+            client._dispatch(connection, raw)
+        assert session.snapshot().readings["behind"] == {"pid": 4242, "s": 8.0, "steps": 400}
+        assert "400 steps behind the job (8 s)" in status_parts(view_of(session.snapshot()))
+        rows = [[4, *rows[0][1:]]]
+        prompt = wire.Steps.encode_rows(4242, [wire.encode_row(r) for r in rows], time.time())
+        for raw in wire.FrameDecoder().feed(prompt):
+            client._dispatch(connection, raw)
+        assert not any("behind" in p for p in status_parts(view_of(session.snapshot())))
+    finally:
+        ours.close()
+        theirs.close()
+        client.close()
+
+
+def test_the_pre_encoded_steps_frame_carries_when_it_was_sent() -> None:
+    rows = [[1, 1.5, None, 2.25, 64, 1, None, None, None, None]]
+    fast = wire.Steps.encode_rows(9, [wire.encode_row(row) for row in rows], 1700000000.25)
+    assert fast == wire.Steps(9, rows, 1700000000.25).encode()

@@ -403,7 +403,7 @@ class Listener:
             if client.backlog:
                 rows = client.backlog[:BACKLOG_ROWS_PER_FRAME]
                 del client.backlog[:BACKLOG_ROWS_PER_FRAME]
-                client.outbox += wire.Steps.encode_rows(os.getpid(), rows)
+                client.outbox += wire.Steps.encode_rows(os.getpid(), rows, time.time())
 
     def _broadcast_new_rows(self) -> None:
         rows = self._rows_after(self._sent_upto)
@@ -417,7 +417,7 @@ class Listener:
             for client in catching_up:  # after their backlog, never before it
                 client.backlog += encoded
             if len(catching_up) < len(self._clients):
-                frame = wire.Steps.encode_rows(os.getpid(), encoded)
+                frame = wire.Steps.encode_rows(os.getpid(), encoded, time.time())
                 self._broadcast(frame, skip=catching_up)
         for frame in self._take_frames():
             self._broadcast(frame)

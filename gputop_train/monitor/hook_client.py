@@ -38,6 +38,11 @@ CONNECT_TIMEOUT_S = 0.5
 # How often the monitor tells each hook it is there (wire.ALIVE): a hook with every slot taken
 # gives a slot silent for 3 of these (listener.SILENT_EVICT_S) to a new monitor.
 ALIVE_PERIOD_S = 5.0
+# A frame read this long after the hook sent it (it sends every 0.5 s, wire.SEND_PERIOD_S)
+# means this monitor is behind the job: the status lines say by how much (issue 39: a niced
+# monitor lagged 20-90 s on a loaded 2-core box with nothing said).
+BEHIND_SAY_S = 2.0
+BEHIND = "behind"  # the reading's name: {"pid", "s", "steps"}
 # A read's buffer. A hook sends a few KB every 0.5 s; a 1 MiB buffer cost a fresh allocation
 # (an mmap, then page faults) on every read.
 RECV_BYTES = 65536
@@ -52,6 +57,8 @@ class _Connection:
         self.said_bye = False
         self.refusal: str | None = None  # the notice of a hook that turned us away
         self.rows_recorded = False  # its hook records its own rows in our recording
+        self.behind = False  # its frames were read late (a status says how far)
+        self.steps_per_s = 0.0  # its rate over the last frame of several rows
 
 
 class HookClient:
@@ -275,6 +282,25 @@ class HookClient:
     def _on_steps(self, connection: _Connection, frame: wire.Steps) -> None:
         rows = events.StepRows(connection.pid, tuple(frame.rows))
         self._session.apply(rows, record=not connection.rows_recorded)
+        if frame.at is not None:
+            self._note_lag(connection, time.time() - frame.at, frame.rows)
+
+    def _note_lag(self, connection: _Connection, lag_s: float, rows: list[Any]) -> None:
+        """How far behind the job this monitor reads it (a frame read ``lag_s`` after it was
+        sent), as a reading the status lines show: said while over BEHIND_SAY_S, and once
+        when caught up again. Live only: a replay is never behind."""
+        column = wire.COLUMN["t"]
+        with contextlib.suppress(TypeError, IndexError, ZeroDivisionError):
+            span = rows[-1][column] - rows[0][column]
+            if len(rows) > 1 and span > 0:
+                connection.steps_per_s = (len(rows) - 1) / span
+        behind = lag_s > BEHIND_SAY_S
+        if not behind and not connection.behind:
+            return
+        connection.behind = behind
+        steps = round(max(lag_s, 0.0) * connection.steps_per_s) if behind else 0
+        reading = {"pid": connection.pid, "s": round(lag_s, 1) if behind else 0.0}
+        self._session.apply(events.ReadingTaken(BEHIND, reading | {"steps": steps}), record=False)
 
     def _on_notice(self, connection: _Connection, frame: wire.Notice) -> None:
         if not connection.said_hello:  # a notice before any hello says why we are refused
