@@ -179,3 +179,17 @@ class _CountingList(list[Any]):
     def __iter__(self) -> Any:
         self.reads += len(self)
         return super().__iter__()
+
+
+def test_a_trial_applied_as_its_monitor_leaves_is_undone_at_the_boundary_after() -> None:
+    """The race: the boundary took the trial off the queue just before the client left."""
+    applied: list[Any] = []
+    board = _board(applied)
+    _set(board, 5, client=1, trial=True)
+    due = list(board._queue)
+    board._queue.clear()
+    board.client_left(1)  # nothing of its own waits now, no trial in force yet
+    board._queue.extend(due)  # ... and the boundary applies what it had taken
+    board.apply_pending(step=1)
+    board.apply_pending(step=2)
+    assert applied == [5, 1] and board.knobs["n"].value == 1

@@ -70,6 +70,9 @@ MAX_STEPS_AHEAD = 100_000
 # trial's few knobs waiting at a time; the autopilot's trial changes 1-3 knobs at once.
 MAX_WAITING_PER_CLIENT = 64
 MAX_WAITING = 256
+# Monitors that left, remembered for a trial being applied as they leave: more than the
+# listener's 8 clients could turn over within one step.
+MAX_GONE_KEPT = 256
 # Outcomes kept for the monitors between two sends (the listener sends every 0.5 s): more
 # than this at once are dropped, oldest first, and counted in a notice.
 MAX_OUTBOX = 256
@@ -113,6 +116,7 @@ class KnobBoard:
     # The trials in force, by knob: undone at the next boundary once their monitor leaves.
     _trials: dict[str, _Trial] = field(default_factory=dict)
     _orphaned: set[int] = field(default_factory=set)  # monitors gone with a trial in force
+    _gone: dict[int, None] = field(default_factory=dict)  # the last monitors that left
     # The last step boundary seen (the training thread writes it, the listener reads it).
     step: int = 0
     # Frames for the monitors, bounded: without a monitor they wait for the first one.
@@ -222,6 +226,9 @@ class KnobBoard:
                 self._dropped_in_heap = 0
             if any(trial.client == client for trial in self._trials.values()):
                 self._orphaned.add(client)
+            self._gone[client] = None
+            while len(self._gone) > MAX_GONE_KEPT:
+                del self._gone[next(iter(self._gone))]
         for change in dropped:
             when = "its step" if change.at_step is None else f"step {change.at_step}"
             error = f"{wire.MONITOR_LEFT} before {when}: dropped"
@@ -318,10 +325,11 @@ class KnobBoard:
         """The trials of monitors that left, put back to the value before them (a knob that
         someone changed since is no longer theirs), said on the job's stderr and to the
         monitors."""
-        for name, trial in list(self._trials.items()):
-            if trial.client not in clients:
-                continue
-            del self._trials[name]
+        with self._lock:
+            undone = [(n, t) for n, t in self._trials.items() if t.client in clients]
+            for name, _ in undone:
+                del self._trials[name]
+        for name, trial in undone:
             knob = self.knobs.get(name)
             if knob is None or knob.value != trial.value:
                 continue
@@ -362,12 +370,15 @@ class KnobBoard:
         """Who a knob's value belongs to now: a trial change makes it its monitor's (the value
         before the first trial is the one to come back to); a kept change, or a trial's own
         revert to that value, makes it nobody's."""
-        earlier = self._trials.pop(name, None)
-        if not change.trial or change.client is None:
-            return
-        back_to = earlier.previous if earlier is not None else previous
-        if value != back_to:
-            self._trials[name] = _Trial(change.client, value, back_to)
+        with self._lock:  # the listener's thread reads the trials when a client leaves
+            earlier = self._trials.pop(name, None)
+            if not change.trial or change.client is None:
+                return
+            back_to = earlier.previous if earlier is not None else previous
+            if value != back_to:
+                self._trials[name] = _Trial(change.client, value, back_to)
+                if change.client in self._gone:  # it left while this was being applied
+                    self._orphaned.add(change.client)
 
     def keep_trials(self, client: int, names: list[str]) -> None:
         """Monitor ``client`` keeps its trials of ``names`` (the autopilot decided): they
