@@ -219,8 +219,9 @@ class Listener:
         while not self._clients and time.monotonic() < deadline and self._thread.is_alive():
             time.sleep(0.02)
         self._stop.set()
-        with contextlib.suppress(OSError):
-            self._wake_write.send(b"\0")
+        if _identity(self._wake_write) == self._wake_ids[1]:  # never a byte into the job's
+            with contextlib.suppress(OSError):
+                self._wake_write.send(b"\0")
         self._finished.wait(timeout_s)
 
     def _run(self) -> None:
