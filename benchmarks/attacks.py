@@ -411,33 +411,65 @@ def _steps_per_s(ends: list[float], start: float, stop: float) -> float | None:
     return (len(inside) - 1) / (inside[-1] - inside[0]) if len(inside) >= 5 else None
 
 
-def far_steps(job: LiveJob, count: int, seconds: float, rounds: int) -> None:
+def far_steps(jobs: tuple[LiveJob, LiveJob], count: int, seconds: float, rounds: int) -> None:
     """The job's step rate with ``count`` far-step changes sent against without, side by side:
-    each round a quiet phase, the attack (until ``count`` are sent), the control's CPU burn
-    for as long, and a quiet phase after; rates from the job's own clock."""
+    two identical jobs run at once, each with its honest monitor, and only the first is
+    attacked, so a busy machine slows both alike. Each round: a quiet phase, the attack
+    (until ``count`` are sent), a quiet phase after; the attacked job's steps/s over the
+    other's in each phase (the jobs' own clocks), and that ratio after and during the attack
+    over the one before (1.0: the attack costs the job nothing)."""
+    attacked, spared = jobs
     rows = []
     for round_index in range(rounds):
         time.sleep(1.0)
         t0 = time.perf_counter()
         time.sleep(seconds)
         t1 = time.perf_counter()
-        outcome = far_step_changes(job.path, 600.0, count)
+        outcome = far_step_changes(attacked.path, 600.0, count)
         t2 = time.perf_counter()
-        control(job.path, t2 - t1)
-        t3 = time.perf_counter()
         time.sleep(seconds)
-        t4 = time.perf_counter()
-        ends = job.step_ends()
-        rates = [_steps_per_s(ends, a, b) for a, b in ((t0, t1), (t1, t2), (t2, t3), (t3, t4))]
-        rows.append((outcome.sent_frames, t2 - t1, *rates))
+        t3 = time.perf_counter()
+        ratios = []
+        for start, stop in ((t0, t1), (t1, t2), (t2, t3)):
+            a = _steps_per_s(attacked.step_ends(), start, stop)
+            b = _steps_per_s(spared.step_ends(), start, stop)
+            ratios.append(a / b if a and b else float("nan"))
+        rows.append((outcome.sent_frames, t2 - t1, *ratios))
         print(f"round {round_index + 1}: {rows[-1]}", file=sys.stderr)
-    print(f"{'sent':>7} {'attack s':>8} {'before':>8} {'attack':>8} {'control':>8} {'after':>8}"
-          f" {'attack/control':>14} {'after/before':>12}")  # fmt: skip
-    for sent, took, before, during, burn, after in rows:
-        vs_control = during / burn if during and burn else float("nan")
-        vs_before = after / before if after and before else float("nan")
-        print(f"{sent:>7} {took:8.1f} {before or 0:8.1f} {during or 0:8.1f} {burn or 0:8.1f}"
-              f" {after or 0:8.1f} {vs_control:14.3f} {vs_before:12.3f}")  # fmt: skip
+    print(f"{'sent':>7} {'attack s':>8} {'before':>7} {'attack':>7} {'after':>7}"
+          f" {'attack/before':>13} {'after/before':>12}")  # fmt: skip
+    for sent, took, before, during, after in rows:
+        print(f"{sent:>7} {took:8.1f} {before:7.3f} {during:7.3f} {after:7.3f}"
+              f" {during / before:13.3f} {after / before:12.3f}")  # fmt: skip
+    print("(before, attack, after: the attacked job's steps/s over the spared one's)")
+
+
+def board_step_cost(count: int, steps: int = 20_000, repeats: int = 7) -> tuple[float, float]:
+    """The hook's own share, free of the machine's noise: the knob board's cost per step
+    boundary (us) after ``count`` far-step changes arrived as the attack sends them (clients
+    of 200 that hang up; the last four stay, holding all the bounds let wait: 256), against a
+    board that got none; the best of ``repeats``, the two boards timed in turn."""
+    from gputop_train.hook.knobs import Knob, KnobBoard
+
+    boards = (KnobBoard(), KnobBoard())
+    for board in boards:
+        board.declare(Knob("width", 256, lambda value: None, minimum=8, maximum=1024))
+    attacked = boards[0]
+    for i in range(count):
+        step = 10**15 if i % 2 else 50_000
+        attacked.request({"type": wire.SET_KNOB, "id": i, "name": "width", "value": 256,
+                          "at_step": step}, client=i // 200)  # fmt: skip
+        if i % 200 == 199 and i < count - 4 * 200:
+            attacked.client_left(i // 200)
+        attacked.take_outbox()
+    best = [float("inf"), float("inf")]
+    for _ in range(repeats):
+        for index, board in enumerate(boards):
+            start = time.perf_counter()
+            for step in range(1, steps + 1):
+                board.apply_pending(step)
+            best[index] = min(best[index], (time.perf_counter() - start) / steps * 1e6)
+    return best[0], best[1]
 
 
 def main() -> None:
@@ -447,18 +479,27 @@ def main() -> None:
     parser.add_argument("--only", nargs="*", choices=sorted(ATTACKS), help="these attacks")
     parser.add_argument(
         "--far-steps", type=int, metavar="N",
-        help="only: the step rate with N far-step changes sent against without (issue 39)",
+        help="only: the step rate with N far-step changes sent against without, two jobs "
+        "side by side (issue 39)",
     )  # fmt: skip
     args = parser.parse_args()
     if args.far_steps:
         with tempfile.TemporaryDirectory() as scratch:
             os.environ[wire.RUNTIME_DIR_ENV] = str(Path(scratch) / "run")
-            job = LiveJob(Path(scratch))
+            (Path(scratch) / "a").mkdir()
+            (Path(scratch) / "b").mkdir()
+            pair = (LiveJob(Path(scratch) / "a"), LiveJob(Path(scratch) / "b"))
             try:
-                job.wait_until_training()
-                far_steps(job, args.far_steps, args.seconds, args.rounds)
+                for job in pair:
+                    job.wait_until_training()
+                far_steps(pair, args.far_steps, args.seconds, args.rounds)
+                attacked_us, spared_us = board_step_cost(args.far_steps)
+                print(f"the knob board at a step boundary: {attacked_us:.3f} us after "
+                      f"{args.far_steps} far-step changes, {spared_us:.3f} us after none "
+                      f"({attacked_us / spared_us:.3f}x)")  # fmt: skip
             finally:
-                job.stop()
+                for job in pair:
+                    job.stop()
         return
     names = args.only or list(ATTACKS)
     ratios: dict[str, list[float]] = {name: [] for name in names}
