@@ -7,6 +7,7 @@ with bounded memory. Run as a script, this measures what each attack costs the j
 median step time before, during and after, from the job's own clock.
 
     python -m benchmarks.attacks [--seconds 4] [--only NAME ...]
+    python -m benchmarks.attacks --far-steps 100000 [--seconds 10] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ class Outcome:
     cut_off: int = 0
     sent_bytes: int = 0
     served_at_end: int = 0
+    sent_frames: int = 0  # whole frames handed to the socket (far_step_changes)
 
 
 class _Client:
@@ -248,6 +250,39 @@ def reconnect_storm(path: Path, seconds: float) -> Outcome:
     return outcome
 
 
+def far_step_changes(path: Path, seconds: float, count: int = 100_000) -> Outcome:
+    """Valid set_knob frames for a far step, each client within its budget (a burst of 200,
+    then it hangs up and connects again): half for step 10**15 (refused: past the horizon),
+    half for a step within it (held until the bounds refuse more, dropped when the client
+    leaves). Issue 39: 100,000 queued for ever took a job from 142 to ~70 steps/s."""
+    outcome, sent = Outcome(), 0
+    burst = 200  # listener._Client.FRAMES_BURST: the most a client sends and stays served
+    for _ in _until(seconds):
+        if sent >= count:
+            break
+        try:
+            client = _Client(path, outcome)
+        except OSError:
+            time.sleep(0.05)
+            continue
+        client.sock.setblocking(True)
+        try:
+            hello = json.loads(client.sock.makefile("rb").readline())
+            near = int(hello.get("step") or 0) + 50_000
+            lines = b"".join(
+                _frame(type=wire.SET_KNOB, id=i, name="width", value=256,
+                       at_step=10**15 if i % 2 else near)
+                for i in range(sent, sent + min(burst, count - sent))
+            )  # fmt: skip
+            client.sock.sendall(lines)
+            sent += lines.count(b"\n")
+        except (OSError, ValueError):
+            pass
+        client.close()
+    outcome.sent_frames = sent
+    return outcome
+
+
 def control(path: Path, seconds: float) -> Outcome:
     """No attack: the attacker's loop burns a core without touching the socket. What the
     job loses here is the machine's share, not the hook's: the reference for the others."""
@@ -268,6 +303,7 @@ ATTACKS: dict[str, Callable[[Path, float], Outcome]] = {
     "trickling_clients": trickling_clients,
     "never_reading": never_reading,
     "reconnect_storm": reconnect_storm,
+    "far_step_changes": far_step_changes,
 }
 
 
@@ -300,7 +336,9 @@ class LiveJob:
         while not self._stop.is_set():
             self.client.poll(0.05)
 
-    def wait_until_training(self, timeout_s: float = 60.0) -> None:
+    def wait_until_training(self, timeout_s: float = 300.0) -> None:
+        """Until 20 steps are seen. The job imports torch as a user's does: 4.3 s of CPU on the
+        2-core dev box, over 60 s of wall time beside other work at load 17-23 (2026-11-27)."""
         deadline = time.monotonic() + timeout_s
         while self.session.snapshot(60.0).total_steps < 20:
             if time.monotonic() > deadline or self.process.poll() is not None:
@@ -368,12 +406,101 @@ def _median_step_ms(ends: list[float], start: float, stop: float) -> float | Non
     return statistics.median(inside) * 1000 if len(inside) >= 5 else None
 
 
+def _steps_per_s(ends: list[float], start: float, stop: float) -> float | None:
+    inside = [t for t in ends if start <= t < stop]
+    return (len(inside) - 1) / (inside[-1] - inside[0]) if len(inside) >= 5 else None
+
+
+def far_steps(jobs: tuple[LiveJob, LiveJob], count: int, seconds: float, rounds: int) -> None:
+    """The job's step rate with ``count`` far-step changes sent against without, side by side:
+    two identical jobs run at once, each with its honest monitor, and only the first is
+    attacked, so a busy machine slows both alike. Each round: a quiet phase, the attack
+    (until ``count`` are sent), a quiet phase after; the attacked job's steps/s over the
+    other's in each phase (the jobs' own clocks), and that ratio after and during the attack
+    over the one before (1.0: the attack costs the job nothing)."""
+    attacked, spared = jobs
+    rows = []
+    for round_index in range(rounds):
+        time.sleep(1.0)
+        t0 = time.perf_counter()
+        time.sleep(seconds)
+        t1 = time.perf_counter()
+        outcome = far_step_changes(attacked.path, 600.0, count)
+        t2 = time.perf_counter()
+        time.sleep(seconds)
+        t3 = time.perf_counter()
+        ratios = []
+        for start, stop in ((t0, t1), (t1, t2), (t2, t3)):
+            a = _steps_per_s(attacked.step_ends(), start, stop)
+            b = _steps_per_s(spared.step_ends(), start, stop)
+            ratios.append(a / b if a and b else float("nan"))
+        rows.append((outcome.sent_frames, t2 - t1, *ratios))
+        print(f"round {round_index + 1}: {rows[-1]}", file=sys.stderr)
+    print(f"{'sent':>7} {'attack s':>8} {'before':>7} {'attack':>7} {'after':>7}"
+          f" {'attack/before':>13} {'after/before':>12}")  # fmt: skip
+    for sent, took, before, during, after in rows:
+        print(f"{sent:>7} {took:8.1f} {before:7.3f} {during:7.3f} {after:7.3f}"
+              f" {during / before:13.3f} {after / before:12.3f}")  # fmt: skip
+    print("(before, attack, after: the attacked job's steps/s over the spared one's)")
+
+
+def board_step_cost(count: int, steps: int = 20_000, repeats: int = 7) -> tuple[float, float]:
+    """The hook's own share, free of the machine's noise: the knob board's cost per step
+    boundary (us) after ``count`` far-step changes arrived as the attack sends them (clients
+    of 200 that hang up; the last four stay, holding all the bounds let wait: 256), against a
+    board that got none; the best of ``repeats``, the two boards timed in turn."""
+    from gputop_train.hook.knobs import Knob, KnobBoard
+
+    boards = (KnobBoard(), KnobBoard())
+    for board in boards:
+        board.declare(Knob("width", 256, lambda value: None, minimum=8, maximum=1024))
+    attacked = boards[0]
+    for i in range(count):
+        step = 10**15 if i % 2 else 50_000
+        attacked.request({"type": wire.SET_KNOB, "id": i, "name": "width", "value": 256,
+                          "at_step": step}, client=i // 200)  # fmt: skip
+        if i % 200 == 199 and i < count - 4 * 200:
+            attacked.client_left(i // 200)
+        attacked.take_outbox()
+    best = [float("inf"), float("inf")]
+    for _ in range(repeats):
+        for index, board in enumerate(boards):
+            start = time.perf_counter()
+            for step in range(1, steps + 1):
+                board.apply_pending(step)
+            best[index] = min(best[index], (time.perf_counter() - start) / steps * 1e6)
+    return best[0], best[1]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=4.0, help="each phase's length")
     parser.add_argument("--rounds", type=int, default=3, help="rounds over all attacks")
     parser.add_argument("--only", nargs="*", choices=sorted(ATTACKS), help="these attacks")
+    parser.add_argument(
+        "--far-steps", type=int, metavar="N",
+        help="only: the step rate with N far-step changes sent against without, two jobs "
+        "side by side (issue 39)",
+    )  # fmt: skip
     args = parser.parse_args()
+    if args.far_steps:
+        with tempfile.TemporaryDirectory() as scratch:
+            os.environ[wire.RUNTIME_DIR_ENV] = str(Path(scratch) / "run")
+            (Path(scratch) / "a").mkdir()
+            (Path(scratch) / "b").mkdir()
+            pair = (LiveJob(Path(scratch) / "a"), LiveJob(Path(scratch) / "b"))
+            try:
+                for job in pair:
+                    job.wait_until_training()
+                far_steps(pair, args.far_steps, args.seconds, args.rounds)
+                attacked_us, spared_us = board_step_cost(args.far_steps)
+                print(f"the knob board at a step boundary: {attacked_us:.3f} us after "
+                      f"{args.far_steps} far-step changes, {spared_us:.3f} us after none "
+                      f"({attacked_us / spared_us:.3f}x)")  # fmt: skip
+            finally:
+                for job in pair:
+                    job.stop()
+        return
     names = args.only or list(ATTACKS)
     ratios: dict[str, list[float]] = {name: [] for name in names}
     worst: dict[str, tuple[float, int, int, bool]] = {}

@@ -49,6 +49,8 @@ SET_KNOB = "set_knob"  # change one knob at the next step boundary
 SCAN_SYNCS = "scan_syncs"  # run a sync scan on the next step
 WHERE_WAITING = "where_waiting"  # answered at once (listener thread) by a WAITING frame
 AUTOPILOT_DONE = "autopilot_done"  # the autopilot has finished: hook.autopilot_active() is False
+KEEP_TRIALS = "keep_trials"  # this monitor's trials of these knobs stay, should it leave
+ALIVE = "alive"  # the monitor is there (every few seconds): an idle one gives way to a new one
 
 # How often the hook sends what is new (steps, facts, notices): one frame per redraw of the
 # TUI is all a screen can show; the figures are sums of rows, so a batch loses nothing. The
@@ -58,6 +60,12 @@ SEND_PERIOD_S = 0.5
 # How a rank's refusal of a change meant for a step it is already past begins (a knob
 # outcome's error, the step follows): the monitor may send it again for a later step.
 LATE_FOR_STEP = "arrived after step"
+# How the hook's other refusals of a change begin (docs/protocol.md, docs/security.md): a step
+# further ahead than it holds changes for, too many changes waiting, and a change (or a trial)
+# whose monitor left before it was due.
+TOO_FAR_AHEAD = "too far ahead: step"
+TOO_MANY_WAITING = "too many changes waiting"
+MONITOR_LEFT = "its monitor left"
 
 # -- the environment the launcher gives the job ---------------------------------------------
 # hook/boot/sitecustomize.py reads HOOK_ENV and PKG_ROOT_ENV by their values: it runs before
@@ -73,6 +81,25 @@ RUNTIME_DIR_ENV = "GPUTOP_TRAIN_RUNTIME_DIR"  # where the sockets live (docs/sec
 # "1" when the launcher runs the job under --autopilot: a script may train on until it is
 # done (hook.autopilot_active(), demos/resnet.py).
 AUTOPILOT_ENV = "GPUTOP_TRAIN_AUTOPILOT"
+# The session's recording, where the hook appends its own step rows as it sends them: the
+# recording keeps up with the job whether or not the monitor gets the CPU (docs/recording.md).
+RECORDING_ENV = "GPUTOP_TRAIN_RECORDING"
+# The variables only the launcher sets: it clears each one it does not set (a stale one from
+# the user's shell is never passed on), and the hook takes a schedule or a recording only from
+# a launcher that is its ancestor (docs/security.md).
+LAUNCHER_ENV = (
+    HOOK_ENV, PKG_ROOT_ENV, MONITOR_PID_ENV, SCHEDULE_ENV, AUTOPILOT_ENV, RECORDING_ENV,
+)  # fmt: skip
+# The kind of a recording's line of step rows (events.StepRows): the hook writes it too.
+RECORDED_STEPS = "steps"
+
+
+def recorded_steps_line(pid: int, t: float, encoded_rows: list[bytes]) -> bytes:
+    """A recording's line of step rows, as the recorder writes events.StepRows (its kind,
+    the time, the PID, the rows encoded once by ``encode_row``; json.dumps's separators)."""
+    head = f'{{"kind": "{RECORDED_STEPS}", "t": {t!r}, "pid": {int(pid)}, "rows": ['.encode()
+    return head + b", ".join(encoded_rows) + b"]}\n"
+
 
 # Columns of a step row, in order. None means "not measured" (shown as N/A, never 0).
 STEP_FIELDS: tuple[str, ...] = (
@@ -180,11 +207,12 @@ def encode_row(row: list[Any]) -> bytes:
     return json.dumps(row, separators=(",", ":"), allow_nan=False).encode()
 
 
-def encode_steps(pid: int, encoded_rows: list[bytes]) -> bytes:
+def encode_steps(pid: int, encoded_rows: list[bytes], at: float | None = None) -> bytes:
     """A STEPS frame of rows already encoded by ``encode_row``; the same bytes as
-    ``encode(STEPS, pid=pid, rows=rows)``."""
+    ``Steps(pid, rows, at).encode()``."""
     head = f'{{"v":{VERSION},"type":"{STEPS}","pid":{int(pid)},"rows":['.encode()
-    return head + b",".join(encoded_rows) + b"]}\n"
+    tail = b"]}\n" if at is None else f'],"at":{float(at)!r}}}\n'.encode()
+    return head + b",".join(encoded_rows) + tail
 
 
 def _finite_float(text: str) -> float:
@@ -457,6 +485,9 @@ class Hello(Frame):
     knobs: list[dict[str, Any]] | None = None
     knob_history: list[dict[str, Any]] | None = None  # knob_applied fields, oldest first
     latest: list[dict[str, Any]] | None = None  # the latest fact frames, with their "type"
+    # The PID of the monitor whose recording this process appends its step rows to itself
+    # (RECORDING_ENV): that monitor records none of them; None: it appends to none.
+    rows_recorded_for: int | None = None
 
 
 @frame(STEPS)
@@ -464,13 +495,18 @@ class Hello(Frame):
 class Steps(Frame):
     """A batch of step rows, columns named by STEP_FIELDS (each row checked by the reader)."""
 
+    ABSENT_WHEN_NONE = ("at",)
+
     pid: int
     rows: list[Any]
+    # When the hook sent it (Unix s): a monitor that reads it later knows how far behind the
+    # job it is (a status says "N steps behind").
+    at: float | None = None
 
     @staticmethod
-    def encode_rows(pid: int, encoded_rows: list[bytes]) -> bytes:
+    def encode_rows(pid: int, encoded_rows: list[bytes], at: float | None = None) -> bytes:
         """The fast path: a frame of rows already encoded once by ``encode_row``."""
-        return encode_steps(pid, encoded_rows)
+        return encode_steps(pid, encoded_rows, at)
 
 
 @frame(NOTICE)
@@ -607,12 +643,30 @@ class MemoryAudit(Frame):
 @frame(SET_KNOB)
 @dataclass(frozen=True)
 class SetKnob(Frame):
-    ABSENT_WHEN_NONE = ("at_step",)
+    ABSENT_WHEN_NONE = ("at_step", "trial")
 
     id: Any
     name: Any
     value: Any
     at_step: int | None = None  # several ranks: each applies it after exactly this step
+    # True: a trial (--try, the autopilot) that belongs to this connection: the hook puts the
+    # value before it back if the connection ends first (unless kept by KEEP_TRIALS).
+    trial: bool | None = None
+
+
+@frame(ALIVE)
+@dataclass(frozen=True)
+class Alive(Frame):
+    """The monitor is at work: a hook at its limit of clients gives the slot of one silent
+    for long to a new one (hook/listener.py SILENT_EVICT_S)."""
+
+
+@frame(KEEP_TRIALS)
+@dataclass(frozen=True)
+class KeepTrials(Frame):
+    """The autopilot kept these trials: they stay when this monitor leaves."""
+
+    names: list[str]
 
 
 @frame(AUTOPILOT_DONE)

@@ -175,3 +175,38 @@ def test_with_a_client_ca_only_a_scraper_with_a_certificate_reads_the_metrics(
             assert b"gputop_train_" in response.read()
     finally:
         exporter.close()
+
+
+@pytest.mark.skipif(not os.path.exists("/usr/bin/openssl"), reason="needs openssl")
+def test_plain_http_to_the_tls_endpoint_is_one_line_each_time_not_a_traceback(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+         "-subj", "/CN=localhost", "-keyout", "server.key", "-out", "server.pem"],
+        check=True, capture_output=True, cwd=tmp_path,
+    )  # fmt: skip
+    context = http_server.tls_context(str(tmp_path / "server.pem"), str(tmp_path / "server.key"))
+    server, thread = start_server("127.0.0.1", 0, _app, context)
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/metrics"
+        for attempt in range(1, 3):
+            with pytest.raises(OSError):  # the server hangs up on a request that is not TLS
+                urllib.request.urlopen(url, timeout=5).read()
+            deadline = time.monotonic() + 10
+            while server.connection_errors < attempt and time.monotonic() < deadline:
+                time.sleep(0.05)
+        err = capfd.readouterr().err
+        lines = [line for line in err.splitlines() if line]
+        assert len(lines) == 2, err
+        assert all(
+            line.startswith(
+                "gputop-train: Prometheus endpoint: TLS handshake failed from 127.0.0.1"
+            )
+            for line in lines
+        ), err
+        assert "Traceback" not in err
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=2.0)

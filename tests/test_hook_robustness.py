@@ -161,7 +161,7 @@ def test_a_frame_the_hook_cannot_take_is_skipped_and_the_listener_goes_on(
 ) -> None:
     taken: list[dict[str, Any]] = []
 
-    def on_frame(frame: dict[str, Any]) -> None:
+    def on_frame(frame: dict[str, Any], client: int) -> None:
         if frame.get("boom"):
             raise OverflowError("cannot convert float infinity to integer")
         taken.append(frame)
@@ -269,7 +269,7 @@ def _listener(
         hello=hello or (lambda: {"pid": os.getpid()}),
         rows_after=rows_after or (lambda step: []),
         take_frames=take_frames,
-        on_frame=on_frame or (lambda frame: None),
+        on_frame=on_frame or (lambda frame, client: None),
     )
     if start:
         listener.start()

@@ -58,8 +58,11 @@ def start_monitor(record: Path, *job: str) -> subprocess.Popen[str]:
 
 
 def wait_for_steps(record: Path, steps: int, timeout_s: float = 180.0) -> None:
+    """``steps`` rows and the hook's hello recorded (a launched job's hook writes its rows
+    itself, hook/row_log.py: they may be there before the monitor's own lines)."""
+
     def recorded() -> int:
-        if not record.exists():
+        if not record.exists() or not job_pids(record):
             return 0
         lines = (line for line in record.open() if '"kind": "steps"' in line)
         return sum(len(json.loads(line).get("rows", [])) for line in lines)

@@ -167,10 +167,14 @@ class Pilot:
         budget_s: float = DEFAULT_BUDGET_S,
         clock: Callable[[], float] = time.monotonic,
         advise: Callable[[Observation | None], list[Finding]] = findings,
+        keep: Callable[[Sequence[str]], None] | None = None,
     ) -> None:
         self._session = session
         self._advise = advise
         self._request_knob = request_knob
+        # Tells the job a trial is kept: it stays if the monitor leaves (a trial still under
+        # way when the monitor leaves is undone by the job, docs/exits.md).
+        self._keep = keep
         self._window_s = window_s
         self._tries = list(tries)
         self.mode = "try" if tries else "autopilot"
@@ -230,6 +234,7 @@ class Pilot:
             if self._stopped is None:
                 if self._pending is not None:
                     self._record(self._pending.index, decision="kept", reason="stopped by the user")
+                    self._kept(self._pending.candidate)
                     self._pending = None
                 self._finish(reason)
             self._session.apply(events.AutopilotChanged(asdict(self._status())))
@@ -562,6 +567,7 @@ class Pilot:
             return
         if self.mode == "autopilot" and gain is not None and gain >= needed:
             self._record(pending.index, decision="kept", reason=_compared(gain, ">=", needed))
+            self._kept(pending.candidate)
             start = self._start.rate if self._start else None
             if start and rate:
                 self._trials[pending.index] = replace(
@@ -626,6 +632,10 @@ class Pilot:
         if self._pending is not None:
             self._record(self._pending.index, decision="failed", reason=reason)
             self._pending = None
+
+    def _kept(self, candidate: Candidate) -> None:
+        if self._keep is not None:
+            self._keep([name for name, _ in candidate.settings])
 
     def _record(self, index: int, decision: str, reason: str) -> None:
         """Decide trial ``index``."""

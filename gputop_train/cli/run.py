@@ -68,7 +68,7 @@ def _launch(args: argparse.Namespace, held: HeldInterrupts) -> int:
         _close(exporter)
         return 130
     try:
-        job = start_job(command, log_fd, schedule=args.schedule, autopilot=args.autopilot)
+        job = start_job(command, log_fd, args.schedule, args.autopilot, recording=files.recording)
     except LaunchError as error:
         _say(str(error))
         _report(files.finish(session, job_running=False))
@@ -328,9 +328,12 @@ def _report(closed: Any) -> None:
         _say(problem)
 
 
-def _leave(job: Job, files: SessionFiles | None) -> None:
+def _leave(job: Job, files: SessionFiles | None, monitor: Monitor | None = None) -> None:
     where = f"; its output goes to {files.log}" if files is not None and job.owned else ""
     _say(f"job PID {job.pid} keeps running{where} (gputop-train attach {job.pid})")
+    trial = monitor.trial_under_way() if monitor is not None else None
+    if trial is not None:
+        _say(f"the trial of {trial} is undone by the job at its next step (it was this monitor's)")
 
 
 def _run_headless(
@@ -348,7 +351,7 @@ def _run_headless(
         _say(f"GPU figures are N/A: {snap.nvml_error}")
     outcome = run_headless(job, monitor, args.interval, args.window, args.format == "json", log)
     if job.running():
-        _leave(job, files)
+        _leave(job, files, monitor)
     _report(files.finish(session, job_running=job.running()))
     return outcome
 
@@ -386,7 +389,7 @@ def _run_tui(
     choice = app.run()
     code = 0
     if choice == "leave" and job.running():
-        _leave(job, files)
+        _leave(job, files, monitor)
     else:
         if choice == "terminate" and job.running():
             session.apply(events.StopAsked("SIGTERM"))

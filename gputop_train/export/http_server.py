@@ -10,9 +10,11 @@ failing accept backs off, and a TLS handshake runs in the connection's own threa
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import socket
 import ssl
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -62,6 +64,7 @@ class BoundedServer(ThreadingMixIn, WSGIServer):
         self._open_lock = threading.Lock()
         self.refused = 0
         self.accept_failures = 0
+        self.connection_errors = 0  # connections that failed (a TLS handshake), said in a line
         super().server_bind()
 
     def get_request(self) -> tuple[socket.socket, Any]:
@@ -83,6 +86,21 @@ class BoundedServer(ThreadingMixIn, WSGIServer):
                 connection, server_side=True, do_handshake_on_connect=False
             )
         return connection, address
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A connection that failed (plain HTTP to the TLS endpoint, a client that hung up):
+        one line on stderr, not socketserver's traceback; our own bugs keep theirs."""
+        error = sys.exc_info()[1]
+        if not isinstance(error, OSError):  # ssl.SSLError and ConnectionError are OSErrors
+            super().handle_error(request, client_address)
+            return
+        self.connection_errors += 1
+        host = client_address[0] if isinstance(client_address, tuple) else client_address
+        what = "TLS handshake failed" if isinstance(error, ssl.SSLError) else "connection failed"
+        reason = getattr(error, "reason", None) or getattr(error, "strerror", None) or error
+        line = f"gputop-train: Prometheus endpoint: {what} from {host}: {reason}"
+        with contextlib.suppress(OSError, ValueError):  # no terminal to say it on
+            print(line, file=sys.stderr, flush=True)
 
     def process_request(self, request: Any, client_address: Any) -> None:
         with self._open_lock:

@@ -139,8 +139,9 @@ class Agent:
         self._workload_off = False
         self._restore_stance: Any = None  # undoes force_eager after the counted step
         self._peaks_measured: set[str] = set()  # precisions whose matmul peak was measured
-        if os.environ.get(wire.SCHEDULE_ENV):
-            self.board.set_schedule(os.environ[wire.SCHEDULE_ENV])
+        self._launcher = launcher_pid()  # the gputop-train that started this job, if one did
+        self._row_log: Any = None  # hook/row_log.py: our rows in the launcher's recording
+        self._take_schedule(os.environ.get(wire.SCHEDULE_ENV))
         self.guard = LossGuard(torch_module)
         self.autopilot_done = False  # the monitor said its autopilot has finished
         self.builtins = BuiltinKnobs(torch_module, self._current_feed, self._builtin_failed)
@@ -151,6 +152,28 @@ class Agent:
         )
         self._train_iterator: weakref.ref[Any] | None = None
         self._exhausted_iterator: weakref.ref[Any] | None = None
+
+    def _take_schedule(self, text: str | None) -> None:
+        """A --schedule, only from the launcher of this very job: a GPUTOP_TRAIN_SCHEDULE left
+        in a shell (or a garbage one) is said and ignored, never applied, never fatal."""
+        if not text:
+            return
+        why = None
+        if self._launcher is None:
+            why = "no gputop-train launcher of this job passed it (a stale shell variable?)"
+        else:
+            try:
+                self.board.set_schedule(text)
+            except (ValueError, TypeError, AttributeError) as error:
+                why = f"not a schedule ({type(error).__name__}: {str(error)[:80]})"
+        if why is not None:
+            self._say(f"{wire.SCHEDULE_ENV} ignored: {why}")
+
+    def _say(self, text: str) -> None:
+        """Tell the monitors (a notice) and the job's log (stderr)."""
+        self._notices.append(text)
+        with contextlib.suppress(Exception):
+            print(f"gputop-train: {text}", file=sys.stderr, flush=True)
 
     # -- events from the patched torch entry points (training thread) ---------------------
 
@@ -298,6 +321,10 @@ class Agent:
             self._count_due_step = self._step + COUNT_AFTER_CHANGE_STEPS
             self._profile_due_step = self._step + PROFILE_AFTER_CHANGE_STEPS
             self.guard.watch(self._step, self.board.applied_at(self._step))
+        while self.board.trial_reverts:  # the job's log says it (the monitors: the outcome)
+            told = self.board.trial_reverts.popleft()
+            with contextlib.suppress(Exception):
+                print(f"gputop-train: {told}", file=sys.stderr, flush=True)
         verdict = self.guard.verdict()
         if verdict is not None:
             changes, why, figures = verdict
@@ -638,12 +665,19 @@ class Agent:
         from .listener import Listener
 
         path = wire.socket_path(self.pid, wire.runtime_dir(create=True))
+        recording = os.environ.get(wire.RECORDING_ENV)
+        if recording and self._launcher is not None:
+            from .row_log import RowLog
+
+            self._row_log = RowLog(recording, self.pid, self._launcher, self._say)
         self.listener = Listener(
             path,
             hello=self.hello,
             rows_after=self.rows_after,
             take_frames=self.take_frames,
             on_frame=self.on_frame,
+            on_leave=self.on_client_left,
+            record_rows=self._row_log.append if self._row_log is not None else None,
             backlog_rows=self._ring.maxlen or RING_STEPS,
         )
         self.listener.start()
@@ -686,10 +720,15 @@ class Agent:
             frames.append(wire.Notice(self._notices.popleft(), pid=self.pid).encode())
         return frames + self.board.take_outbox()
 
-    def on_frame(self, frame: dict[str, Any]) -> None:
-        """Commands from a monitor (listener thread): queued, applied at a step boundary."""
+    def on_frame(self, frame: dict[str, Any], client: int | None = None) -> None:
+        """Commands from monitor ``client`` (listener thread): queued, applied at a step
+        boundary."""
         if frame["type"] == wire.SetKnob.TYPE:
-            self.board.request(frame)
+            self.board.request(frame, client)
+        elif frame["type"] == wire.KeepTrials.TYPE:
+            names = frame.get("names")
+            if client is not None and isinstance(names, list):
+                self.board.keep_trials(client, [n for n in names if isinstance(n, str)])
         elif frame["type"] == wire.WhereWaiting.TYPE:
             # Answered from this thread: the training thread may be the one that is stuck.
             clock = self.collectives
@@ -701,6 +740,10 @@ class Agent:
             self._syncs.requested = True
         elif frame["type"] == wire.AutopilotDone.TYPE:
             self.autopilot_done = True
+
+    def on_client_left(self, client: int) -> None:
+        """A monitor hung up (listener thread): its waiting changes and trials go."""
+        self.board.client_left(client)
 
     def revert_last_change(self, error: str) -> bool:
         return self.board.revert_last_change(error, self._step)
@@ -726,6 +769,7 @@ class Agent:
             "knob_history": list(self.board.history),
             "latest": self._latest_taken(),
             "step": self._step,
+            "rows_recorded_for": self._row_log.launcher if self._row_log is not None else None,
         }
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -755,7 +799,8 @@ class Agent:
             self._collect_gpu_times()
             while self._awaiting_gpu:
                 self._ring.append(self._take_awaiting(resolved=False))
-        self.listener.finish(wait_for_monitor_s=WAIT_FOR_MONITOR_S if _monitor_alive() else 0.0)
+        alive = self._launcher is not None and wire.process_exists(self._launcher)
+        self.listener.finish(wait_for_monitor_s=WAIT_FOR_MONITOR_S if alive else 0.0)
 
 
 def _fill(row: list[Any], model_columns: list[Any] | ModelColumns) -> None:
@@ -788,6 +833,37 @@ def _env_int(name: str) -> int | None:
 def _monitor_alive() -> bool:
     pid = _env_int(wire.MONITOR_PID_ENV)
     return pid is not None and wire.process_exists(pid)
+
+
+def launcher_pid() -> int | None:
+    """The PID in GPUTOP_TRAIN_MONITOR_PID if that process is an ancestor of this one (the
+    gputop-train that launched this job, or launched the torchrun that started it); None
+    for a value left in the user's shell by another run."""
+    claimed = _env_int(wire.MONITOR_PID_ENV)
+    if claimed is None or claimed <= 1:
+        return None
+    pid = os.getppid()
+    for _ in range(MAX_ANCESTORS):
+        if pid == claimed:
+            return claimed
+        if pid <= 1:
+            return None
+        pid = _parent_of(pid)
+    return None
+
+
+# Launchers between the monitor and a rank: gputop-train, torchrun's agent, a shell or two.
+MAX_ANCESTORS = 16
+
+
+def _parent_of(pid: int) -> int:
+    """``pid``'s parent (Linux /proc); 0 where it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            fields = stat.read().rsplit(b")", 1)[1].split()
+        return int(fields[1])
+    except (OSError, IndexError, ValueError):
+        return 0
 
 
 def _holder(loader: Any) -> Callable[[], Any]:

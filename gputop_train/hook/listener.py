@@ -11,7 +11,10 @@ reading is dropped once its buffer fills.
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import itertools
 import os
+import resource
 import selectors
 import socket
 import struct
@@ -58,6 +61,14 @@ ACCEPT_BACKOFF_S = 1.0
 # reads within milliseconds of each send; a frozen one reconnects when it wakes and is sent
 # the backlog): its slot goes to the next. Seven idle clients kept an attach out for good.
 UNREAD_DROP_S = 10.0
+# A monitor says it is there at least this often (hook_client.ALIVE_PERIOD_S is 5 s): one
+# that said nothing for this long is idle, and at MAX_CLIENTS a new connection takes its slot
+# (seven idle clients that kept reading held every slot: an attach saw 0 steps, issue 39).
+SILENT_EVICT_S = 15.0
+# The hook's descriptors go at or above this (or as high as the limit allows), out of the way
+# of a job that closes and reuses descriptors (daemonizing code, os.closerange): the job's new
+# files take the lowest free numbers.
+HIGH_FD = 1000
 # Refused and dropped clients are told to the monitors at most this often (per reason).
 REFUSALS_TOLD_EVERY_S = 5.0
 # Rows per STEPS frame of a backlog: a late monitor's backlog goes out in pieces.
@@ -100,8 +111,11 @@ class _Client:
     READS_PER_S, READS_BURST = 50, 200
     FRAMES_PER_S, FRAMES_BURST = 50, 200
 
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: socket.socket, number: int) -> None:
         self.sock = sock
+        self.number = number  # how the agent tells this monitor's changes and trials apart
+        self.identity = _identity(sock)
+        self.heard_at = time.monotonic()  # the last time it sent anything
         self.outbox = bytearray()
         self.backlog: list[bytes] = []  # encoded rows still to send, before any new ones
         self.decoder = wire.FrameDecoder(max_frame_bytes=wire.MAX_COMMAND_BYTES)
@@ -126,22 +140,28 @@ class Listener:
         hello: Callable[[], dict[str, Any]],
         rows_after: Callable[[int], list[list[Any]]],
         take_frames: Callable[[], list[bytes]],
-        on_frame: Callable[[dict[str, Any]], None],
+        on_frame: Callable[[dict[str, Any], int], None],
         backlog_rows: int = 8192,
+        on_leave: Callable[[int], None] | None = None,
+        record_rows: Callable[[list[bytes]], None] | None = None,
     ) -> None:
         self.path = path
         self._hello = hello
         self._rows_after = rows_after
         self._take_frames = take_frames
         self._on_frame = on_frame
+        self._on_leave = on_leave
+        self._record_rows = record_rows  # the rows of each send, to the recording too
         self._clients: list[_Client] = []
+        self._numbers = itertools.count(1)
         self._sent_upto = 0
         # Every row sent, encoded once: a late monitor's backlog is a join, not an encode
         # (8,192 rows took 13 ms to encode on the dev box, at each connection).
         self._sent_rows: deque[bytes] = deque(maxlen=backlog_rows)
         self._stop = threading.Event()
         self._finished = threading.Event()
-        self._selector = selectors.DefaultSelector()
+        # poll(2) holds no descriptor of its own (epoll's would be the job's to close).
+        self._selector = selectors.PollSelector()
         self._accepts = _Budget(ACCEPTS_PER_S, ACCEPT_BURST)
         self._accept_paused_until = 0.0
         # What clients were refused or dropped for, by reason: told to the monitors (NOTICE).
@@ -150,14 +170,20 @@ class Listener:
         self._next_refusals_told = 0.0
         self.errors = 0  # errors caught in the loop (a frame, a client), never raised
         self._server = self._bind(path)
+        self._server_id = _identity(self._server)
         self._selector.register(self._server, selectors.EVENT_READ)
         self._next_send = 0.0
-        # ``finish`` writes here to end the thread's wait at once (the job is exiting).
-        self._wake_read, self._wake_write = socket.socketpair()
-        for end in (self._wake_read, self._wake_write):
-            end.setblocking(False)
+        self._wake_read, self._wake_write, self._wake_ids = self._wake_pair()
         self._selector.register(self._wake_read, selectors.EVENT_READ)
         self._thread = threading.Thread(target=self._run, name="gputop-train-hook", daemon=True)
+
+    @staticmethod
+    def _wake_pair() -> tuple[socket.socket, socket.socket, tuple[Any, Any]]:
+        """``finish`` writes to the second to end the thread's wait at once (the job exits)."""
+        read, write = (held_high(end) for end in socket.socketpair())
+        for end in (read, write):
+            end.setblocking(False)
+        return read, write, (_identity(read), _identity(write))
 
     @staticmethod
     def _bind(path: Path) -> socket.socket:
@@ -168,7 +194,7 @@ class Listener:
         for stale in (path, binding):  # from an earlier process with our PID
             with contextlib.suppress(FileNotFoundError):
                 stale.unlink()
-        server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        server = held_high(socket.socket(socket.AF_UNIX, socket.SOCK_STREAM))
         server.bind(str(binding))
         os.chmod(binding, 0o600)  # the directory is 0700 already; this is belt and braces
         server.listen(MAX_CLIENTS)
@@ -193,8 +219,9 @@ class Listener:
         while not self._clients and time.monotonic() < deadline and self._thread.is_alive():
             time.sleep(0.02)
         self._stop.set()
-        with contextlib.suppress(OSError):
-            self._wake_write.send(b"\0")
+        if _identity(self._wake_write) == self._wake_ids[1]:  # never a byte into the job's
+            with contextlib.suppress(OSError):
+                self._wake_write.send(b"\0")
         self._finished.wait(timeout_s)
 
     def _run(self) -> None:
@@ -224,6 +251,7 @@ class Listener:
 
     def _turn(self) -> None:
         """Wait for sockets until the next send is due, then serve each one."""
+        self._check_descriptors()
         if self._accept_paused_until and time.monotonic() >= self._accept_paused_until:
             self._accept_paused_until = 0.0
             self._selector.register(self._server, selectors.EVENT_READ)
@@ -248,6 +276,41 @@ class Listener:
             wait = min(wait, self._accept_paused_until - now)
         return max(0.0, wait)
 
+    def _check_descriptors(self) -> None:
+        """Each descriptor of ours still the object we opened (the job may have closed it and
+        opened a file that took its number): one that is not is let go without a close (the
+        number is the job's now) and replaced; its clients reconnect."""
+        for client in list(self._clients):
+            if _identity(client.sock) != client.identity:
+                self._forget(client)
+        if _identity(self._server) != self._server_id:
+            self.errors += 1
+            with contextlib.suppress(Exception):
+                self._selector.unregister(self._server)
+            self._server.detach()
+            self._accept_paused_until = 0.0
+            self._server = self._bind(self.path)
+            self._server_id = _identity(self._server)
+            self._selector.register(self._server, selectors.EVENT_READ)
+        if (_identity(self._wake_read), _identity(self._wake_write)) != self._wake_ids:
+            self.errors += 1
+            with contextlib.suppress(Exception):
+                self._selector.unregister(self._wake_read)
+            for end, ident in zip((self._wake_read, self._wake_write), self._wake_ids, strict=True):
+                _release(end, ident)
+            self._wake_read, self._wake_write, self._wake_ids = self._wake_pair()
+            self._selector.register(self._wake_read, selectors.EVENT_READ)
+
+    def _forget(self, client: _Client) -> None:
+        """A client whose descriptor is no longer its socket: dropped, its number untouched."""
+        self.errors += 1
+        if client in self._clients:
+            self._clients.remove(client)
+            with contextlib.suppress(Exception):
+                self._selector.unregister(client.sock)
+            client.sock.detach()
+            self._left(client)
+
     def _accept(self) -> None:
         if not self._accepts.take(1):  # over the rate: leave them queued in the kernel
             self._pause_accepting(self._accepts.seconds_until(1))
@@ -260,6 +323,7 @@ class Listener:
             self._pause_accepting(ACCEPT_BACKOFF_S)
             self._count("accept failed (out of file descriptors?)")
             return
+        sock = held_high(sock)
         reason = self._refusal(sock)
         if reason is not None:
             self._count(reason)
@@ -270,7 +334,7 @@ class Listener:
             sock.close()
             return
         sock.setblocking(False)
-        client = _Client(sock)
+        client = _Client(sock, next(self._numbers))
         try:
             client.outbox += wire.Hello(**self._hello()).encode()
         except Exception:  # the hook's own state could not be told: this client goes
@@ -285,9 +349,24 @@ class Listener:
         """Why a new connection is not served, or None."""
         if not _same_user(sock):
             return OTHER_USER
-        if len(self._clients) >= MAX_CLIENTS:
+        if len(self._clients) >= MAX_CLIENTS and not self._evict_silent():
             return f"over {MAX_CLIENTS} monitors at once"
         return None
+
+    def _evict_silent(self) -> bool:
+        """Make room for a new client: drop the one silent longest, if it has said nothing
+        for SILENT_EVICT_S (a monitor at work says it is there every few seconds)."""
+        now = time.monotonic()
+        silent = min(self._clients, key=lambda c: c.heard_at)
+        if now - silent.heard_at < SILENT_EVICT_S:
+            return False
+        self._count(f"a client silent for {SILENT_EVICT_S:g} s, for a new one")
+        with contextlib.suppress(OSError):
+            silent.sock.send(
+                wire.Notice("hook dropped this client: silent while a new monitor waited").encode()
+            )
+        self._drop(silent)
+        return True
 
     def _pause_accepting(self, seconds: float) -> None:
         """Stop selecting the server socket for ``seconds``; connections wait in its queue."""
@@ -312,9 +391,10 @@ class Listener:
             self._count("a client over its budget of commands")
             self._drop(client)
             return
+        client.heard_at = time.monotonic()
         for frame in client.decoder.feed(data):
             try:
-                self._on_frame(frame)
+                self._on_frame(frame, client.number)
             except Exception:  # a frame the hook could not take: skipped, the rest go on
                 self.errors += 1
 
@@ -324,7 +404,7 @@ class Listener:
             if client.backlog:
                 rows = client.backlog[:BACKLOG_ROWS_PER_FRAME]
                 del client.backlog[:BACKLOG_ROWS_PER_FRAME]
-                client.outbox += wire.Steps.encode_rows(os.getpid(), rows)
+                client.outbox += wire.Steps.encode_rows(os.getpid(), rows, time.time())
 
     def _broadcast_new_rows(self) -> None:
         rows = self._rows_after(self._sent_upto)
@@ -332,11 +412,13 @@ class Listener:
             self._sent_upto = rows[-1][wire.COLUMN["step"]]
             encoded = [wire.encode_row(row) for row in rows]
             self._sent_rows.extend(encoded)
+            if self._record_rows is not None:
+                self._record_rows(encoded)
             catching_up = [c for c in self._clients if c.backlog]
             for client in catching_up:  # after their backlog, never before it
                 client.backlog += encoded
             if len(catching_up) < len(self._clients):
-                frame = wire.Steps.encode_rows(os.getpid(), encoded)
+                frame = wire.Steps.encode_rows(os.getpid(), encoded, time.time())
                 self._broadcast(frame, skip=catching_up)
         for frame in self._take_frames():
             self._broadcast(frame)
@@ -421,21 +503,86 @@ class Listener:
             self._clients.remove(client)
             with contextlib.suppress(Exception):
                 self._selector.unregister(client.sock)
-            client.sock.close()
+            _release(client.sock, client.identity)
+            self._left(client)
+
+    def _left(self, client: _Client) -> None:
+        """Tell the agent: the client's waiting changes and trials go with it."""
+        if self._on_leave is not None:
+            try:
+                self._on_leave(client.number)
+            except Exception:
+                self.errors += 1
 
     def _close(self) -> None:
         for client in list(self._clients):
             self._drop(client)
         with contextlib.suppress(Exception):
             self._selector.unregister(self._server)
-        self._server.close()
-        self._wake_read.close()
-        self._wake_write.close()
+        _release(self._server, self._server_id)
+        for end, ident in zip((self._wake_read, self._wake_write), self._wake_ids, strict=True):
+            _release(end, ident)
         with contextlib.suppress(FileNotFoundError):
             self.path.unlink()
 
 
 OTHER_USER = "another user's connection"
+
+
+def held_high(sock: socket.socket) -> socket.socket:
+    """``sock`` on a descriptor at HIGH_FD or above (close-on-exec), its low one closed: a
+    job that reuses low descriptors never meets ours. Where no high one is free, as it is."""
+    high = _high_copy(sock.fileno())
+    if high is None:
+        return sock
+    moved = socket.socket(sock.family, sock.type, sock.proto, fileno=high)
+    moved.settimeout(sock.gettimeout())
+    sock.close()
+    return moved
+
+
+def held_fd(fd: int) -> int:
+    """``fd`` moved as ``held_high`` moves a socket (the low one closed)."""
+    high = _high_copy(fd)
+    if high is None:
+        return fd
+    os.close(fd)
+    return high
+
+
+def _high_copy(fd: int) -> int | None:
+    """A close-on-exec copy of ``fd`` at HIGH_FD or above (half the descriptor limit where
+    that is lower), or None where it is high already or none is free."""
+    try:
+        limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        floor = HIGH_FD if limit == resource.RLIM_INFINITY else min(HIGH_FD, limit // 2)
+        if fd >= floor:
+            return None
+        return fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, floor)
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def _identity(sock: socket.socket) -> tuple[int, int] | None:
+    """What the descriptor of ``sock`` is now (device, inode), or None if it is closed."""
+    try:
+        info = os.fstat(sock.fileno())
+    except (OSError, ValueError):
+        return None
+    return (info.st_dev, info.st_ino)
+
+
+def _release(sock: socket.socket, identity: tuple[int, int] | None) -> None:
+    """Close ``sock`` if its descriptor is still what we opened; else let it go unclosed (the
+    job closed ours and the number may be its file now)."""
+    if identity is not None and _identity(sock) == identity:
+        with contextlib.suppress(OSError):
+            sock.close()
+    else:
+        with contextlib.suppress(OSError):
+            sock.detach()
+
+
 _UCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
 
 

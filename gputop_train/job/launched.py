@@ -43,15 +43,20 @@ def hook_environment(
     base: Mapping[str, str],
     schedule: Sequence[tuple[int, dict[str, str]]] = (),
     autopilot: bool = False,
+    recording: Path | None = None,
 ) -> dict[str, str]:
     """The job's environment: the boot dir first on PYTHONPATH, where to find us, a schedule,
     and whether the autopilot drives it."""
-    env = dict(base)
+    # Every variable of ours is set or cleared here: one left in the user's shell by another
+    # run (a schedule, the autopilot) is never passed on (the runtime dir is the user's own).
+    env = {k: v for k, v in base.items() if k not in wire.LAUNCHER_ENV}
     if autopilot:
         env[wire.AUTOPILOT_ENV] = "1"
     if schedule:
         entries = [{"step": step, "set": settings} for step, settings in schedule]
         env[wire.SCHEDULE_ENV] = json.dumps(entries)
+    if recording is not None:  # the hook appends its step rows there too (hook/row_log.py)
+        env[wire.RECORDING_ENV] = str(recording)
     existing = env.get("PYTHONPATH")
     env["PYTHONPATH"] = str(BOOT_DIR) + (os.pathsep + existing if existing else "")
     env[wire.HOOK_ENV] = "1"
@@ -67,12 +72,13 @@ def start_job(
     log_fd: int,
     schedule: Sequence[tuple[int, dict[str, str]]] = (),
     autopilot: bool = False,
+    recording: Path | None = None,
 ) -> LaunchedJob:
     """Start the job in a new session (a hang-up of our terminal does not reach it), its
     output through a relay into the log (``log_fd``): the job never writes to anything of the
     monitor's, so neither a lost terminal nor a full disk can fail its writes (job/relay.py)."""
     try:
-        env = hook_environment(os.environ, schedule, autopilot)
+        env = hook_environment(os.environ, schedule, autopilot, recording)
     except wire.UnsafeRuntimeDir as error:
         raise LaunchError(f"cannot use the hook's socket directory: {error}") from error
     reader, writer = os.pipe()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import selectors
 import socket
 import time
@@ -34,6 +35,14 @@ DISCOVERY_PERIOD_S = 1.0
 REFUSED_RETRY_S = 5.0
 # A hook whose queue of connections is full (a client flooding it) would block connect().
 CONNECT_TIMEOUT_S = 0.5
+# How often the monitor tells each hook it is there (wire.ALIVE): a hook with every slot taken
+# gives a slot silent for 3 of these (listener.SILENT_EVICT_S) to a new monitor.
+ALIVE_PERIOD_S = 5.0
+# A frame read this long after the hook sent it (it sends every 0.5 s, wire.SEND_PERIOD_S)
+# means this monitor is behind the job: the status lines say by how much (issue 39: a niced
+# monitor lagged 20-90 s on a loaded 2-core box with nothing said).
+BEHIND_SAY_S = 2.0
+BEHIND = "behind"  # the reading's name: {"pid", "s", "steps"}
 # A read's buffer. A hook sends a few KB every 0.5 s; a 1 MiB buffer cost a fresh allocation
 # (an mmap, then page faults) on every read.
 RECV_BYTES = 65536
@@ -47,6 +56,9 @@ class _Connection:
         self.said_hello = False
         self.said_bye = False
         self.refusal: str | None = None  # the notice of a hook that turned us away
+        self.rows_recorded = False  # its hook records its own rows in our recording
+        self.behind = False  # its frames were read late (a status says how far)
+        self.steps_per_s = 0.0  # its rate over the last frame of several rows
 
 
 class HookClient:
@@ -69,7 +81,9 @@ class HookClient:
         # hook's refusal of the entry at its step is not said again (Monitor.check_schedule).
         self.said_schedule_refusals: set[str] = set()
         self._next_discovery = 0.0
+        self._next_alive = 0.0
         self._outgoing: deque[tuple[int | None, bytes]] = deque()
+        self._told_undone: set[tuple[int, int | None]] = set()  # trials undone, said once
         self.waiting: dict[int, wire.Waiting] = {}  # each process's latest answer, by PID
         # ``send`` and ``wake`` write a byte here so that ``poll`` need not wake up on a timer
         # to look for work: the thread woke 18.5 times a second, 10 of them for nothing, and a
@@ -102,6 +116,9 @@ class HookClient:
             self._discover()
             now = time.monotonic()
             self._next_discovery = now + DISCOVERY_PERIOD_S
+        if now >= self._next_alive:
+            self._next_alive = now + ALIVE_PERIOD_S
+            self._outgoing.append((None, wire.Alive().encode()))
         self._flush_outgoing()
         wait_s = max(0.0, min(timeout_s, self._next_discovery - now))
         for key, _ in self._selector.select(timeout=wait_s):
@@ -196,6 +213,8 @@ class HookClient:
 
     def _on_hello(self, connection: _Connection, frame: wire.Hello) -> None:
         connection.said_hello = True
+        # A hook we launched appends its step rows to our recording itself (hook/row_log.py).
+        connection.rows_recorded = frame.rows_recorded_for == os.getpid()
         pid, apply = connection.pid, self._session.apply
         apply(
             events.ProcessHello(
@@ -258,6 +277,10 @@ class HookClient:
                 quiet = True  # said when the job's knobs became known (Monitor.check_schedule)
             elif not quiet:
                 self.said_schedule_refusals.add(frame.name)
+        trial_undone = frame.reverted and str(frame.error or "").startswith(wire.MONITOR_LEFT)
+        if trial_undone and (connection.pid, frame.seq) not in self._told_undone:
+            quiet = False  # the next monitor's hello says it too: nobody else could
+            self._told_undone.add((connection.pid, frame.seq))
         if not quiet and not frame.ok:
             self._session.apply(
                 events.NoticeAdded(
@@ -266,7 +289,27 @@ class HookClient:
             )
 
     def _on_steps(self, connection: _Connection, frame: wire.Steps) -> None:
-        self._session.apply(events.StepRows(connection.pid, tuple(frame.rows)))
+        rows = events.StepRows(connection.pid, tuple(frame.rows))
+        self._session.apply(rows, record=not connection.rows_recorded)
+        if frame.at is not None:
+            self._note_lag(connection, time.time() - frame.at, frame.rows)
+
+    def _note_lag(self, connection: _Connection, lag_s: float, rows: list[Any]) -> None:
+        """How far behind the job this monitor reads it (a frame read ``lag_s`` after it was
+        sent), as a reading the status lines show: said while over BEHIND_SAY_S, and once
+        when caught up again. Live only: a replay is never behind."""
+        column = wire.COLUMN["t"]
+        with contextlib.suppress(TypeError, IndexError, ZeroDivisionError):
+            span = rows[-1][column] - rows[0][column]
+            if len(rows) > 1 and span > 0:
+                connection.steps_per_s = (len(rows) - 1) / span
+        behind = lag_s > BEHIND_SAY_S
+        if not behind and not connection.behind:
+            return
+        connection.behind = behind
+        steps = round(max(lag_s, 0.0) * connection.steps_per_s) if behind else 0
+        reading = {"pid": connection.pid, "s": round(lag_s, 1) if behind else 0.0}
+        self._session.apply(events.ReadingTaken(BEHIND, reading | {"steps": steps}), record=False)
 
     def _on_notice(self, connection: _Connection, frame: wire.Notice) -> None:
         if not connection.said_hello:  # a notice before any hello says why we are refused

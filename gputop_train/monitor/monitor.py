@@ -93,8 +93,10 @@ class Monitor:
         self.pilot: Pilot | None = None
         self.stalls: StallWatch | None = None
 
-    def request_knob(self, name: str, value: Any) -> str | None:
-        """Validate a change against the advertised knob and send it; returns why not, or None."""
+    def request_knob(self, name: str, value: Any, trial: bool = False) -> str | None:
+        """Validate a change against the advertised knob and send it; returns why not, or None.
+        A ``trial`` (the autopilot's, --try's) is undone by the hook if this monitor leaves
+        before it is reverted or kept (``keep_trials``)."""
         state = self.session.knob(name)
         if state is None:
             knobs = describe_knobs(self.session.snapshot().knobs)
@@ -109,8 +111,16 @@ class Monitor:
         self.session.apply(events.KnobRequested(name, value))
         # Several ranks: each applies it after this same step (None: at the next boundary).
         at_step = self.session.common_step(RANKS_AHEAD_S, RANKS_AHEAD_MIN_STEPS)
-        self.client.send(wire.SetKnob(self._request_id, name, value, at_step).encode())
+        frame = wire.SetKnob(self._request_id, name, value, at_step, trial=trial or None)
+        self.client.send(frame.encode())
         return None
+
+    def keep_trials(self, names: Sequence[str]) -> None:
+        """The autopilot kept these trials: the job keeps them when this monitor leaves."""
+        self.client.send(wire.KeepTrials(list(names)).encode())
+
+    def _request_trial(self, name: str, value: Any) -> str | None:
+        return self.request_knob(name, value, trial=True)
 
     def start_pilot(
         self,
@@ -118,7 +128,9 @@ class Monitor:
         budget_s: float = DEFAULT_BUDGET_S,
     ) -> Pilot:
         """The autopilot (or, with ``tries``, the --try survey), ticking on its own thread."""
-        pilot = Pilot(self.session, self.request_knob, self.window_s, tries, budget_s)
+        pilot = Pilot(
+            self.session, self._request_trial, self.window_s, tries, budget_s, keep=self.keep_trials
+        )
         self.pilot = pilot
         told = [False]
 
@@ -130,6 +142,13 @@ class Monitor:
 
         self._spawn("autopilot", lambda: self._every(PILOT_PERIOD_S, tick))
         return pilot
+
+    def trial_under_way(self) -> str | None:
+        """The change the autopilot or --try is trying now (the job undoes it if we leave)."""
+        if self.pilot is None:
+            return None
+        status = self.pilot.status()
+        return next((t.change for t in status.trials if t.decision == "trying"), None)
 
     def toggle_autopilot(self) -> str:
         """The Knobs tab's key: start the autopilot, or stop it keeping the settings in force."""

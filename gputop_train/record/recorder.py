@@ -47,7 +47,8 @@ class Recorder:
         self.path = path
         self._clock = clock
         self._on_failure = on_failure
-        self._fd = create_private(path)
+        # Appending: the job's hooks append their step rows to it too (hook/row_log.py).
+        self._fd = create_private(path, append=True)
         self._lock = threading.Lock()
         self._pending: list[str] = []
         self.failed: str | None = None  # why recording stopped

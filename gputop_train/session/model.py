@@ -184,16 +184,17 @@ class Session:
 
     # -- the one input (any thread) -------------------------------------------------------
 
-    def apply(self, item: events.Event) -> None:
+    def apply(self, item: events.Event, record: bool = True) -> None:
         """Take one event: tell it to the listener (the recorder), then change the state.
-        Informational events (phases, findings) are recorded and change nothing."""
+        Informational events (phases, findings) are recorded and change nothing. Not
+        ``record``: recorded already (a hook's own step rows, hook/row_log.py)."""
         handler = _HANDLERS.get(type(item))
         if handler is None:
             if not item.informational:
                 raise TypeError(f"the session takes no {type(item).__name__} event")
             self._tell(item)
             return
-        if type(item) is not events.AutopilotChanged:  # told only when it changed
+        if record and type(item) is not events.AutopilotChanged:  # told only when it changed
             self._tell(item)
         handler(self, item)
 

@@ -379,6 +379,40 @@ def steady(p: dict[str, float]) -> None:
     print("steady done", flush=True)
 
 
+def closefds(p: dict[str, Any]) -> None:
+    """Daemonizing code mid-run: after ``close_at`` steps, close every descriptor above 2
+    (os.closerange), then write ``files`` checkpoint files in ``dir``, each open across
+    several steps, and read each back. Prints the files intact and the steps trained."""
+    import resource
+
+    model, optimizer = _model()
+    x, y = torch.randn(4, 4), torch.randint(0, 2, (4,))
+    close_at, files = int(p.get("close_at", 20)), int(p.get("files", 6))
+    chunk = bytes(range(256)) * 64
+
+    def step() -> None:
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        time.sleep(p.get("step_ms", 20) / 1000.0)
+
+    for _ in range(close_at):
+        step()
+    os.closerange(3, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+    intact = 0
+    for index in range(files):
+        path = os.path.join(str(p["dir"]), f"checkpoint-{index}.bin")
+        with open(path, "wb") as out:
+            for _ in range(4):  # the file is open while the hook's thread runs
+                out.write(chunk)
+                step()
+        with open(path, "rb") as back:
+            intact += back.read() == chunk * 4
+    for _ in range(int(p.get("after", 20))):
+        step()
+    print(f"checkpoints intact {intact} of {files}", flush=True)
+
+
 def hook_state(p: dict[str, float]) -> None:
     """Train a few steps, then say whether the hook is active."""
     sleepy({"batch_ms": 0, "step_ms": 1, "steps": 3})
