@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 from rich.text import Text
+from textual.message import Message
 from textual.widgets import RichLog, TabbedContent
 
 from gputop_train import events
@@ -17,11 +18,12 @@ from gputop_train.record.replay import ReplayController
 from gputop_train.session.model import Session, Snapshot
 from gputop_train.tui.app import GputopApp
 from gputop_train.tui.knob_edit import KnobEditScreen
+from gputop_train.tui.messages import SnapshotTaken
 from gputop_train.tui.panels import text as panels
 from gputop_train.tui.screens import HelpScreen, QuitScreen
 from gputop_train.tui.widgets.live_text import LiveText
 from tests.support.sessions import scripted_recording, scripted_session
-from tests.support.tui import AskedControls, app_under_test
+from tests.support.tui import AskedControls, app_under_test, tick
 
 
 def make_app(with_gpu: bool = True, controls: AskedControls | None = None) -> GputopApp:
@@ -65,13 +67,33 @@ async def test_once_a_second_panels_wait_for_every_second_tick() -> None:
     app = app_under_test(source)
     async with app.run_test(size=(80, 24)) as pilot:
         session.apply(events.JobEnded(0, ()))
-        app._tick()  # a fast tick
-        await pilot.pause()
+        await tick(app, pilot)  # a fast tick
         assert "running" in text_of(app, "#header")
-        app._tick()  # the once-a-second one
-        await pilot.pause()
+        await tick(app, pilot)  # the once-a-second one
         assert "exited 0" in text_of(app, "#header")
     assert asked_for_charts == [True, False, True]  # mount, fast tick, slow tick
+
+
+async def test_a_burst_of_snapshots_draws_the_latest_with_the_slow_panels_it_skipped() -> None:
+    # The UI thread was busy for three ticks: only the newest view is drawn, and the
+    # once-a-second panels with it, since the slow tick among them was replaced.
+    session = scripted_session()
+    app = app_under_test(session.snapshot)
+    drawn: list[int] = []
+
+    def seen(message: Message) -> None:
+        if isinstance(message, SnapshotTaken):
+            drawn.append(message.tick)
+
+    async with app.run_test(size=(80, 24), message_hook=seen) as pilot:
+        burst = [app.take_snapshot()]  # a fast tick
+        session.apply(events.JobEnded(0, ()))
+        burst += [app.take_snapshot(), app.take_snapshot()]  # the slow one, a fast one
+        for message in burst:
+            app.post_message(message)
+        await pilot.pause()
+        assert drawn == [3]
+        assert "exited 0" in text_of(app, "#header")  # a slow panel, drawn from tick 3
 
 
 async def test_w_cycles_the_chart_window() -> None:

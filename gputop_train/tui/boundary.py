@@ -80,6 +80,6 @@ class AppOptions:
     log: LogTail | None = None
     refresh_s: float = DEFAULT_REFRESH_S
     window_s: float = 10.0
-    auto_refresh: bool = True  # off in tests: they draw with app._tick() or refresh_data()
+    auto_refresh: bool = True  # off in tests: they post app.take_snapshot() or refresh_data()
     screenshot_dir: str | None = None
     job_owned: bool = True  # we launched it: quitting may stop it

@@ -7,6 +7,7 @@ from itertools import zip_longest
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 
+from ... import tables
 from ...views import View
 from ..widgets.live_text import LiveText
 from . import text
@@ -42,6 +43,7 @@ class ProcessesPanel(VerticalScroll, Panel):
     def _draw(self, width: int) -> None:
         assert self._view is not None
         snap = self._view.snap
-        now = text.column_widths(text.PROCESS_COLUMNS, text.process_rows(snap))
+        rows = tables.cells(tables.PROCESS_COLUMNS, tables.process_lines(snap))
+        now = tables.column_widths(tables.PROCESS_COLUMNS, rows)
         self._widths = tuple(max(pair) for pair in zip_longest(self._widths, now, fillvalue=0))
         self.query_one(LiveText).show(text.process_table(snap, width, self._widths))
