@@ -23,7 +23,8 @@ class Column(Generic[Row]):
     """One column: its header, its cell for a row, and how a layout treats it. ``keep`` ranks
     it when a narrow screen keeps some columns (0 first); ``optional`` leaves it out where no
     row has a figure (a CPU run's GPU columns); ``cut`` is the most characters a fixed-width
-    layout shows of a cell (the whole text is the Markdown's)."""
+    layout shows of a cell (the whole text is the Markdown's); ``room`` is the widest its
+    format writes, what a column that grows is widened to (``widened``)."""
 
     header: str
     cell: Callable[[Row], str]
@@ -31,6 +32,23 @@ class Column(Generic[Row]):
     right: bool = True
     optional: bool = False
     cut: int | None = None
+    room: int = 0
+
+
+def widened(
+    columns: Sequence[Column[Row]], shown: Sequence[int], now: Sequence[int]
+) -> tuple[int, ...]:
+    """The widths to keep (``fit``'s floor) after a draw whose cells need ``now``, when
+    ``shown`` were kept so far (none: the first draw, as wide as its cells). A column never
+    narrows, and one that must grow grows at once to its ``room``: the table's extent then
+    changes (and the whole screen is laid out again) once per column, not at each wider
+    figure."""
+    if not shown:
+        return tuple(now)
+    return tuple(
+        width if need <= width else max(need, column.room)
+        for column, width, need in zip(columns, shown, now, strict=True)
+    )
 
 
 def cells(columns: Sequence[Column[Row]], rows: Sequence[Row]) -> list[tuple[str, ...]]:
@@ -233,22 +251,26 @@ def process_lines(snap: Snapshot) -> list[ProcessLine]:
     ]
 
 
-# The PID, its role, its CPU and GPU use first; then the GPU's index, RSS, IO.
+# The PID, its role, its CPU and GPU use first; then the GPU's index, RSS, IO. A room is the
+# widest its format writes: a 7-digit PID (Linux's pid_max), "rank 999", 16 characters of a
+# name, "1600%" (16 cores), "999.9 GiB", "999.9 MB/s", "disk-sleep", "100%"; the GPU list
+# grows with the GPUs, a cell at a time.
 PROCESS_COLUMNS: tuple[Column[ProcessLine], ...] = (
-    Column("PID", lambda r: str(r.proc.pid), keep=0, right=False),
+    Column("PID", lambda r: str(r.proc.pid), keep=0, right=False, room=7),
     Column(
         "role",
         lambda r: f"rank {r.rank}" if r.rank is not None else r.proc.role,
         keep=1,
         right=False,
+        room=8,
     ),
-    Column("name", lambda r: r.proc.name[:16], keep=10, right=False),
-    Column("CPU", lambda r: fmt.pct(r.proc.cpu_pct), keep=2),
-    Column("RSS", lambda r: _gib_or_na(r.proc.rss_bytes), keep=6),
-    Column("read/s", lambda r: fmt.bytes_rate(r.proc.io_read_bps), keep=7),
-    Column("write/s", lambda r: fmt.bytes_rate(r.proc.io_write_bps), keep=8),
-    Column("state", lambda r: r.proc.status or fmt.NA, keep=9, right=False),
+    Column("name", lambda r: r.proc.name[:16], keep=10, right=False, room=16),
+    Column("CPU", lambda r: fmt.pct(r.proc.cpu_pct), keep=2, room=5),
+    Column("RSS", lambda r: _gib_or_na(r.proc.rss_bytes), keep=6, room=9),
+    Column("read/s", lambda r: fmt.bytes_rate(r.proc.io_read_bps), keep=7, room=10),
+    Column("write/s", lambda r: fmt.bytes_rate(r.proc.io_write_bps), keep=8, room=10),
+    Column("state", lambda r: r.proc.status or fmt.NA, keep=9, right=False, room=10),
     Column("GPU", lambda r: fmt.gpus(r.gpus), keep=5, right=False),
-    Column("GPU mem", lambda r: _gib_or_na(r.gpu_mem_bytes), keep=3),
-    Column("SM", lambda r: fmt.pct(r.gpu_sm_pct), keep=4),
+    Column("GPU mem", lambda r: _gib_or_na(r.gpu_mem_bytes), keep=3, room=9),
+    Column("SM", lambda r: fmt.pct(r.gpu_sm_pct), keep=4, room=4),
 )

@@ -308,13 +308,23 @@ def process_table(snap: Snapshot, width: int = 200, floor: Sequence[int] = ()) -
     widest cell and at least ``floor`` (the widths shown before: columns that do not jump as
     figures change)."""
     procs = tables.process_lines(snap)
-    rows = tables.cells(tables.PROCESS_COLUMNS, procs)
+    return process_text(procs, tables.cells(tables.PROCESS_COLUMNS, procs), width, floor)
+
+
+def process_text(
+    procs: Sequence[tables.ProcessLine],
+    rows: Sequence[tuple[str, ...]],
+    width: int,
+    floor: Sequence[int] = (),
+) -> Text:
+    """``process_table`` of processes whose cells are made already (the panel sizes its
+    columns from them too)."""
     styled = Text(no_wrap=True, overflow="crop")
     for index, line in enumerate(tables.fit(tables.PROCESS_COLUMNS, rows, width, floor)):
         role = procs[index - 1].proc.role if index else ""
         style = "bold reverse" if index == 0 else ("cyan" if role == "worker" else "")
         styled.append(line + "\n", style=style)
-    if not snap.processes:
+    if not procs:
         styled.append("no processes sampled yet", style="dim")
     return styled
 
