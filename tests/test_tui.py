@@ -278,3 +278,24 @@ async def test_a_finding_that_wraps_onto_more_lines_gets_the_room() -> None:
         findings.show(Text("▶ " + "a much longer action " * 6 + "\n  evidence"))
         await pilot.pause()
         assert findings.size.height > before
+
+
+async def test_a_height_only_resize_keeps_the_process_tables_rows_a_new_width_fits_anew() -> None:
+    # The table keeps the most rows it has had: starting it afresh at a resize of its height
+    # alone (the findings above grew a line) shrank it, then the next worker grew it again,
+    # and each change of extent lays the whole screen out again.
+    session = scripted_session()
+    app = app_under_test(session.snapshot)
+    async with app.run_test(size=(100, 40)) as pilot:
+        table = app.query_one("#overview-procs LiveText", LiveText)
+        await pilot.pause()
+        rows = table.size.height
+        first = session.snapshot().processes[0]
+        session.apply(events.ProcsSampled((first,)))  # the workers are gone
+        app.refresh_data()
+        await pilot.resize_terminal(100, 44)
+        await pilot.pause()
+        assert table.size.height == rows
+        await pilot.resize_terminal(120, 44)
+        await pilot.pause()
+        assert table.size.height < rows  # a new width: the table is fitted afresh
