@@ -114,12 +114,11 @@ part_tui_cost() {
 
 part_tui_ab() {
   local tree=${AB_TREE:?tui-ab needs AB_TREE: a git archive of the earlier tree, in this tree}
-  for round in 1 2 3; do
-    (cd "$tree" && PYTHONPATH=/tmp/site:$PWD python3 benchmarks/tui_cost.py --size 160x48 \
-      --warmup 10 --measure 20 --modes tui -- --workers 8) | tail -1 | sed "s/^/old $round /"
-    python3 -m benchmarks.tui_cost --size 160x48 --warmup 10 --measure 20 --modes tui,nvitop \
-      --threads -- --workers 8 | grep -v "median\|tui / nvitop" | sed "s/^/new $round /"
-  done | tee "$res/tui_cost_ab.txt"
+  # This tree, the earlier one and nvitop round after round, in one run (tui_cost --baseline):
+  # it prints the TUI over nvitop and over the earlier tree, per round.
+  python3 -m benchmarks.tui_cost --size 160x48 --warmup 10 --measure 20 --rounds 3 \
+    --modes tui,nvitop --threads --baseline "$tree" --json "$res/tui_cost_ab.json" \
+    -- --workers 8 | tee "$res/tui_cost_ab.txt"
 }
 
 part_gpt_ladder() {

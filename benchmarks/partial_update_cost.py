@@ -66,7 +66,7 @@ async def measure(recording: Path, ticks: int, seek_s: float, seed: int) -> dict
         try:
             for _ in range(ticks):
                 clock["t"] += 0.5
-                app._tick()
+                app.post_message(app.take_snapshot())
                 await pilot.pause(0.02)
         finally:
             Widget.render_lines = render_lines  # type: ignore[method-assign]

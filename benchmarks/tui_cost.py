@@ -24,6 +24,12 @@ terminal bytes (the CPU then is the replay's, not the live monitor's).
 same pseudo-terminal size, beside the same demo started without gputop-train, alternating
 with the TUI round after round, and prints the TUI's CPU and bytes over nvitop's: the
 comparison of issue "cost" (TUI ≤ 1.5x nvitop's CPU). nvitop needs NVML: a GPU box only.
+
+``--baseline DIR`` runs each mode but nvitop from an earlier tree too (``git archive REV | tar
+-x -C DIR``), right after this tree's run, round after round, labelled ``MODE@baseline``, and
+prints this tree's figures over the baseline's: a change's effect side by side in one run.
+
+    python -m benchmarks.tui_cost --modes replay --breakdown --rounds 3 --baseline /tmp/base
 """
 
 from __future__ import annotations
@@ -130,23 +136,26 @@ def run_in_pty(
     by_thread: bool = False,
     breakdown: bool = False,
     profile: Path | None = None,
+    tree: Path = REPO,
 ) -> dict[str, Any]:
-    """Measure ``gputop-train ARGS`` (or ``program``, another monitor) in a pty; ``keys`` are
-    typed 3 s after the start (a replay's seek)."""
+    """Measure ``gputop-train ARGS`` (or ``program``, another monitor) in a pty, the package
+    of ``tree``; ``keys`` are typed 3 s after the start (a replay's seek)."""
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
     env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": str(columns), "LINES": str(rows)}
     if screenshot_dir is not None:
         env["XDG_DATA_HOME"] = str(screenshot_dir)
+    if tree != REPO:  # the earlier tree's package, not this one's
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tree), env.get("PYTHONPATH")]))
     launcher = (
-        [str(REPO / "benchmarks" / "named_threads.py")] if by_thread else ["-m", "gputop_train"]
+        [str(tree / "benchmarks" / "named_threads.py")] if by_thread else ["-m", "gputop_train"]
     )
     monitor = subprocess.Popen(
         program or [sys.executable, *launcher, *args],
         stdin=slave,
         stdout=slave,
         stderr=slave,
-        cwd=REPO,
+        cwd=tree,
         env=env,
         start_new_session=True,
     )
@@ -234,6 +243,48 @@ def run_nvitop(
         job.wait()
 
 
+def run_mode(
+    args: argparse.Namespace,
+    mode: str,
+    demo: list[str],
+    columns: int,
+    rows: int,
+    stacks: Path | None,
+    tree: Path,
+) -> dict[str, Any]:
+    """One measured run of ``mode`` (tui, headless, replay or nvitop) from ``tree``."""
+    if mode == "nvitop":
+        return run_nvitop(demo, columns, rows, args.warmup, args.measure, args.refresh)
+    if mode == "replay":  # no GPU needed: a recorded H100 run drives the same panels
+        seek = b"\x1b[C" * int(args.seek // 10)
+        return run_in_pty(
+            ["replay", str(args.recording.resolve())],
+            columns,
+            rows,
+            args.warmup,
+            args.measure,
+            None,
+            keys=seek,
+            by_thread=args.threads,
+            breakdown=args.breakdown,
+            profile=stacks,
+            tree=tree,
+        )
+    extra = ["--headless"] if mode == "headless" else ["--refresh", str(args.refresh)]
+    return run_in_pty(
+        [*extra, *demo],
+        columns,
+        rows,
+        args.warmup,
+        args.measure,
+        args.screenshot if mode == "tui" else None,
+        by_thread=args.threads,
+        breakdown=args.breakdown,
+        profile=stacks,
+        tree=tree,
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--size", default="160x48")
@@ -267,47 +318,23 @@ def main() -> None:
     parser.add_argument(
         "--profile", type=Path, help="py-spy the monitor over each measured window, stacks here"
     )
+    parser.add_argument(
+        "--baseline", type=Path, help="an earlier tree: each mode but nvitop runs from it too"
+    )
     parser.add_argument("demo_args", nargs=argparse.REMAINDER)
     args = parser.parse_args()
     columns, rows = (int(v) for v in args.size.split("x"))
     demo = [args.script, *[a for a in args.demo_args if a != "--"]]
     runs: dict[str, list[dict[str, float]]] = {}
+    trees = [("", REPO)] + ([("@baseline", args.baseline.resolve())] if args.baseline else [])
     for round_index in range(args.rounds):
         for mode in args.modes.split(","):
-            stacks = args.profile / f"{mode}-{round_index + 1}.txt" if args.profile else None
-            if mode == "nvitop":
-                run = run_nvitop(demo, columns, rows, args.warmup, args.measure, args.refresh)
-            elif mode == "replay":  # no GPU needed: a recorded H100 run drives the same panels
-                seek = b"\x1b[C" * int(args.seek // 10)
-                replay = ["replay", str(args.recording)]
-                run = run_in_pty(
-                    replay,
-                    columns,
-                    rows,
-                    args.warmup,
-                    args.measure,
-                    None,
-                    keys=seek,
-                    by_thread=args.threads,
-                    breakdown=args.breakdown,
-                    profile=stacks,
-                )
-            else:
-                extra = ["--headless"] if mode == "headless" else ["--refresh", str(args.refresh)]
-                shot = args.screenshot if mode == "tui" else None
-                run = run_in_pty(
-                    [*extra, *demo],
-                    columns,
-                    rows,
-                    args.warmup,
-                    args.measure,
-                    shot,
-                    by_thread=args.threads,
-                    breakdown=args.breakdown,
-                    profile=stacks,
-                )
-            runs.setdefault(mode, []).append(run)
-            print(mode, json.dumps(run), flush=True)
+            for suffix, tree in trees if mode != "nvitop" else trees[:1]:
+                label = mode + suffix
+                stacks = args.profile / f"{label}-{round_index + 1}.txt" if args.profile else None
+                run = run_mode(args, mode, demo, columns, rows, stacks, tree)
+                runs.setdefault(label, []).append(run)
+                print(label, json.dumps(run), flush=True)
     # One figure per mode: the median run by CPU (the machines are noisy; every run is kept).
     results = {
         mode: sorted(found, key=lambda r: r["cpu_pct_of_one_core"])[len(found) // 2]
@@ -323,6 +350,17 @@ def main() -> None:
             ]
             shown = ", ".join(f"{r:.2f}" for r in ratios)
             print(f"tui / nvitop {key}: median {sorted(ratios)[len(ratios) // 2]:.2f} ({shown})")
+    for label in [label for label in runs if label.endswith("@baseline")]:
+        mode = label.removesuffix("@baseline")
+        for key in ("cpu_pct_of_one_core", "main_thread_cpu_pct", "terminal_bytes_per_s"):
+            ratios = [
+                new[key] / max(old[key], 1e-9)
+                for new, old in zip(runs[mode], runs[label], strict=False)
+            ]
+            shown = ", ".join(f"{r:.2f}" for r in ratios)
+            print(
+                f"{mode} / baseline {key}: median {sorted(ratios)[len(ratios) // 2]:.2f} ({shown})"
+            )
     if args.screenshot:
         for svg in args.screenshot.rglob("gputop-train_*.svg"):  # the S key's file, not a chart
             shutil.copy(svg, args.screenshot / "tui.svg")

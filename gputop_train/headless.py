@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any, TextIO
 
-from . import events
+from . import events, tables
 from . import format as fmt
 from .job import Job
 from .job.log import LogTail
@@ -23,12 +23,10 @@ from .monitor.monitor import Monitor
 from .session.model import Snapshot
 from .session.stats import RankStats
 from .views import (
-    PHASE_COLUMNS,
     TRIAL_COLUMNS,
     View,
     ledger_lines,
     phase_dicts,
-    phase_figures,
     status_fields,
     steps_text,
     trial_rows,
@@ -245,37 +243,25 @@ def once(notes: Sequence[str], said: Sequence[str] = ()) -> list[str]:
     return out
 
 
-# The change is cut to this many characters in its cell (the whole change follows the row).
-CHANGE_CELL = 24
-
-
 def phase_table(view: View) -> list[str]:
-    """The phase table as text: one row per configuration, speed-up against the first. Only
-    the columns with a figure in some row (a CPU run has no GPU columns), each as wide as its
-    widest cell; the headline ends the row where it fits within the width, else it follows on
-    the next line, with a change too long for its cell."""
-    rows, extra = [], []
-    for phase in view.phases:
-        row = phase.row
-        change = row.phase.change + (f" (FAILED: {row.phase.failed})" if row.phase.failed else "")
-        cell = change if len(change) <= CHANGE_CELL else change[: CHANGE_CELL - 1] + "…"
-        warmup = f"{row.warmup_steps}/{fmt.ms(row.warmup_s * 1000) if row.warmup_s else 'N/A'}"
-        rows.append((str(row.phase.index), cell, str(row.steps), warmup, *phase_figures(row)))
-        extra.append((change if cell != change else "", phase.headline))
-    shown = [i for i in range(len(PHASE_COLUMNS)) if i < 4 or any(r[i] != fmt.NA for r in rows)]
-    widths = {i: max(len(PHASE_COLUMNS[i]), *(len(r[i]) for r in rows)) for i in shown}
-
-    def line(cells: Sequence[str]) -> str:
-        return " ".join(
-            cells[i].ljust(widths[i]) if i == 1 else cells[i].rjust(widths[i]) for i in shown
-        )
-
-    texts = [line(cells) for cells in rows]
+    """The phase table (tables.PHASE_COLUMNS) as text: one row per configuration, speed-up
+    against the first. Only the columns with a figure in some row (a CPU run has no GPU
+    columns), each as wide as its widest cell; the headline ends the row where it fits within
+    the text width, else it follows on the next line, with a change too long for its cell."""
+    phases = tables.PhaseLine.of_view(view)
+    columns = tables.PHASE_COLUMNS
+    rows = tables.cells(columns, phases)
+    header, *texts = tables.fit(columns, rows, text_width())
+    limit = columns[1].cut  # the change's: a cut one is given whole below its row
+    extra = [
+        (row[1] if tables.cut(row[1], limit) != row[1] else "", phase.headline)
+        for phase, row in zip(phases, rows, strict=True)
+    ]
     inline = all(
         not change and len(f"{text} {found}") <= text_width()
         for text, (change, found) in zip(texts, extra, strict=True)
     )
-    header = line(PHASE_COLUMNS) + (" headline" if inline else "")
+    header += " headline" if inline else ""
     lines = [f"phases ({warmup_caption()}, docs/phases.md):", header]
     for text, (change, found) in zip(texts, extra, strict=True):
         if inline:

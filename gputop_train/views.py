@@ -224,37 +224,6 @@ def warmup_caption() -> str:
     return f"warm-up excluded: the first {WARMUP_STEPS} steps and {WARMUP_S:g} s of each phase"
 
 
-# The phase table's columns, in every front end that shows it (TUI, headless, in that order):
-# the phase, its change, its steps and warm-up, then ``phase_figures``.
-PHASE_COLUMNS = (
-    "#",
-    "change",
-    "steps",
-    "warm-up",
-    "samples/s",
-    "step p50",
-    "data-wait",
-    "GPU util",
-    "tensor",
-    "peak mem",
-    "speed-up",
-)
-
-
-def phase_figures(row: PhaseRow) -> tuple[str, ...]:
-    """A phase row's measured figures as text, in the order every phase table shows them:
-    samples/s, step p50, data-wait, GPU util, tensor, peak memory, speed-up."""
-    return (
-        fmt.rate(row.samples_per_s, "").strip(),
-        fmt.ms(row.step_ms_p50),
-        fmt.pct(row.data_wait_pct),
-        fmt.pct(row.gpu_util_pct),
-        fmt.pct(row.tensor_active_pct),
-        f"{fmt.gib(row.peak_mem_bytes)} GiB" if row.peak_mem_bytes else fmt.NA,
-        f"{row.speedup:.2f}x" if row.speedup else fmt.NA,
-    )
-
-
 def steps_text(total: int, before: int, samples: int | None = None) -> str:
     """The steps and samples a duration covers: from an attach, those since it (both), with
     the job's own step numbers (which start at the job's start, not the monitor's). Before,

@@ -20,6 +20,7 @@ HEADLESS_MODULES = [
     "gputop_train.advise.mfu",
     "gputop_train.autopilot.pilot",
     "gputop_train.views",
+    "gputop_train.tables",
     "gputop_train.record.recorder",
     "gputop_train.record.reader",
     "gputop_train.record.replay",

@@ -98,10 +98,10 @@ def test_the_process_table_names_the_gpu_each_rank_runs_on() -> None:
 
 
 def test_a_column_with_nothing_in_it_is_left_out() -> None:
-    from gputop_train.tui.panels.text import fit_columns
+    from gputop_train.tables import Column, fit
 
-    table = fit_columns(("a", "b", "c"), [("1", "", "3")], (0, 1, 2), 80, frozenset())
-    assert table.splitlines() == ["a c", "1 3"]
+    columns = [Column[str](h, str, keep=i, right=False) for i, h in enumerate("abc")]
+    assert fit(columns, [("1", "", "3")], 80) == ["a c", "1 3"]
 
 
 @pytest.mark.torch

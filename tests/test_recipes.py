@@ -27,7 +27,7 @@ from gputop_train.session import model
 from gputop_train.session.model import Session
 from gputop_train.session.stats import Observation
 from gputop_train.tui import layout
-from gputop_train.tui.app import GputopApp
+from gputop_train.tui.boundary import AppOptions
 from gputop_train.tui.panels.base import Panel, UiState
 from gputop_train.tui.widgets.live_text import LiveText
 from gputop_train.views import View, status_fields, view_of
@@ -156,8 +156,8 @@ class DiskPanel(LiveText, Panel):
 async def test_a_new_panel_is_one_class_and_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
     overview = layout.TABS[0]
 
-    def with_disk(app: GputopApp):
-        yield from overview.widgets(app)
+    def with_disk(options: AppOptions):
+        yield from overview.widgets(options)
         yield DiskPanel(id="disk")
 
     monkeypatch.setattr(layout, "TABS", [replace(overview, widgets=with_disk), *layout.TABS[1:]])

@@ -13,7 +13,7 @@ from textual.geometry import Region
 from gputop_train.tui import partial_updates, renderer_guard
 from gputop_train.tui.app import GputopApp
 from tests.support.sessions import scripted_session
-from tests.support.tui import app_under_test
+from tests.support.tui import app_under_test, tick
 
 REGIONS = {Region(0, 0, 160, 3), Region(100, 20, 40, 2), Region(5, 40, 30, 1)}
 
@@ -109,12 +109,10 @@ async def test_a_frame_the_renderer_fails_is_drawn_by_textuals_and_said_once(
             assert update is not None
             assert update.render_segments(console) == expected.render_segments(console)
             assert renderer_guard.renderer_status().frame_errors == frame
-        tui._tick()  # the app says it at its next frame
-        await pilot.pause()
+        await tick(tui, pilot)  # the app says it at its next frame
         (notice,) = notices(tui)
         assert "render: RuntimeError('a Textual we have not seen')" in notice
-        tui._tick()
-        await pilot.pause()
+        await tick(tui, pilot)
         assert len(notices(tui)) == 1  # once, however many frames fail
 
 
@@ -144,9 +142,7 @@ async def test_the_app_keeps_drawing_while_every_frame_fails(
     monkeypatch.setattr(partial_updates, "render_partial_update", raise_error)
     monkeypatch.setattr(partial_updates, "render_segments", raise_error)
     async with tui.run_test(size=(160, 48)) as pilot:
-        for _ in range(3):
-            tui._tick()
-            await pilot.pause()
+        await tick(tui, pilot, 3)
         assert renderer_guard.renderer_status().frame_errors > 0
         assert len(notices(tui)) == 1
         assert any("GPU" in strip.text for strip in tui.screen._compositor.render_strips())

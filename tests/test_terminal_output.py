@@ -26,7 +26,7 @@ from gputop_train.tui.renderer_guard import install_partial_updates, renderer_st
 from gputop_train.tui.widgets.chart import BrailleChart
 from gputop_train.tui.widgets.live_text import LiveText
 from tests.support.sessions import scripted_session
-from tests.support.tui import app_under_test
+from tests.support.tui import app_under_test, tick
 
 RED = Style(color="red", bgcolor="grey11")
 
@@ -140,20 +140,17 @@ async def test_chart_areas_scroll_every_two_seconds_and_their_titles_every_tick(
         def area() -> list[str]:
             return [chart.render_line(y).text for y in range(1, chart.size.height)]
 
-        def one_second(latest: float) -> None:
+        async def one_second(latest: float) -> None:
             clock["t"] += 1.0
             clock["latest"] = latest
-            app._tick()  # the fast tick
-            app._tick()  # the once-a-second one, which draws the charts
+            await tick(app, pilot, 2)  # the fast tick, the once-a-second one (the charts)
 
         await pilot.pause()
         first = area()
-        one_second(3000.0)
-        await pilot.pause()
+        await one_second(3000.0)
         assert chart.render_line(0).text.startswith("samples/s 3,000 ")  # the title follows
         assert area() == first  # the area waits for its 2 s
-        one_second(3000.0)
-        await pilot.pause()
+        await one_second(3000.0)
         assert area() != first  # and then scrolls
 
 
@@ -182,8 +179,7 @@ async def test_rendering_only_the_touched_widgets_writes_what_textual_would() ->
         widgets = list(compositor.visible_widgets)
         for round_index in range(200):
             if round_index % 10 == 0:  # new figures: the panels mark their changed lines
-                app._tick()
-                app._tick()
+                await tick(app, pilot, 2)
             for widget in draw.sample(widgets, 3):
                 widget.refresh()  # its cached lines go stale
             regions = {  # on the screen, as Textual's are

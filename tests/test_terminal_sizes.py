@@ -6,15 +6,13 @@ from __future__ import annotations
 from gputop_train.tui.panels.overview import ChartsPanel, HeaderPanel
 from gputop_train.tui.widgets.chart import BrailleChart
 from tests.support.sessions import scripted_session
-from tests.support.tui import app_under_test
+from tests.support.tui import app_under_test, tick
 
 
 async def _titles(size: tuple[int, int]) -> tuple[str, list[tuple[str, list[str]]]]:
     app = app_under_test(scripted_session().snapshot)
     async with app.run_test(size=size) as pilot:
-        app._tick()
-        app._tick()
-        await pilot.pause()
+        await tick(app, pilot, 2)
         header = app.query_one(HeaderPanel).text.plain
         charts = [
             (

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 from rich.text import Text
+from textual.message import Message
 from textual.widgets import RichLog, TabbedContent
 
 from gputop_train import events
@@ -17,12 +18,13 @@ from gputop_train.record.replay import ReplayController
 from gputop_train.session.model import Session, Snapshot
 from gputop_train.tui.app import GputopApp
 from gputop_train.tui.knob_edit import KnobEditScreen
+from gputop_train.tui.messages import SnapshotTaken
 from gputop_train.tui.panels import text as panels
 from gputop_train.tui.panels.knobs import KnobsPanel
 from gputop_train.tui.screens import HelpScreen, QuitScreen
 from gputop_train.tui.widgets.live_text import LiveText
 from tests.support.sessions import JOB_PID, scripted_recording, scripted_session
-from tests.support.tui import AskedControls, app_under_test
+from tests.support.tui import AskedControls, app_under_test, tick
 
 
 def make_app(with_gpu: bool = True, controls: AskedControls | None = None) -> GputopApp:
@@ -68,13 +70,33 @@ async def test_once_a_second_panels_wait_for_every_second_tick() -> None:
     app = app_under_test(source)
     async with app.run_test(size=(80, 24)) as pilot:
         session.apply(events.JobEnded(0, ()))
-        app._tick()  # a fast tick
-        await pilot.pause()
+        await tick(app, pilot)  # a fast tick
         assert "running" in text_of(app, "#header")
-        app._tick()  # the once-a-second one
-        await pilot.pause()
+        await tick(app, pilot)  # the once-a-second one
         assert "exited 0" in text_of(app, "#header")
     assert asked_for_charts == [True, False, True]  # mount, fast tick, slow tick
+
+
+async def test_a_burst_of_snapshots_draws_the_latest_with_the_slow_panels_it_skipped() -> None:
+    # The UI thread was busy for three ticks: only the newest view is drawn, and the
+    # once-a-second panels with it, since the slow tick among them was replaced.
+    session = scripted_session()
+    app = app_under_test(session.snapshot)
+    drawn: list[int] = []
+
+    def seen(message: Message) -> None:
+        if isinstance(message, SnapshotTaken):
+            drawn.append(message.tick)
+
+    async with app.run_test(size=(80, 24), message_hook=seen) as pilot:
+        burst = [app.take_snapshot()]  # a fast tick
+        session.apply(events.JobEnded(0, ()))
+        burst += [app.take_snapshot(), app.take_snapshot()]  # the slow one, a fast one
+        for message in burst:
+            app.post_message(message)
+        await pilot.pause()
+        assert drawn == [3]
+        assert "exited 0" in text_of(app, "#header")  # a slow panel, drawn from tick 3
 
 
 async def test_w_cycles_the_chart_window() -> None:
@@ -295,3 +317,24 @@ async def test_start_up_warnings_open_the_tui_whole() -> None:
         await pilot.pause()
         shown = [(n.message, n.severity) for n in app._notifications]
     assert (warning, "warning") in shown  # whole: a toast wraps its text
+
+
+async def test_a_height_only_resize_keeps_the_process_tables_rows_a_new_width_fits_anew() -> None:
+    # The table keeps the most rows it has had: starting it afresh at a resize of its height
+    # alone (the findings above grew a line) shrank it, then the next worker grew it again,
+    # and each change of extent lays the whole screen out again.
+    session = scripted_session()
+    app = app_under_test(session.snapshot)
+    async with app.run_test(size=(100, 40)) as pilot:
+        table = app.query_one("#overview-procs LiveText", LiveText)
+        await pilot.pause()
+        rows = table.size.height
+        first = session.snapshot().processes[0]
+        session.apply(events.ProcsSampled((first,)))  # the workers are gone
+        app.refresh_data()
+        await pilot.resize_terminal(100, 44)
+        await pilot.pause()
+        assert table.size.height == rows
+        await pilot.resize_terminal(120, 44)
+        await pilot.pause()
+        assert table.size.height < rows  # a new width: the table is fitted afresh

@@ -29,9 +29,9 @@ async def test_a_refused_knob_comes_back_as_a_message_and_is_shown_as_an_error()
         await pilot.pause()
     assert controls.asked == [("pin_memory", False)]
     answers = [m for m in seen if isinstance(m, KnobAnswered)]
-    assert [(a.name, a.error) for a in answers] == [
-        ("pin_memory", "pin_memory: pinned memory needs CUDA")
-    ]
+    assert [(a.knob.name, a.knob.value, a.value, a.error) for a in answers] == [
+        ("pin_memory", True, False, "pin_memory: pinned memory needs CUDA")
+    ]  # the knob's state as it was shown, the value asked, the job's answer
     shown = [(n.message, n.severity) for n in app._notifications]
     assert ("pin_memory: pinned memory needs CUDA", "error") in shown
 

@@ -154,13 +154,13 @@ async def test_a_changed_figure_is_written_only_up_to_where_the_line_changed() -
 
 
 def test_process_columns_keep_their_widest_width() -> None:
-    from gputop_train.tui.panels.text import fit_columns
+    from gputop_train.tables import Column, fit
 
-    headers = ("PID", "CPU")
-    wide = fit_columns(headers, [("1", "100%")], (0, 1), 80, frozenset({1}))
-    narrow = fit_columns(headers, [("1", "7%")], (0, 1), 80, frozenset({1}), floor=(3, 4))
-    assert [len(line) for line in narrow.splitlines()] == [len(line) for line in wide.splitlines()]
-    assert narrow.splitlines()[1] == "1     7%"
+    columns = [Column[str]("PID", str, keep=0, right=False), Column[str]("CPU", str, keep=1)]
+    wide = fit(columns, [("1", "100%")], 80)
+    narrow = fit(columns, [("1", "7%")], 80, floor=(3, 4))
+    assert [len(line) for line in narrow] == [len(line) for line in wide]
+    assert narrow[1] == "1     7%"
 
 
 class OneChart(App[None]):

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from .. import format as fmt
+from .. import tables
 from ..session.model import Session, Snapshot
 from ..views import (
-    PHASE_COLUMNS,
     TRIAL_COLUMNS,
     finding_dict,
     ledger_lines,
@@ -152,10 +152,8 @@ def markdown(summary: dict[str, Any], chart_name: str | None = None) -> str:
         "",
         warmup_caption().capitalize() + ".",
         "",
-        "| " + " | ".join((*PHASE_COLUMNS, "headline finding")) + " |",
-        "|---|---|" + "---:|" * (len(PHASE_COLUMNS) - 2) + "---|",
+        *_phase_table(summary["phases"]),
     ]
-    lines += [_phase_row(p) for p in summary["phases"]]
     lines += _gpu_lines(summary["figures"])
     ranks = summary["figures"].get("ranks") or []
     if len(ranks) > 1:
@@ -213,24 +211,15 @@ def _gib(value: int | None) -> str:
     return f"{fmt.gib(value)} GiB" if value else fmt.NA
 
 
-def _phase_row(p: dict[str, Any]) -> str:
-    change = p["change"] + (f" (reverted: {p['failed']})" if p["failed"] else "")
-    warmup = f"{p['warmup_steps']} steps / " + (f"{p['warmup_s']} s" if p["warmup_s"] else "N/A")
-    cells = (
-        str(p["phase"]),
-        change,
-        str(p["steps"]),
-        warmup,
-        fmt.rate(p["samples_per_s"], "").strip(),
-        fmt.ms(p["step_ms_p50"]),
-        fmt.pct(p["data_wait_pct"]),
-        fmt.pct(p["gpu_util_pct"]),
-        fmt.pct(p["tensor_active_pct"]),
-        _gib(p["peak_mem_bytes"]),
-        f"{p['speedup']:.2f}x" if p["speedup"] else fmt.NA,
-        p["headline"],
-    )
-    return "| " + " | ".join(cells) + " |"
+def _phase_table(phases: list[dict[str, Any]]) -> list[str]:
+    """The phase table (tables.PHASE_COLUMNS, every column, each change whole) in Markdown,
+    with each phase's headline finding."""
+    columns = tables.PHASE_COLUMNS
+    lines = ["| " + " | ".join((*(c.header for c in columns), "headline finding")) + " |"]
+    lines.append("|" + "".join("---:|" if c.right else "---|" for c in columns) + "---|")
+    for p in map(tables.PhaseLine.of_dict, phases):
+        lines.append("| " + " | ".join((*(c.cell(p) for c in columns), p.headline)) + " |")
+    return lines
 
 
 def svg_chart(session: Session, width: int = 900, height: int = 300) -> str:

@@ -9,10 +9,10 @@ import platform
 from collections.abc import Sequence
 from typing import Any
 
-from .. import __version__
+from .. import __version__, tables
 from .. import format as fmt
 from ..record.summary import markdown
-from ..views import PHASE_COLUMNS, TRIAL_COLUMNS, trial_rows, warmup_caption
+from ..views import TRIAL_COLUMNS, trial_rows, warmup_caption
 from . import plots, series
 from .load import Run
 
@@ -120,21 +120,17 @@ def _table(columns: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
 
 
 def _phase_table(summary: dict[str, Any]) -> str:
-    rows = []
-    for p in summary["phases"]:
-        change = p["change"] + (f" (reverted: {p['failed']})" if p["failed"] else "")
-        warmup = f"{p['warmup_steps']} / " + (f"{p['warmup_s']} s" if p["warmup_s"] else "N/A")
-        peak = f"{fmt.gib(p['peak_mem_bytes'])} GiB" if p["peak_mem_bytes"] else fmt.NA
-        rows.append(
-            (
-                str(p["phase"]), change, str(p["steps"]), warmup,
-                fmt.rate(p["samples_per_s"], "").strip(), fmt.ms(p["step_ms_p50"]),
-                fmt.pct(p["data_wait_pct"]), fmt.pct(p["gpu_util_pct"]),
-                fmt.pct(p["tensor_active_pct"]), peak,
-                f"{p['speedup']:.2f}x" if p["speedup"] else fmt.NA, p["headline"],
-            )
-        )  # fmt: skip
-    return _table((*PHASE_COLUMNS, "headline finding"), rows)
+    """The phase table as every front end shows it (tables.PHASE_COLUMNS), with each phase's
+    headline."""
+    phases = [tables.PhaseLine.of_dict(p) for p in summary["phases"]]
+    rows = [
+        (*cells, p["headline"])
+        for cells, p in zip(
+            tables.cells(tables.PHASE_COLUMNS, phases), summary["phases"], strict=True
+        )
+    ]
+    headers = tuple(column.header for column in tables.PHASE_COLUMNS)
+    return _table((*headers, "headline finding"), rows)
 
 
 def _rank_table(summary: dict[str, Any]) -> str:

@@ -10,7 +10,6 @@ psutil or socket code runs here.
 from __future__ import annotations
 
 import threading
-from typing import Any
 
 from textual import work
 from textual.actions import SkipAction
@@ -20,7 +19,9 @@ from textual.widgets import Footer, TabbedContent, TabPane
 
 from .. import format as fmt
 from ..session.model import Snapshot
+from ..session.phases import KnobState
 from ..views import View, view_of
+from ..wire import KnobValue
 from . import layout
 from .boundary import AppOptions, JobControls, SnapshotSource, Timeline
 from .knob_edit import KnobEditScreen
@@ -91,14 +92,12 @@ class GputopApp(App[str]):
         self._controls = controls
         self._timeline = timeline
         self._job_pid = options.job_pid
-        self.job_log = options.log
         self._chart_window_index = 0
         self._ticks = 0
         self._slow_every = max(1, round(SLOW_PANELS_S / options.refresh_s))
         self._active_tab = "overview"
         self._panels: list[Panel] = []
-        self._pending: tuple[View, bool] | None = None  # the latest view not drawn yet
-        self._pending_lock = threading.Lock()
+        self._drawn_tick = 0  # the refresh tick of the view drawn last
         self._stop_feed = threading.Event()
         self._reported_end = False
         self.paused = False
@@ -113,7 +112,7 @@ class GputopApp(App[str]):
         with TabbedContent(initial="overview"):
             for tab in layout.TABS:
                 with TabPane(tab.title, id=tab.id):
-                    yield from tab.widgets(self)
+                    yield from tab.widgets(self._options)
         yield Footer(compact=True)
 
     def on_mount(self) -> None:
@@ -140,24 +139,26 @@ class GputopApp(App[str]):
     @work(thread=True, exclusive=True, group="feed")
     def _feed(self) -> None:
         while not self._stop_feed.wait(self._options.refresh_s):
-            if self.paused:
-                continue
-            self._ticks += 1
-            slow = self._ticks % self._slow_every == 0
-            view = self._take_view(slow)
-            with self._pending_lock:
-                waiting, self._pending = (
-                    self._pending,
-                    (view, slow or bool(self._pending and self._pending[1])),
-                )
-            if waiting is None:  # one message at a time: a newer view replaces a queued one
-                self.post_message(SnapshotTaken())
+            if not self.paused:
+                self.post_message(self.take_snapshot())
+
+    def take_snapshot(self) -> SnapshotTaken:
+        """One refresh period's view, as the worker takes it (any thread): post it to draw it.
+        Every ``_slow_every``-th tick asks for the charts too."""
+        self._ticks += 1
+        return SnapshotTaken(self._take_view(self._is_slow(self._ticks)), self._ticks)
+
+    def _is_slow(self, tick: int) -> bool:
+        return tick % self._slow_every == 0
 
     def on_snapshot_taken(self, message: SnapshotTaken) -> None:
-        with self._pending_lock:
-            pending, self._pending = self._pending, None
-        if pending is not None and not self.paused:
-            self._apply(*pending)
+        """Draw the latest view; the once-a-second panels too when a slow tick came since
+        the last one drawn (a newer view may have replaced it in the queue)."""
+        if self.paused:
+            return
+        slow = message.tick // self._slow_every > self._drawn_tick // self._slow_every
+        self._drawn_tick = message.tick
+        self._apply(message.view, slow)
 
     def _visible(self, panel: Panel) -> bool:
         return panel.tab is None or panel.tab == self._active_tab
@@ -188,11 +189,6 @@ class GputopApp(App[str]):
         """Take and draw a view now, on this thread (keys, tests)."""
         if not self.paused:
             self._apply(self._take_view(slow_panels), slow_panels)
-
-    def _tick(self) -> None:
-        """One refresh period, synchronously: what the worker does, for tests."""
-        self._ticks += 1
-        self.refresh_data(slow_panels=self._ticks % self._slow_every == 0)
 
     def _replay_status(self) -> str | None:
         replay = self._timeline
@@ -228,27 +224,27 @@ class GputopApp(App[str]):
         """Enter on a knob: flip a switch, or open the editor for a choice or a number."""
         knob = message.knob
         if knob.kind == "bool":
-            self._request(knob.name, not knob.value)
+            self._request(knob, not knob.value)
             return
 
-        def chosen(value: Any) -> None:
+        def chosen(value: KnobValue | None) -> None:
             if value is not None:
-                self._request(knob.name, value)
+                self._request(knob, value)
 
         self.push_screen(KnobEditScreen(knob), chosen)
 
-    def _request(self, name: str, value: Any) -> None:
+    def _request(self, knob: KnobState, value: KnobValue) -> None:
         if self._controls is None:
             self.notify("knobs cannot be changed here (replay or no job)", severity="warning")
             return
-        self.post_message(KnobAnswered(name, value, self._controls.request_knob(name, value)))
+        self.post_message(KnobAnswered(knob, value, self._controls.request_knob(knob.name, value)))
 
     def on_knob_answered(self, message: KnobAnswered) -> None:
         """The job's answer to a knob change: queued for the next step boundary, or why not."""
         if message.error:
             self.notify(message.error, severity="error")
         else:
-            self.notify(f"{message.name} → {message.value}: applies at the next step boundary")
+            self.notify(f"{message.knob.name} → {message.value}: applies at the next step boundary")
         self.refresh_data()
 
     # -- actions --------------------------------------------------------------------------

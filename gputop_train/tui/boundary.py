@@ -80,7 +80,7 @@ class AppOptions:
     log: LogTail | None = None
     refresh_s: float = DEFAULT_REFRESH_S
     window_s: float = 10.0
-    auto_refresh: bool = True  # off in tests: they draw with app._tick() or refresh_data()
+    auto_refresh: bool = True  # off in tests: they post app.take_snapshot() or refresh_data()
     screenshot_dir: str | None = None
     job_owned: bool = True  # we launched it: quitting may stop it
     # What went wrong at start-up (a Prometheus port in use): said on stderr before the TUI

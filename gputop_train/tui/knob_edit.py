@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
@@ -12,10 +10,12 @@ from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
 from ..session.phases import KnobState
+from ..wire import KnobValue
 
 
-class KnobEditScreen(ModalScreen[Any]):
-    """Returns the new value, or None when cancelled."""
+class KnobEditScreen(ModalScreen[KnobValue | None]):
+    """Returns the new value (a number as typed: the job's side parses it), or None when
+    cancelled."""
 
     BINDINGS = [Binding("escape", "cancel", "cancel", id="knob.cancel")]
 

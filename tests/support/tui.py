@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from textual.pilot import Pilot
+
 from gputop_train.job.log import LogTail
 from gputop_train.tui.app import GputopApp, create_app
 from gputop_train.tui.boundary import AppOptions, JobControls, SnapshotSource, Timeline
@@ -42,8 +44,17 @@ def app_under_test(
     job_pid: int | None = JOB_PID,
     log: LogTail | None = None,
 ) -> GputopApp:
-    """A live job's app (or, with ``timeline``, a replay's) that draws on ``_tick()`` only."""
+    """A live job's app (or, with ``timeline``, a replay's) with no refresh thread: it draws
+    what ``tick`` posts, and on keys."""
     if timeline is not None:
         job_pid = None
     options = AppOptions(job_pid=job_pid, log=log, auto_refresh=False)
     return create_app(source, options, controls=controls, timeline=timeline)
+
+
+async def tick(app: GputopApp, pilot: Pilot[Any], ticks: int = 1) -> None:
+    """``ticks`` refresh periods as the app's worker makes them: each view posted as a
+    ``SnapshotTaken`` message and drawn before the next is taken."""
+    for _ in range(ticks):
+        app.post_message(app.take_snapshot())
+        await pilot.pause()

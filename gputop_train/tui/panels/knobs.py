@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -10,6 +10,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
+from ...session.phases import KnobState
 from ...views import View, ledger_lines
 from ..messages import ApplyKnob
 from ..widgets.live_text import LiveText
@@ -28,7 +29,7 @@ class KnobsPanel(OptionList, Panel):
         super().__init__(id=id)
         self._names: tuple[str, ...] | None = None
         self._prompts: dict[str, Text] = {}
-        self.knobs: dict[str, Any] = {}
+        self.knobs: dict[str, KnobState] = {}
 
     def show_view(self, view: View, ui: UiState) -> None:
         snap = view.snap
@@ -78,7 +79,7 @@ class KnobsPanel(OptionList, Panel):
 BUILTIN_HEADING = "built-in (the hook's, any PyTorch job)"
 
 
-def _with_headings(knobs: list[Any], prompts: dict[str, Text]) -> list[Option]:
+def _with_headings(knobs: list[KnobState], prompts: dict[str, Text]) -> list[Option]:
     """The knobs' lines, under a heading for the script's and one for the hook's own."""
     options: list[Option] = []
     heading = None
@@ -135,4 +136,4 @@ class PhasesPanel(VerticalScroll, Panel):
     def _draw(self) -> None:
         if self._view is not None:
             width = max(20, (self.size.width or 202) - 2)  # its padding; unlaid: everything
-            self.query_one(LiveText).show(text.phase_table(self._view.snap, width))
+            self.query_one(LiveText).show(text.phase_table(self._view, width))

@@ -8,11 +8,12 @@ from pathlib import Path
 from rich.text import Text
 
 from ... import format as fmt
+from ... import tables
 from ...samples import DATA_WAIT, GpuSample
 from ...session.model import Snapshot
 from ...session.phases import KnobState
 from ...session.stats import RankStats
-from ...views import PHASE_COLUMNS, View, data_part_label, phase_figures, warmup_caption
+from ...views import View, data_part_label, warmup_caption
 from . import gpus as node_gpus
 
 BAR_WIDTH = 10
@@ -301,113 +302,31 @@ def _one_gpu(gpu: GpuSample, util_pct: float | None) -> Text:
     return text
 
 
-def process_rows(snap: Snapshot) -> list[tuple[str, ...]]:
-    """Rows of the process table; GPU memory and SM% matched to psutil PIDs through NVML."""
-    gpu_mem: dict[int, int] = {}
-    gpu_sm: dict[int, float] = {}
-    gpu_of: dict[int, list[int]] = {}
-    for gpu in snap.latest_gpus:
-        for proc in gpu.processes:
-            gpu_of.setdefault(proc.pid, []).append(gpu.index)
-            if proc.mem_bytes is not None:
-                gpu_mem[proc.pid] = gpu_mem.get(proc.pid, 0) + proc.mem_bytes
-            if proc.sm_pct is not None:
-                gpu_sm[proc.pid] = gpu_sm.get(proc.pid, 0.0) + proc.sm_pct
-    order = {"main": 0, "launcher": 1, "worker": 2, "child": 3}
-    ranks = {h.pid: h.rank for h in snap.hooked if h.rank is not None}
-    rows: list[tuple[str, ...]] = []
-    for p in sorted(
-        snap.processes, key=lambda p: (order.get(p.role, 9), ranks.get(p.pid, -1), p.pid)
-    ):
-        rows.append(
-            (
-                str(p.pid),
-                f"rank {ranks[p.pid]}" if p.pid in ranks else p.role,
-                p.name[:16],
-                fmt.pct(p.cpu_pct),
-                fmt.gib(p.rss_bytes) + " GiB" if p.rss_bytes is not None else fmt.NA,
-                fmt.bytes_rate(p.io_read_bps),
-                fmt.bytes_rate(p.io_write_bps),
-                p.status or fmt.NA,
-                fmt.gpus(gpu_of.get(p.pid, ())),
-                fmt.gib(gpu_mem[p.pid]) + " GiB" if p.pid in gpu_mem else fmt.NA,
-                fmt.pct(gpu_sm.get(p.pid)),
-            )
-        )
-    return rows
-
-
 def process_table(snap: Snapshot, width: int = 200, floor: Sequence[int] = ()) -> Text:
-    """The process table as text: the columns that fit ``width``, the most telling first
-    (the PID, its role, its CPU and GPU use), each as wide as its widest cell and at least
-    ``floor`` (the widths shown before: columns that do not jump as figures change)."""
-    rows = process_rows(snap)
-    text = fit_columns(PROCESS_COLUMNS, rows, PROCESS_PRIORITY, width, PROCESS_NUMBERS, floor)
+    """The process table (tables.PROCESS_COLUMNS) as text: the columns that fit ``width``,
+    the most telling first (the PID, its role, its CPU and GPU use), each as wide as its
+    widest cell and at least ``floor`` (the widths shown before: columns that do not jump as
+    figures change)."""
+    procs = tables.process_lines(snap)
+    return process_text(procs, tables.cells(tables.PROCESS_COLUMNS, procs), width, floor)
+
+
+def process_text(
+    procs: Sequence[tables.ProcessLine],
+    rows: Sequence[tuple[str, ...]],
+    width: int,
+    floor: Sequence[int] = (),
+) -> Text:
+    """``process_table`` of processes whose cells are made already (the panel sizes its
+    columns from them too)."""
     styled = Text(no_wrap=True, overflow="crop")
-    for index, line in enumerate(text.splitlines()):
-        role = rows[index - 1][1] if index else ""
+    for index, line in enumerate(tables.fit(tables.PROCESS_COLUMNS, rows, width, floor)):
+        role = procs[index - 1].proc.role if index else ""
         style = "bold reverse" if index == 0 else ("cyan" if role == "worker" else "")
         styled.append(line + "\n", style=style)
-    if not snap.processes:
+    if not procs:
         styled.append("no processes sampled yet", style="dim")
     return styled
-
-
-PROCESS_COLUMNS = (
-    "PID",
-    "role",
-    "name",
-    "CPU",
-    "RSS",
-    "read/s",
-    "write/s",
-    "state",
-    "GPU",
-    "GPU mem",
-    "SM",
-)
-# PID, role, CPU, GPU mem, SM, the GPU's index, RSS, IO, ...
-PROCESS_PRIORITY = (0, 1, 3, 9, 10, 8, 4, 5, 6, 7, 2)
-PROCESS_NUMBERS = frozenset({3, 4, 5, 6, 9, 10})  # right-aligned
-
-
-def column_widths(headers: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> tuple[int, ...]:
-    """Each column's widest cell, the header included."""
-    return tuple(max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers))
-
-
-def fit_columns(
-    headers: tuple[str, ...],
-    rows: Sequence[tuple[str, ...]],
-    priority: tuple[int, ...],
-    width: int,
-    numbers: frozenset[int],
-    floor: Sequence[int] = (),
-) -> str:
-    """Header and rows as lines of the columns that fit ``width``: taken in ``priority``
-    order, shown in their own order, one space apart, numbers right-aligned. A column that
-    does not fit is left out whole: cells never run together; one with no cell filled (the
-    GPU index on a box without NVML) is left out too."""
-    widest = column_widths(headers, rows)
-    widths = [max(w, floor[i] if i < len(floor) else 0) for i, w in enumerate(widest)]
-    chosen: list[int] = []
-    used = 0
-    for column in priority:
-        if rows and not any(row[column] for row in rows):
-            continue
-        need = widths[column] + (1 if chosen else 0)
-        if used + need <= width:
-            chosen.append(column)
-            used += need
-    chosen.sort()
-
-    def line(cells: tuple[str, ...]) -> str:
-        parts = [
-            cells[c].rjust(widths[c]) if c in numbers else cells[c].ljust(widths[c]) for c in chosen
-        ]
-        return " ".join(parts).rstrip()
-
-    return "\n".join([line(headers), *(line(r) for r in rows)])
 
 
 def outcome_line(snap: Snapshot) -> Text:
@@ -499,32 +418,17 @@ def _warming_up(knob: KnobState, snap: Snapshot) -> bool:
     return last.phase.index > 1 and last.steps == 0 and knob.name in last.phase.change
 
 
-# The change and what it did first: samples/s and speed-up, then why (wait, GPU, memory).
-PHASE_PRIORITY = (0, 1, 4, 10, 6, 7, 8, 9, 5, 2, 3)
-PHASE_NUMBERS = frozenset({0, 2, 3, 4, 5, 6, 7, 8, 9, 10})
-
-
-def phase_table(snap: Snapshot, width: int = 200) -> Text:
-    """The phase table: one row per configuration, speed-up against the first phase; the
-    columns that fit ``width``, most telling first."""
-    rows = []
-    for row in snap.phases:
-        change = row.phase.change + (" ✗ reverted" if row.phase.failed else "")
-        rows.append(
-            (
-                str(row.phase.index),
-                change if len(change) <= 28 else change[:27] + "…",
-                str(row.steps),
-                fmt.ms(row.warmup_s * 1000) if row.warmup_s else fmt.NA,
-                *phase_figures(row),
-            )
-        )
+def phase_table(view: View, width: int = 200) -> Text:
+    """The phase table (tables.PHASE_COLUMNS): one row per configuration, speed-up against the
+    first phase; the columns that fit ``width``, most telling first; a reverted one in red."""
+    phases = tables.PhaseLine.of_view(view)
     text = Text("Phases ", style="bold")
     text.append(f"({warmup_caption()})\n", style="dim")
-    lines = fit_columns(PHASE_COLUMNS, rows, PHASE_PRIORITY, width, PHASE_NUMBERS).splitlines()
+    rows = tables.cells(tables.PHASE_COLUMNS, phases)
+    lines = tables.fit(tables.PHASE_COLUMNS, rows, width)
     text.append(lines[0] + "\n", style="bold reverse")
-    for row, line in zip(snap.phases, lines[1:], strict=True):
-        text.append(line + "\n", style="red" if row.phase.failed else "")
+    for phase, line in zip(phases, lines[1:], strict=True):
+        text.append(line + "\n", style="red" if phase.failed else "")
     return text
 
 
