@@ -114,6 +114,7 @@ class Finding:
     changes: tuple[Change, ...] = ()  # best first; empty: no knob can carry the action
     rules_out: tuple[str, ...] = field(default=())  # roles the evidence says will not help
     rank: int | None = None  # the rank it names (a straggler), for a per-rank alert or panel
+    ranks: tuple[int, ...] = ()  # every rank it names, where several are (a stall); rank first
 
     @property
     def score(self) -> float:
@@ -1077,6 +1078,7 @@ def _comm_straggler(lag: stragglers.Lag, o: Observation) -> Finding:
         cause_text = {
             "input": "waits for data",
             "GPU clocks": "runs on a slower (throttled) GPU",
+            "shared GPU": "shares its GPU with another process",
             "compute": "computes slower",
         }.get(cause.name if cause else "", "arrives last at every collective")
         title = f"Straggler: {name} {cause_text}, and the other ranks wait for {name}"
@@ -1084,6 +1086,8 @@ def _comm_straggler(lag: stragglers.Lag, o: Observation) -> Finding:
             "input": f"find what slows {name}'s input: its shard, its workers and CPUs",
             "GPU clocks": f"cool or re-power {name}'s GPU (nvidia-smi -q -d PERFORMANCE), or "
             "move the rank",
+            "shared GPU": f"move the other process off {name}'s GPU (nvidia-smi lists it), or "
+            "the job to GPUs of its own",
             "compute": f"find what slows {name}'s own work: its GPU (clocks, other processes "
             "on it), its host's CPUs (other jobs, NUMA), uneven work per rank",
         }.get(
@@ -1166,7 +1170,7 @@ def findings(o: Observation | None) -> list[Finding]:
         return []
     fired = [f for f in (rule(o) for rule in RULES) if f is not None]
     fired = [_seen_from_one_node(f, o) for f in fired]
-    return sorted(fired, key=lambda f: f.score, reverse=True)
+    return stragglers.straggler_first(sorted(fired, key=lambda f: f.score, reverse=True), o)
 
 
 # A node's monitor that sees some of a job's ranks cannot tell an input-bound job from a node

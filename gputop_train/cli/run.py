@@ -62,6 +62,7 @@ def launch(args: argparse.Namespace) -> int:
         os.close(log_fd)  # the relay holds it now
     monitor = _start_monitor(args, session, job.pid)
     monitor.watch_stalls(stall_folder(files.stem, job.pid), args.stall_after)
+    _tell_stops(job, session, monitor)
     log = LogTail(files.log)
     return _watch(args, session, files, job, monitor, log, log, exporter)
 
@@ -101,6 +102,7 @@ def attach(args: argparse.Namespace) -> int:
         session.expect_stacks(stacks.window_s)
     monitor = _start_monitor(args, session, job.pid, stacks)
     monitor.watch_stalls(stall_folder(files.stem, job.pid), args.stall_after)
+    _tell_stops(job, session, monitor)
     output = output_of(job.pid)
     log = LogTail(output) if isinstance(output, Path) else None
     session.apply(
@@ -130,6 +132,18 @@ def _watch(
     finally:
         _linger(exporter, job, getattr(args, "prometheus_linger", 0.0))
         _close(exporter)
+
+
+def _tell_stops(job: Job, session: Session, monitor: Monitor) -> None:
+    """What a stop the job does not heed says (docs/exits.md): on stderr and in the Log, and
+    where each rank waits from the stall dump."""
+
+    def tell(text: str) -> None:
+        _say(text)
+        session.apply(events.NoticeAdded(text))
+
+    job.tell = tell
+    job.where_waiting = monitor.where_waiting
 
 
 def _linger(exporter: Exporter | None, job: Job, seconds: float) -> None:

@@ -21,7 +21,9 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import make_wsgi_app
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from ..advise.stragglers import input_ms
 from ..session.clocks import SLOWDOWN_REASONS
+from ..session.model import Snapshot
 from ..views import View
 from .http_server import BoundedServer, start_server, tls_context
 
@@ -34,7 +36,9 @@ DEFAULT_HOST = "127.0.0.1"  # the job's figures stay on the box unless the user 
 JOB_LABELS = ("host", "train_job")
 # A rank's and a GPU's own labels, after the job's. ``UUID`` and ``pci_bus_id`` as
 # dcgm-exporter names them: ``on (UUID)`` joins its series to ours (docs/prometheus.md).
-RANK_LABELS = ("rank", "local_rank", "pid")
+# A rank's ``gpu`` and ``UUID`` are those of the GPU it runs on (empty where it holds none,
+# or several): ``on (UUID)`` joins dcgm-exporter's clocks and throttling to a rank's series.
+RANK_LABELS = ("rank", "local_rank", "pid", "gpu", "UUID")
 GPU_LABELS = ("gpu", "name", "UUID", "pci_bus_id")
 
 
@@ -172,6 +176,12 @@ class JobCollector(Collector):
                 "comm_wait_ratio", "share of step time waiting in collectives", self._rank_labels
             ),
             "tokens": _gauge("tokens_per_second", "tokens/s over the window", self._rank_labels),
+            "input": _gauge(
+                "input_wait_seconds",
+                "time a step spends before its forward on its input: DataLoader wait or a "
+                "loader-less loop's host gap (the straggler's input cause; docs/ranks.md)",
+                self._rank_labels,
+            ),
         }
         part = _gauge(
             "step_part_ratio",
@@ -180,12 +190,14 @@ class JobCollector(Collector):
         )
         steps = _counter("steps", "optimizer steps taken", self._rank_labels)
         samples = _counter("samples", "samples consumed", self._rank_labels)
+        on_gpu = _rank_gpus(view.snap)
         for rank in view.snap.ranks:
             labels = [
                 *self._job,
                 _label(rank.who.rank),
                 _label(rank.who.local_rank),
                 str(rank.who.pid),
+                *on_gpu.get(rank.who.pid, ("", "")),
             ]
             figures = rank.steps
             _add(families["step"], labels, _seconds(figures.step_ms_p50))
@@ -197,6 +209,7 @@ class JobCollector(Collector):
                 _add(families["comm"], labels, _seconds(rank.comm.wait_ms_p50))
                 _add(families["comm_share"], labels, _ratio(rank.comm.wait_pct))
             _add(families["tokens"], labels, figures.tokens_per_s)
+            _add(families["input"], labels, _seconds(input_ms(rank)))
             if figures.parts is not None:
                 for name, share in figures.parts.pct.items():
                     _add(part, [*labels, name, figures.parts.clock], _ratio(share))
@@ -274,8 +287,10 @@ class JobCollector(Collector):
             (*self._job_labels, "finding", "headline", "rank"),
         )
         for index, found in enumerate(view.findings):
-            named = [found.id, "1" if index == 0 else "0", _label(found.rank)]
-            finding.add_metric([*labels, *named], 1.0)
+            # One series per rank a finding names (a stall may name several; never rank="").
+            for rank in found.ranks or (found.rank,):
+                named = [found.id, "1" if index == 0 else "0", _label(rank)]
+                finding.add_metric([*labels, *named], 1.0)
         exit_code = _gauge(
             "job_exit_code", "the job's exit status, once it ended", self._job_labels
         )
@@ -286,11 +301,24 @@ class JobCollector(Collector):
             "1 while the rank's hook is connected; 0 once it is gone",
             self._rank_labels,
         )
+        on_gpu = _rank_gpus(snap)
         for process in snap.hooked:
             who = [_label(process.rank), _label(process.local_rank), str(process.pid)]
+            who += on_gpu.get(process.pid, ("", ""))
             connected.add_metric([*labels, *who], 1.0 if process.connected else 0.0)
         yield from (running, phase, rate, tokens, memory, retries, mfu, syncs, finding)
         yield from (exit_code, connected)
+
+
+def _rank_gpus(snap: Snapshot) -> dict[int, tuple[str, str]]:
+    """Each rank's GPU as (NVML index, UUID) labels, by PID: the one GPU NVML has seen it hold
+    memory on (RankStats.gpus), its UUID from NVML. A rank on several GPUs, or none yet, has
+    none (empty labels)."""
+    return {
+        rank.who.pid: (str(rank.gpus[0]), _at(snap.gpu_uuids, rank.gpus[0]))
+        for rank in snap.ranks
+        if len(rank.gpus) == 1
+    }
 
 
 def _gauge(name: str, documentation: str, labels: Sequence[str]) -> GaugeMetricFamily:

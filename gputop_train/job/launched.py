@@ -10,11 +10,12 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from .. import wire
-from .stop_ladder import climb
+from .stop_ladder import STOP_GRACE_S, climb
 
 BOOT_DIR = Path(__file__).resolve().parent.parent / "hook" / "boot"
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent.parent
@@ -139,24 +140,65 @@ RELAY_DRAIN_S = 5.0
 TERMINATE_GRACE_S = 30.0
 
 
-def stop_job(job: subprocess.Popen[bytes]) -> None:
-    """The stop ladder (stop_ladder.py) on the job's whole process group."""
+# How often a stop looks whether the job's process group is gone.
+GROUP_POLL_S = 0.1
 
-    def ended_within(seconds: float) -> bool:
+
+def group_alive(pgid: int) -> bool:
+    """Whether any process of process group ``pgid`` lives (Linux /proc; zombies have ended:
+    they wait for their parent to read their status). Where /proc cannot be read, whether
+    the group can be signalled."""
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
         try:
-            job.wait(timeout=seconds)
-        except subprocess.TimeoutExpired:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
             return False
+        except PermissionError:
+            return True
         return True
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        # pid (comm) state ppid pgrp ...: comm may hold spaces and parentheses.
+        fields = stat[stat.rfind(")") + 2 :].split()
+        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+            return True
+    return False
 
-    climb(lambda signum: signal_job(job, signum), ended_within)
+
+def stop_job(job: subprocess.Popen[bytes], hung: Callable[[], None] | None = None) -> None:
+    """The stop ladder (stop_ladder.py) on the job's whole process group."""
+    climb(lambda signum: signal_job(job, signum), lambda s: _group_ended_within(job, s), hung)
     job.wait()
+
+
+def _group_ended_within(job: subprocess.Popen[bytes], seconds: float) -> bool:
+    """Wait up to ``seconds`` for the job and every process of its group (its ranks, their
+    workers: a rank can outlive torchrun's agent) to be gone."""
+    deadline = time.monotonic() + seconds
+    while True:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            job.wait(timeout=GROUP_POLL_S)
+        if job.returncode is not None and not group_alive(job.pid):
+            return True
+        if time.monotonic() >= deadline:
+            return False
 
 
 class LaunchedJob:
     """A command we started: its process group (ranks, workers) is ours to signal, and its
     exit code ours to read. ``attached.AttachedJob`` is the same face on a process found by
-    PID."""
+    PID.
+
+    ``tell`` says a line to the user (set by the CLI: stderr and the session's Log);
+    ``where_waiting`` writes the stall dump and returns where each rank waits (the monitor's
+    stall watch), for a job that has not exited SIGINT's grace after Ctrl+C."""
 
     owned = True
 
@@ -168,14 +210,20 @@ class LaunchedJob:
         self.pid = process.pid
         self._interrupts = 0
         self._terminating: threading.Timer | None = None
+        self._escalation: threading.Thread | None = None
+        self.tell: Callable[[str], None] = lambda text: None
+        self.where_waiting: Callable[[], str | None] = lambda: None
 
     def running(self) -> bool:
         return self.process.poll() is None
 
     def wait(self) -> int | None:
         """Block until the job exits (and its last output reached the log); its shell-style
-        exit status."""
+        exit status. After Ctrl+C, until the ladder has ended every process of its group: a
+        rank that outlives torchrun's agent is still the job."""
         code = exit_status(self.process.wait())
+        if self._escalation is not None:
+            self._escalation.join()
         if self.relay is not None:  # a child that kept the pipe keeps the relay: not forever
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.relay.wait(timeout=RELAY_DRAIN_S)
@@ -184,17 +232,50 @@ class LaunchedJob:
     def interrupt(self) -> str:
         """What Ctrl+C in the job's own terminal would do; pressed again, firmer: SIGTERM,
         then SIGKILL. A job that ignores SIGINT (it inherited SIG_IGN, as under ``nohup`` or
-        a shell's ``trap '' INT``) gets SIGTERM at once. Returns what was sent, to show."""
+        a shell's ``trap '' INT``) gets SIGTERM at once. A job still there SIGINT's grace
+        after the first is hung: the ladder goes on by itself (``_escalate``). Returns what
+        was sent, to show."""
         ladder = [signal.SIGINT, signal.SIGTERM, signal.SIGKILL]
         if ignores_signal(self.pid, signal.SIGINT):
             ladder.remove(signal.SIGINT)
         signum = ladder[min(self._interrupts, len(ladder) - 1)]
         self._interrupts += 1
         signal_job(self.process, signum)
+        if signum == signal.SIGINT and self._escalation is None:
+            self._escalation = threading.Thread(
+                target=self._escalate, name="gputop-train-stop", daemon=True
+            )
+            self._escalation.start()
         return signal.Signals(signum).name
 
+    def _escalate(self) -> None:
+        """The ladder after Ctrl+C: SIGINT's grace, then where each rank waits, SIGTERM,
+        its grace, SIGKILL of the group; a Ctrl+C pressed meanwhile went up a rung itself."""
+
+        def send(signum: int) -> None:
+            if signum == signal.SIGKILL or self._interrupts < 2:
+                signal_job(self.process, signum)
+                grace = f"; SIGKILL in {STOP_GRACE_S[1]:g} s" if signum == signal.SIGTERM else ""
+                self.tell(f"sent {signal.Signals(signum).name} to the job's processes{grace}")
+
+        gone = climb(send, lambda s: _group_ended_within(self.process, s), self._hung, True)
+        if not gone:
+            self.tell(f"processes of the job outlived SIGKILL: ps -g {self.pid} lists them")
+
+    def _hung(self) -> None:
+        self.tell(
+            f"the job has not exited {STOP_GRACE_S[0]:g} s after SIGINT: a rank may wait in a "
+            "collective another left; where each rank waits:"
+        )
+        try:
+            where = self.where_waiting()
+        except Exception as error:  # the dump is a courtesy: the stop goes on
+            where = f"the stall dump failed: {error}"
+        if where:
+            self.tell(where)
+
     def stop(self) -> None:
-        stop_job(self.process)
+        stop_job(self.process, self._hung)
 
     def terminate(self) -> str:
         """Pass on a SIGTERM the monitor got: SIGTERM to the job's group now, SIGKILL after
