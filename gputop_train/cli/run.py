@@ -130,7 +130,7 @@ def _watch(
             return _run_headless(args, session, files, job, monitor, headless_log)
         return _run_tui(args, session, files, job, monitor, log)
     finally:
-        _linger(exporter, job, getattr(args, "prometheus_linger", 0.0))
+        _linger(exporter, job, session, getattr(args, "prometheus_linger", None))
         _close(exporter)
 
 
@@ -146,13 +146,36 @@ def _tell_stops(job: Job, session: Session, monitor: Monitor) -> None:
     job.where_waiting = monitor.where_waiting
 
 
-def _linger(exporter: Exporter | None, job: Job, seconds: float) -> None:
-    """``--prometheus-linger``: an ended job's last metrics stay up for a scrape to see."""
-    if exporter is None or seconds <= 0 or job.running():
+# After a job that ended by itself, the endpoint stays up until one scrape has read the end
+# (job_running 0, job_exit_code: finished or crashed), at most this long: two scrapes at
+# Prometheus's usual 15 s interval.
+LINGER_S = 30.0
+LINGER_POLL_S = 0.2
+
+
+def _linger(exporter: Exporter | None, job: Job, session: Session, seconds: float | None) -> None:
+    """``--prometheus-linger``: an ended job's last metrics stay up for a scrape to see; by
+    default (None) until one scrape has seen the end, at most LINGER_S, when the job ended by
+    itself (a stop the user asked for ends the monitor at once). Ctrl+C ends the wait."""
+    if exporter is None or job.running():
         return
-    _say(f"the job ended: its final metrics stay at {exporter.url} for {seconds:g} s")
+    until_scraped = seconds is None
+    if seconds is None:
+        if session.snapshot(window_s=1.0).job.stopped_by is not None:
+            return
+        seconds = LINGER_S
+    if seconds <= 0:
+        return
+    ended = time.time()
+    wait = "until a scrape has read them, at most " if until_scraped else ""
+    _say(f"the job ended: its final metrics stay at {exporter.url} {wait}{seconds:g} s")
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    deadline = time.monotonic() + seconds
     with contextlib.suppress(KeyboardInterrupt):
-        threading.Event().wait(seconds)
+        while time.monotonic() < deadline:
+            if until_scraped and exporter.last_scrape > ended:
+                return
+            threading.Event().wait(LINGER_POLL_S)
 
 
 def _open_outputs(

@@ -13,6 +13,7 @@ import os
 import socket
 import ssl
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -91,6 +92,12 @@ class Exporter:
     _server: BoundedServer
     _thread: threading.Thread
     warning: str | None = None
+    _collector: JobCollector | None = None
+
+    @property
+    def last_scrape(self) -> float:
+        """When a scrape was last served (time.time()); 0 before the first."""
+        return self._collector.last_scrape if self._collector is not None else 0.0
 
     def close(self) -> None:
         self._server.shutdown()
@@ -113,7 +120,8 @@ def serve(
     """Serve ``/metrics`` on ``address`` ([HOST:]PORT) from a background thread."""
     host, port = parse_address(address)
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(JobCollector(current_view, train_job))
+    collector = JobCollector(current_view, train_job)
+    registry.register(collector)
     try:
         context = tls_context(tls.certfile, tls.keyfile, tls.client_ca) if tls else None
     except (OSError, ssl.SSLError) as error:
@@ -137,7 +145,7 @@ def serve(
             "can reach this one can read them (host, script name, figures); bind 127.0.0.1, "
             "or require client certificates with --prometheus-client-ca (docs/prometheus.md)"
         )
-    return Exporter(f"{scheme}://{shown}:{bound_port}/metrics", server, thread, warning)
+    return Exporter(f"{scheme}://{shown}:{bound_port}/metrics", server, thread, warning, collector)
 
 
 class JobCollector(Collector):
@@ -151,9 +159,11 @@ class JobCollector(Collector):
         self._job, self._job_labels = tuple(job.values()), tuple(job)
         self._rank_labels = (*self._job_labels, *RANK_LABELS)
         self._gpu_labels = (*self._job_labels, *GPU_LABELS)
+        self.last_scrape = 0.0
 
     def collect(self) -> Iterator[Metric]:
         view = self._view()
+        self.last_scrape = time.time()
         yield from self._rank_metrics(view)
         yield from self._gpu_metrics(view)
         yield from self._job_metrics(view)

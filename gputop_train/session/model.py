@@ -442,6 +442,18 @@ class Session:
             if p.rank is None or p.connected or newest[p.rank] == p.pid
         ]
 
+    def _replaced_locked(self) -> set[int]:
+        """The processes a restart replaced (a dead generation of ranks)."""
+        current = {p.pid for p in self._current_locked()}
+        return {pid for pid in self._hooked if pid not in current}
+
+    def _samples_of_current(self, replaced: set[int]) -> int | None:
+        """Samples so far, less a restart's dead generation's: the restart resumes from its
+        checkpoint and counts them again."""
+        if self._total_samples is None or not replaced:
+            return self._total_samples
+        return self._total_samples - sum(self._samples_by_pid.get(pid, 0) for pid in replaced)
+
     def gpu_ticks(self) -> list[tuple[GpuSample, ...]]:
         with self._lock:
             return list(self._gpu)
@@ -496,6 +508,9 @@ class Session:
                 binner = self._binners.setdefault(key, ChartBinner(*key))
                 charts = binner.series(self._steps, self._gpu, now, self._primary_pid_locked())
             recent_steps = observe.tail_between(self._steps, since, end)
+            replaced = self._replaced_locked()
+            if replaced:  # a restart's dead generation adds nothing to the live figures
+                recent_steps = [s for s in recent_steps if s.pid not in replaced]
             recent_gpu = observe.ticks_between(self._gpu, since, end)
             primary = self._primary_pid_locked()
             figures = stats.step_stats(recent_steps, primary)
@@ -519,7 +534,7 @@ class Session:
                 # job takes the same steps), which also counts steps before a late connect.
                 total_steps=self._last_step.get(primary, 0) if primary is not None else 0,
                 steps_before_start=self._steps_before.get(primary, 0) if primary else 0,
-                total_samples=self._total_samples,
+                total_samples=self._samples_of_current(replaced),
                 window_s=window_s,
                 steps=self._window_steps(figures, observation),
                 gpu=stats.gpu_stats(recent_gpu),
