@@ -396,6 +396,8 @@ def finding_dict(finding: Finding) -> dict[str, Any]:
         "confidence": finding.confidence,
         "changes": [{"role": c.role, "value": c.value} for c in finding.changes],
         "rules_out": list(finding.rules_out),
+        "rank": finding.rank,  # the rank a straggler or stall names (docs/ranks.md)
+        "ranks": list(finding.ranks or (() if finding.rank is None else (finding.rank,))),
     }
 
 

@@ -7,15 +7,20 @@ Synthetic ranks here; the gloo torchrun runs are in tests/test_rank_runs.py.
 
 from __future__ import annotations
 
+import ipaddress
+import re
 import shutil
 import statistics
 import subprocess
+import sys
+import urllib.request
 from pathlib import Path
 
 import pytest
 
 from gputop_train import events
 from gputop_train.advise import rules, stragglers
+from gputop_train.export.prometheus import parse_address
 from gputop_train.samples import GpuProcess, GpuSample
 from gputop_train.session.breakdown import StepParts
 from gputop_train.session.clocks import gpu_clocks
@@ -25,7 +30,8 @@ from tests.support.metrics import exposition, samples
 from tests.support.observations import observe
 from tests.support.sessions import two_rank_session
 
-DOCS = Path(__file__).resolve().parents[1] / "docs"
+REPO = Path(__file__).resolve().parents[1]
+DOCS = REPO / "docs"
 
 
 def rank(
@@ -230,3 +236,42 @@ def test_the_alert_rules_hold_their_promtool_cases() -> None:
         timeout=60,
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_first_example_serves_a_scrape_from_another_host() -> None:
+    text = (DOCS / "prometheus.md").read_text()
+    first = text.split("```bash\n", 1)[1].split("```", 1)[0]
+    command = next(line for line in first.splitlines() if line.startswith("gputop-train"))
+    address = command.split("--prometheus ", 1)[1].split()[0]
+    host, _ = parse_address(address)
+    assert ipaddress.ip_address(host).is_unspecified  # every interface, not 127.0.0.1
+
+
+@pytest.mark.parametrize(("status", "state"), [(0, "finished"), (3, "crashed")])
+def test_an_ended_job_is_served_until_a_scrape_has_read_its_exit_status(
+    tmp_path: Path, status: int, state: str
+) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(f"import sys; sys.exit({status})\n")
+    monitor = subprocess.Popen(
+        [sys.executable, "-m", "gputop_train", "--headless", "--no-record", "--prometheus",
+         "127.0.0.1:0", str(script)],
+        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert monitor.stderr is not None
+        url = ""
+        for line in monitor.stderr:
+            if found := re.search(r"Prometheus metrics at (\S+)", line):
+                url = found.group(1)
+            if "the job ended: its final metrics stay at" in line:
+                break
+        assert url, "the monitor never said where its metrics are"
+        with urllib.request.urlopen(url, timeout=10) as response:
+            body = response.read().decode()
+        assert monitor.wait(timeout=30) == status  # it leaves once the end was read
+    finally:
+        if monitor.poll() is None:
+            monitor.kill()
+    assert re.search(rf"gputop_train_job_exit_code\{{.*\}} {status}\.0", body), state
+    assert re.search(r"gputop_train_job_running\{.*\} 0\.0", body)

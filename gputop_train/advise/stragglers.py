@@ -4,11 +4,12 @@ Under DDP the all-reduce evens every rank's step time, so a rank slowed in its c
 like the others by its step time and data-wait. Where it differs is the wait in the
 collectives: the slow rank arrives last and waits least; the others wait for it. The gap
 between its wait and the others' is what it costs the job per step. A rank is named only
-where the gap holds in each part of the window (a burst of host load moves one part, not
-all). The finding names a cause only where a measurement covers most of that gap: its input
-(the time before its forward: DataLoader wait, or a loader-less loop's host gap), its GPU's
-clocks (NVML, with the throttle reasons), another process on its GPU, else its own compute
-(the step less its input and waits).
+where the gap holds over the last HOLD_WINDOWS windows, in each of them (a burst of host load
+lags one rank for a few seconds, a slowed rank lags in every step). The finding names a cause
+only where a measurement covers most of that gap: its input (the time before its forward:
+DataLoader wait, or a loader-less loop's host gap), its GPU's clocks (NVML, with the throttle
+reasons), another process on its GPU, else its own compute (the step less its input and
+waits).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from .. import format as fmt
 from ..session.clocks import GpuClocks
+from ..session.comm import HOLD_WINDOWS
 from ..session.stats import Observation, RankStats
 
 if TYPE_CHECKING:
@@ -34,12 +36,6 @@ COMM_GAP_SHARE = 0.10
 COMM_GAP_MIN_MS = 2.0
 # A cause is named when its measurement covers this share of the gap ("most of it").
 CAUSE_COVERS = 0.6
-# The window's matched steps are cut into this many consecutive parts, and the chronic line
-# must hold in each (the same rank least-waiting, the gap over the line). Unslowed 2 and 4
-# gloo ranks beside two CPU hogs on the 2-core dev box named a rank in 9-32% of lines,
-# flickering from rank to rank, on the window's median alone (issue 37); each burst of load
-# lands in one part of a 10 s window, while a slowed rank lags in every part.
-HOLD_PARTS = 3
 # A process on a rank's GPU that is none of the job's ranks, this busy on average (NVML
 # per-process SM %), shares the GPU: a tenth of its SMs' time is a tenth of the rank's.
 SHARED_SM_PCT = 10.0
@@ -89,14 +85,15 @@ def lagging_rank(o: Observation) -> Lag | None:
 
 
 def _holds(ranks: tuple[RankStats, ...], slowest: RankStats, line: float) -> bool:
-    """Whether, in each of HOLD_PARTS consecutive parts of the steps every rank measured,
+    """Whether, in each of HOLD_WINDOWS consecutive parts of the steps every rank measured over
+    its held span (the last HOLD_WINDOWS windows; the window itself where not given),
     ``slowest`` waits least and the others' median wait is ``line`` ms more than its own."""
-    waits = {r.who.pid: r.comm.wait_at() for r in ranks if r.comm}
+    waits = {r.who.pid: held.wait_at() for r in ranks if (held := r.held or r.comm)}
     common = sorted(set.intersection(*(set(w) for w in waits.values())))
-    size = len(common) // HOLD_PARTS
+    size = len(common) // HOLD_WINDOWS
     if size == 0:
         return False
-    for part in range(HOLD_PARTS):
+    for part in range(HOLD_WINDOWS):
         steps = common[part * size : (part + 1) * size]
         medians = {pid: statistics.median(w[n] for n in steps) for pid, w in waits.items()}
         own = medians[slowest.who.pid]

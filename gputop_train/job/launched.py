@@ -344,8 +344,7 @@ class LaunchedJob:
             where = self.where_waiting()
         except Exception as error:  # the dump is a courtesy: the stop goes on
             where = f"the stall dump failed: {error}"
-        if where:
-            self.tell(where)
+        self.tell(where or "no rank's hook to ask (none connected)")
 
     def stop(self) -> None:
         stop_job(self.process, self.tree, self._hung)

@@ -20,6 +20,7 @@ from typing import Any
 from .. import events
 from ..samples import GpuSample, ProcSample, StackShares
 from . import observe, stats
+from .comm import HOLD_WINDOWS
 from .phases import KnobState, Phase, PhaseRow, PhaseTable, knob_state
 from .series import ChartBinner, ChartSeries
 from .steps import Step
@@ -566,7 +567,11 @@ class Session:
                 readings=dict(self._readings),
                 activity_note=self._activity_note(now, primary),
                 run_steps=self._run_steps(primary),
-                ranks=self._rank_stats(recent_steps, self._known_figures(primary, figures)),
+                ranks=self._rank_stats(
+                    recent_steps,
+                    self._known_figures(primary, figures),
+                    self._held_steps(end, window_s, replaced),
+                ),
                 ended_at=None if self._job.running else self._job_ended_at,
                 memory=stats.MemoryAudit.from_frame(observe.fact_at(series, "memory_audit", end)),
                 step_parts_fact=observe.fact_at(series, "step_parts", end),
@@ -640,11 +645,22 @@ class Session:
         (lock held)."""
         return {primary: figures} if primary is not None and self._step_pids == {primary} else {}
 
+    def _held_steps(self, end: float, window_s: float, replaced: set[int]) -> list[Step] | None:
+        """With several processes, the steps of the last HOLD_WINDOWS windows: the span over
+        which a straggler's lag must hold (session/comm.py). Lock held."""
+        if len(self._hooked) < 2:
+            return None
+        steps = observe.tail_between(self._steps, end - HOLD_WINDOWS * window_s, end)
+        return [s for s in steps if s.pid not in replaced] if replaced else steps
+
     def _rank_stats(
-        self, steps: Sequence[Step], known: dict[int, stats.StepStats] | None = None
+        self,
+        steps: Sequence[Step],
+        known: dict[int, stats.StepStats] | None = None,
+        held_steps: Sequence[Step] | None = None,
     ) -> tuple[stats.RankStats, ...]:
-        """Per hooked process, its figures over ``steps`` (or ``known``'s, by PID) and its
-        totals (lock held)."""
+        """Per hooked process, its figures over ``steps`` (or ``known``'s, by PID), its
+        waits over ``held_steps`` and its totals (lock held)."""
         return stats.rank_stats(
             steps,
             [
@@ -655,6 +671,7 @@ class Session:
             self._samples_by_pid,
             self._gpus_by_pid,
             known,
+            held_steps,
         )
 
     def _run_steps(self, primary: int | None) -> stats.StepStats | None:
