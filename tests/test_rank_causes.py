@@ -58,8 +58,9 @@ def rank(
         clock=clock,
         data_source="host gap",
         steps=len(waits),
-        pct={"data": 100 * input_ms / step_ms, "forward": 100 * rest / step_ms},
-        ms={"data": input_ms, "forward": rest},
+        pct={"data": 100 * input_ms / step_ms, "forward": 100 * rest / step_ms}
+        | dict.fromkeys(("backward", "optimizer", "rest")),
+        ms={"data": input_ms, "forward": rest} | dict.fromkeys(("backward", "optimizer", "rest")),
         step_ms=step_ms,
     )
     n = len(waits)
@@ -275,3 +276,24 @@ def test_an_ended_job_is_served_until_a_scrape_has_read_its_exit_status(
             monitor.kill()
     assert re.search(rf"gputop_train_job_exit_code\{{.*\}} {status}\.0", body), state
     assert re.search(r"gputop_train_job_running\{.*\} 0\.0", body)
+
+
+# -- the TUI ------------------------------------------------------------------------------
+
+
+def test_a_wide_steps_panel_shows_each_ranks_step_split_and_a_narrow_one_keeps_its_rows() -> None:
+    from dataclasses import replace
+
+    from gputop_train.tui.panels.text import RANK_SPLIT_WIDTH, steps_panel
+    from gputop_train.views import view_of
+
+    snap = two_rank_session().snapshot(window_s=30.0)
+    ranks = (rank(0, [30.0] * 30, input_ms=1.0), rank(1, [2.0] * 30, input_ms=1.0))
+    view = view_of(replace(snap, ranks=ranks))
+    wide = steps_panel(view, width=RANK_SPLIT_WIDTH).plain.splitlines()
+    header = next(line for line in wide if line.lstrip().startswith("rank"))
+    assert header.split()[-5:] == ["data", "fwd", "bwd", "opt", "ms"]
+    row = next(line for line in wide if line.lstrip().startswith("1 "))
+    assert row.split()[-4:] == ["1.0", "54.0", "N/A", "N/A"]  # data, forward; no bwd/opt
+    narrow = steps_panel(view, width=40).plain
+    assert "fwd" not in narrow and all(len(line) <= 40 for line in narrow.splitlines())
