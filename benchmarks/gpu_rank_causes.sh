@@ -19,7 +19,7 @@ TR=(python3 -m torch.distributed.run --standalone --nproc-per-node 2)
 case_run() {
   local name=$1; shift
   local t0=$SECONDS
-  timeout 75 python3 -m gputop_train --headless --format json --interval 2 \
+  timeout 60 python3 -m gputop_train --headless --format json --interval 2 \
     --record "$R/$name.jsonl" -- "${TR[@]}" $S ddp device=cuda width=1024 batch=64 \
     steps=250 step_ms=20 "$@" > "$R/$name.json" 2> "$R/$name.err"
   echo "$name: exit $? in $((SECONDS - t0)) s" | tee -a "$R/log.txt"
@@ -30,14 +30,14 @@ case_run loader slow_rank=1 slow_data_ms=30
 case_run getbatch slow_rank=1 slow_data_ms=30 loader=none
 pack
 t0=$SECONDS
-timeout 170 python3 -m benchmarks.nccl_hook_cost --rounds 4 --steps 300 \
+timeout 200 python3 -m benchmarks.nccl_hook_cost --rounds 4 --steps 250 \
   --json "$R/hook_cost.json" > "$R/hook_cost.txt" 2>&1
 echo "hook_cost: exit $? in $((SECONDS - t0)) s" | tee -a "$R/log.txt"
 pack
 for hang in "" "slow_rank=1 hang_on_sigint=1"; do
   name=stop_fsdp${hang:+_hung}
   t0=$SECONDS
-  timeout 75 python3 -m benchmarks.stop_hung --scenario fsdp --after-steps 40 \
+  timeout 60 python3 -m benchmarks.stop_hung --scenario fsdp --after-steps 20 \
     --json "$R/$name.json" device=cuda width=1024 batch=64 step_ms=20 $hang \
     > "$R/$name.out" 2>&1
   echo "$name: exit $? in $((SECONDS - t0)) s" | tee -a "$R/log.txt"
