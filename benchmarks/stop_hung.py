@@ -25,6 +25,7 @@ import psutil
 
 REPO = Path(__file__).resolve().parent.parent
 SCENARIO = REPO / "tests" / "scenarios" / "collectives.py"
+LIMIT_S = 45.0  # how long the job gets to be gone after the SIGINT: the ladder needs ~15 s
 
 
 def job_processes(tag: str, monitor: int) -> list[int]:
@@ -60,12 +61,16 @@ def stop_once(scenario: str, params: list[str], nproc: int, after_steps: int) ->
     interrupted = time.monotonic()
     monitor.send_signal(signal.SIGINT)
     gone_s = None
-    while time.monotonic() - interrupted < 120.0:
+    while time.monotonic() - interrupted < LIMIT_S:
         if not job_processes(tag, monitor.pid):
             gone_s = time.monotonic() - interrupted
             break
         time.sleep(0.1)
-    code = monitor.wait(timeout=120.0)
+    try:
+        code = monitor.wait(timeout=LIMIT_S)
+    except subprocess.TimeoutExpired:  # said in the result; the monitor ends its job itself
+        monitor.send_signal(signal.SIGTERM)
+        code = monitor.wait()
     exited_s = time.monotonic() - interrupted
     time.sleep(0.5)
     return {
