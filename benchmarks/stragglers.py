@@ -8,6 +8,10 @@ The comm gap is the others' median wait in collectives less the least-waiting ra
 share of the median step (advise/stragglers.py's COMM_GAP_SHARE line).
 
     python -m benchmarks.stragglers --rounds 3 [--nproc 4]
+    python -m benchmarks.stragglers --hogs 2 --cpu-bound --cases unslowed --hold-windows 1
+
+``--hogs N`` runs N busy-looping processes beside each job (a loaded box: the line is judged
+where it flickered, issue 37); the table then counts the lines that name a rank.
 """
 
 from __future__ import annotations
@@ -21,7 +25,18 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 LOOPS = REPO / "tests" / "scenarios" / "loops.py"
+# ``--cpu-bound``: each step is real CPU work (matmuls on the host) rather than a sleep, so a
+# busy loop beside the job takes its cores from one rank, then another.
+CPU_BOUND = (
+    str(REPO / "tests" / "scenarios" / "collectives.py"), "ddp", "width=512", "batch=256",
+    "step_ms=0",
+)  # fmt: skip
 MIN_STEPS = 5
+HOLD_MONITOR = (
+    "import sys; from gputop_train.advise import stragglers; from gputop_train.session import "
+    "model; stragglers.HOLD_WINDOWS = model.HOLD_WINDOWS = {}; "
+    "from gputop_train.cli import main; sys.exit(main(sys.argv[1:]))"
+)
 
 CASES = {  # rank 1 is slowed; with 4 ranks too
     "unslowed": [],
@@ -31,14 +46,25 @@ CASES = {  # rank 1 is slowed; with 4 ranks too
 }
 
 
-def run_case(extra: list[str], steps: int, nproc: int = 2) -> list[dict]:
-    """The status lines (and the summary) of one monitored torchrun job."""
+def run_case(
+    extra: list[str],
+    steps: int,
+    nproc: int = 2,
+    hold_windows: int | None = None,
+    cpu_bound: bool = False,
+) -> list[dict]:
+    """The status lines (and the summary) of one monitored torchrun job; ``hold_windows``:
+    the monitor's HOLD_WINDOWS (session/comm.py) set to it (1: the window's median alone)."""
+    monitor = ["-m", "gputop_train"]
+    if hold_windows is not None:
+        monitor = ["-c", HOLD_MONITOR.format(hold_windows)]
     command = [
-        sys.executable, "-m", "gputop_train", "--headless", "--format", "json",
+        sys.executable, *monitor, "--headless", "--format", "json",
         "--interval", "1", "--no-record", "--",
         sys.executable, "-m", "torch.distributed.run", "--standalone",
         "--nproc-per-node", str(nproc),
-        str(LOOPS), "ddp", "batch=8", f"steps={steps}", "step_ms=20", *extra,
+        *(CPU_BOUND if cpu_bound else (str(LOOPS), "ddp", "batch=8", "step_ms=20")),
+        f"steps={steps}", *extra,
     ]  # fmt: skip
     result = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=REPO)
     if result.returncode != 0:
@@ -74,20 +100,57 @@ def spreads(
     return waits, ratios, gaps, named
 
 
+def naming_lines(lines: list[dict]) -> tuple[int, int, set[int]]:
+    """Status lines with a straggler named, status lines judged, and the ranks named."""
+    judged = [line for line in lines if line.get("type") != "summary" and line.get("ranks")]
+    named = [
+        f["rank"]
+        for line in judged
+        for f in line["findings"]
+        if f["id"] == "ranks.straggler" and f.get("rank") is not None
+    ]
+    hits = sum(any(f["id"] == "ranks.straggler" for f in line["findings"]) for line in judged)
+    return hits, len(judged), set(named)
+
+
+def start_hogs(count: int) -> list[subprocess.Popen[bytes]]:
+    """Busy loops beside the job, each its own process."""
+    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=150)
     parser.add_argument("--nproc", type=int, default=2)
+    parser.add_argument("--hogs", type=int, default=0, help="busy loops beside each job")
+    parser.add_argument(
+        "--hold-windows", type=int, help="the monitor's HOLD_WINDOWS (default: its own)"
+    )
+    parser.add_argument("--cpu-bound", action="store_true", help="steps of CPU work, no sleep")
+    parser.add_argument("--cases", nargs="*", default=list(CASES), help="of: " + ", ".join(CASES))
     args = parser.parse_args()
+    cases = {name: CASES[name] for name in args.cases}
     results: dict[str, tuple[list[float], list[float], list[float], set[str]]] = {
-        name: ([], [], [], set()) for name in CASES
+        name: ([], [], [], set()) for name in cases
     }
+    hits_of = dict.fromkeys(cases, 0)
+    judged_of = dict.fromkeys(cases, 0)
+    ranks_of: dict[str, set[int]] = {name: set() for name in cases}
     for _ in range(args.rounds):
-        for name, extra in CASES.items():  # side by side, round after round
-            waits, ratios, gaps, named = spreads(
-                run_case(extra, args.steps, args.nproc), args.nproc
-            )
+        for name, extra in cases.items():  # side by side, round after round
+            hogs = start_hogs(args.hogs)
+            try:
+                lines = run_case(extra, args.steps, args.nproc, args.hold_windows, args.cpu_bound)
+            finally:
+                for hog in hogs:
+                    hog.kill()
+                    hog.wait()
+            hits, judged, ranks = naming_lines(lines)
+            hits_of[name] += hits
+            judged_of[name] += judged
+            ranks_of[name] |= ranks
+            waits, ratios, gaps, named = spreads(lines, args.nproc)
             results[name][0].extend(waits)
             results[name][1].extend(ratios)
             results[name][2].extend(gaps)
@@ -106,6 +169,11 @@ def main() -> None:
             f"| {min(gaps, default=nan):.1f}-{max(gaps, default=nan):.1f} "
             f"| {'; '.join(sorted(named)) or 'none'} |"
         )
+    print(f"\nlines naming a rank ({args.hogs} busy loops beside each job):")
+    for name in cases:
+        hits, judged = hits_of[name], judged_of[name]
+        share = f"{100.0 * hits / judged:.0f}%" if judged else "N/A"
+        print(f"- {name}: {hits} of {judged} ({share}), ranks {sorted(ranks_of[name]) or 'none'}")
 
 
 if __name__ == "__main__":

@@ -51,7 +51,10 @@ def main(argv: list[str]) -> int:
         "--slow-input-ms", type=float, default=0.0, help="more time to load each of its batches"
     )
     extra.add_argument(
-        "--slow-step-ms", type=float, default=0.0, help="more host work in each of its steps"
+        "--slow-step-ms",
+        type=float,
+        default=0.0,
+        help="more host work in each of its forwards (its compute, not its input)",
     )
     slow, rest = extra.parse_known_args(argv)
     config, max_steps, epochs = parse_args(rest)
@@ -84,12 +87,12 @@ def main(argv: list[str]) -> int:
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(config.precision)
     scaler = torch.amp.GradScaler(enabled=config.precision == "fp16")
     step_delay_s = slow.slow_step_ms / 1000.0 if slowed else 0.0
+    if step_delay_s:  # in the forward: host time before it would be the rank's input
+        model.register_forward_pre_hook(lambda module, args: time.sleep(step_delay_s))
     steps = 0
     for epoch in range(epochs):
         loader.sampler.set_epoch(epoch)  # type: ignore[attr-defined]
         for images, labels in loader:
-            if step_delay_s:
-                time.sleep(step_delay_s)
             images = to_model_input(images, config)
             labels = labels.to(config.device, non_blocking=config.pin_memory)
             with torch.autocast(

@@ -27,6 +27,7 @@ from .views import (
     View,
     ledger_lines,
     phase_dicts,
+    rank_split_text,
     status_fields,
     steps_text,
     trial_rows,
@@ -154,7 +155,7 @@ def rank_lines(snap: Snapshot) -> list[str]:
     return [
         f"{r.label} (PID {r.who.pid}{f', GPU {fmt.gpus(r.gpus)}' if r.gpus else ''}): "
         f"step p50 {fmt.ms(r.steps.step_ms_p50)}, data-wait {fmt.pct(r.steps.data_wait_pct)}, "
-        f"{fmt.rate(r.steps.samples_per_s, 'samples/s')}{comm_text(r)}"
+        f"{fmt.rate(r.steps.samples_per_s, 'samples/s')}{comm_text(r)}; {rank_split_text(r)}"
         for r in snap.ranks
     ]
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import format as fmt
+from .advise import stragglers
 from .advise.mfu import Efficiency, efficiency, over_phases
 from .advise.rules import Finding, findings
 from .advise.stall import stall_finding
@@ -158,6 +159,20 @@ def breakdown_text(parts: StepParts | None, reason: str | None) -> str:
     shares = " ".join(f"{_PART_LABELS[k]} {fmt.pct(parts.pct[k])}" for k in PART_NAMES)
     source = data_part_label(parts) if parts.pct["data"] is not None else ""
     return f"{shares} ({parts.clock} clock{', ' + source if source else ''})"
+
+
+def rank_split_text(r: RankStats) -> str:
+    """A rank's step split in ms: "data 1.2 fwd 20.3 bwd 31.0 opt 0.4 rest 0.9 ms (host
+    clock); comm 29.1 ms" (comm: its wait in collectives, within its forward and backward)."""
+    comm = f"; comm {fmt.ms(r.comm.wait_ms_p50)}" if r.comm is not None else ""
+    parts = r.steps.parts
+    if parts is None:
+        return f"split {fmt.NA}{comm}"
+    ms = " ".join(
+        f"{_PART_LABELS[k]} {fmt.NA if parts.ms[k] is None else f'{parts.ms[k]:.1f}'}"
+        for k in PART_NAMES
+    )
+    return f"split {ms} ms ({parts.clock} clock){comm}"
 
 
 def memory_text(audit: MemoryAudit | None) -> str:
@@ -401,6 +416,9 @@ def rank_dicts(snap: Snapshot) -> list[dict[str, Any]]:
             "total_steps": r.total_steps,
             "total_samples": r.total_samples,
             **_comm_dict(r),
+            "host_gap_pct": _round(r.steps.host_gap_pct, 1),
+            "input_ms": _round(stragglers.input_ms(r), 2),
+            "step_parts": breakdown_dict(r.steps.parts, None),
         }
         for r in snap.ranks
     ]
@@ -426,6 +444,8 @@ def finding_dict(finding: Finding) -> dict[str, Any]:
         "confidence": finding.confidence,
         "changes": [{"role": c.role, "value": c.value} for c in finding.changes],
         "rules_out": list(finding.rules_out),
+        "rank": finding.rank,  # the rank a straggler or stall names (docs/ranks.md)
+        "ranks": list(finding.ranks or (() if finding.rank is None else (finding.rank,))),
     }
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from gputop_train import events
 from gputop_train.export import prometheus
 from gputop_train.export.prometheus import ExporterError, job_name, parse_address
 from gputop_train.views import view_of
@@ -44,13 +45,25 @@ def exported_names() -> set[str]:
     return names
 
 
+def test_each_rank_series_carries_its_gpu_index_and_uuid_to_join_dcgm_exporter() -> None:
+    session = two_rank_session()  # rank 0's process on GPU 0, rank 1's on GPU 1 (NVML)
+    session.apply(events.GpusFound(("H100", "H100"), uuids=("GPU-aaa", "GPU-bbb")))
+    text = exposition(session)
+    for family in ("gputop_train_step_seconds", "gputop_train_rank_connected"):
+        on_gpu = {(d["rank"], d["gpu"], d["UUID"]) for d in map(dict, samples(text, family))}
+        assert on_gpu == {("0", "0", "GPU-aaa"), ("1", "1", "GPU-bbb")}
+    # The GPU series carry the same UUID: ``on (UUID)`` joins a rank to its GPU's clocks.
+    gpus = {dict(k)["UUID"] for k in samples(text, "gputop_train_gpu_memory_total_bytes")}
+    assert gpus <= {"GPU-aaa", "GPU-bbb"}
+
+
 def test_each_rank_is_a_series_with_units_as_prometheus_names_them() -> None:
     text = exposition(two_rank_session())
     waits = samples(text, "gputop_train_data_wait_ratio")
     by_rank = {dict(labels)["rank"]: value for labels, value in waits.items()}
     assert by_rank == {"0": pytest.approx(0.02), "1": pytest.approx(0.6)}  # ratios, not %
     labels = dict(next(iter(waits)))
-    assert set(labels) == {"host", "train_job", "rank", "local_rank", "pid"}
+    assert set(labels) == {"host", "train_job", "rank", "local_rank", "pid", "gpu", "UUID"}
     assert labels["train_job"] == "train" and labels["host"] == socket.gethostname()
     steps = samples(text, "gputop_train_step_seconds")
     assert sorted(steps.values()) == [pytest.approx(0.05)] * 2  # 50 ms, in seconds

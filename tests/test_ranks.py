@@ -73,7 +73,7 @@ def test_each_rank_has_its_own_row_in_the_snapshot_json_and_summary() -> None:
     assert [(r["pid"], r["gpus"]) for r in rank_dicts(view.snap)] == [(11, [0]), (12, [1])]
     assert (
         rank_lines(view.snap)[1]
-        == "rank 1 (PID 12, GPU 1): step p50 50.0 ms, data-wait 60%, 160 samples/s"
+        == "rank 1 (PID 12, GPU 1): step p50 50.0 ms, data-wait 60%, 160 samples/s; split N/A"
     )
 
 
@@ -149,8 +149,8 @@ def test_the_markdown_summary_has_a_row_per_rank() -> None:
 
     text = markdown(summarize(two_rank_session(), {"host": "node"}))
     table = text.split("## Ranks (whole run)")[1].strip().splitlines()
-    assert table[2] == "| 0 | 11 | node | 0 | 60 | 50.0 ms | 2% | 160 |"
-    assert table[3] == "| 1 | 12 | node | 1 | 60 | 50.0 ms | 60% | 160 |"
+    assert table[2] == "| 0 | 11 | node | 0 | 60 | 50.0 ms | 2% | 160 | N/A |"
+    assert table[3] == "| 1 | 12 | node | 1 | 60 | 50.0 ms | 60% | 160 | N/A |"
 
 
 @pytest.mark.torch

@@ -4,6 +4,8 @@ Prometheus series (issue 30, point 6); a rank that died without a replacement st
 
 from __future__ import annotations
 
+import pytest
+
 from gputop_train import events
 from gputop_train.session.model import Session
 from tests.support.clock import ManualClock
@@ -43,3 +45,20 @@ def test_a_rank_that_died_without_a_replacement_stays_as_gone() -> None:
     snap = session.snapshot(window_s=5.0)
     assert [(p.pid, p.connected) for p in snap.hooked] == [(11, True), (12, False)]
     assert session.primary_pid() == 11
+
+
+def test_a_restart_adds_nothing_of_the_dead_generation_to_samples() -> None:
+    clock = ManualClock(1095.0)
+    session = Session(command=("torchrun", "--max-restarts", "1", "train.py"), clock=clock)
+    for pid, rank in ((11, 0), (12, 1)):
+        _rank(session, pid, rank, 1000.0, 200)  # 200 steps of 8 samples, ending at t=1010
+    for pid in (11, 12):
+        session.apply(events.ProcessGone(pid))
+    for pid, rank in ((21, 0), (22, 1)):
+        _rank(session, pid, rank, 1090.0, 60)  # the restart: 60 steps each, up to t=1093
+    # The window spans both generations: only the living ranks' steps count.
+    snap = session.snapshot(window_s=100.0)
+    assert snap.total_samples == 2 * 60 * 8
+    assert {r.who.pid for r in snap.ranks} == {21, 22}
+    # Each rank steps 8 samples every 50 ms: 160 samples/s a rank, 320 the job.
+    assert snap.steps.samples_per_s == pytest.approx(320.0)

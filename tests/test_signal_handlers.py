@@ -8,6 +8,7 @@ import io
 import os
 import signal
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -26,6 +27,8 @@ class InterruptibleJob:
 
     def __init__(self) -> None:
         self.interrupted = threading.Event()
+        self.tell: Callable[[str], None] = lambda text: None
+        self.where_waiting: Callable[[], str | None] = lambda: None
 
     def running(self) -> bool:
         return not self.interrupted.is_set()

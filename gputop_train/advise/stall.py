@@ -44,7 +44,14 @@ def stall_finding(reading: dict[str, Any] | None) -> Finding | None:
     evidence = tuple(_line(r) for r in ranks)
     if gone:
         evidence += (f"{', '.join(_who(r) for r in gone)}: its hook did not answer (exited?)",)
-    return Finding("ranks.stalled", title, evidence, action, None, 0.9, 10.0)
+    # The ranks it names: those that did not arrive, else every rank (all are stalled), so
+    # that a per-rank series or alert never reads an empty rank.
+    named = [r["rank"] for r in (absent if absent and waiting else ranks)]
+    numbered = tuple(r for r in named if isinstance(r, int))
+    first = numbered[0] if numbered else None
+    return Finding(
+        "ranks.stalled", title, evidence, action, None, 0.9, 10.0, rank=first, ranks=numbered
+    )
 
 
 def _who(r: dict[str, Any]) -> str:

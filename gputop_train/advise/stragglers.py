@@ -3,21 +3,29 @@
 Under DDP the all-reduce evens every rank's step time, so a rank slowed in its compute reads
 like the others by its step time and data-wait. Where it differs is the wait in the
 collectives: the slow rank arrives last and waits least; the others wait for it. The gap
-between its wait and the others' is what it costs the job per step. The finding names a cause
-only where a measurement covers most of that gap: its input (data-wait), its GPU's clocks
-(NVML, with the throttle reasons), another process on its GPU (NVML's per-process SM share),
-else its own compute (the step less its waits).
+between its wait and the others' is what it costs the job per step. A rank is named only
+where the gap holds over the last HOLD_WINDOWS windows, in each of them (a burst of host load
+lags one rank for a few seconds, a slowed rank lags in every step). The finding names a cause
+only where a measurement covers most of that gap: its input (the time before its forward:
+DataLoader wait, or a loader-less loop's host gap), its GPU's clocks (NVML, with the throttle
+reasons), another process on its GPU, else its own compute (the step less its input and
+waits).
 """
 
 from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .. import format as fmt
 from ..session.clocks import GpuClocks
+from ..session.comm import HOLD_WINDOWS
 from ..session.job_gpus import GpuFigures
 from ..session.stats import Observation, RankStats
+
+if TYPE_CHECKING:
+    from .rules import Finding
 
 # The gap (the others' median wait less the rank's) that names a straggler, as a share of the
 # step: unslowed, 2 and 4 gloo ranks on the dev box read gaps of at most 5.3 and 6.1 points
@@ -29,6 +37,9 @@ COMM_GAP_SHARE = 0.10
 COMM_GAP_MIN_MS = 2.0
 # A cause is named when its measurement covers this share of the gap ("most of it").
 CAUSE_COVERS = 0.6
+# A process on a rank's GPU that is none of the job's ranks, this busy on average (NVML
+# per-process SM %), shares the GPU: a tenth of its SMs' time is a tenth of the rank's.
+SHARED_SM_PCT = 10.0
 # A one-off stall: one step in which the rank held the others this many times the usual step
 # (a GC pause, a checkpoint, a hiccup of its storage); the chronic line above failed.
 STALL_STEP_RATIO = 5.0
@@ -68,9 +79,29 @@ def lagging_rank(o: Observation) -> Lag | None:
         return None
     step_ms = statistics.median(steps)
     gap = others_ms - slowest.comm.wait_ms_p50
-    if gap >= max(COMM_GAP_SHARE * step_ms, COMM_GAP_MIN_MS):
+    line = max(COMM_GAP_SHARE * step_ms, COMM_GAP_MIN_MS)
+    if gap >= line and _holds(ranks, slowest, line):
         return Lag(slowest, slowest.comm.wait_ms_p50, others_ms, step_ms, chronic=True)
     return _stall(ranks, step_ms)
+
+
+def _holds(ranks: tuple[RankStats, ...], slowest: RankStats, line: float) -> bool:
+    """Whether, in each of HOLD_WINDOWS consecutive parts of the steps every rank measured over
+    its held span (the last HOLD_WINDOWS windows; the window itself where not given),
+    ``slowest`` waits least and the others' median wait is ``line`` ms more than its own."""
+    waits = {r.who.pid: held.wait_at() for r in ranks if (held := r.held or r.comm)}
+    common = sorted(set.intersection(*(set(w) for w in waits.values())))
+    size = len(common) // HOLD_WINDOWS
+    if size == 0:
+        return False
+    for part in range(HOLD_WINDOWS):
+        steps = common[part * size : (part + 1) * size]
+        medians = {pid: statistics.median(w[n] for n in steps) for pid, w in waits.items()}
+        own = medians[slowest.who.pid]
+        others = statistics.median(v for pid, v in medians.items() if pid != slowest.who.pid)
+        if min(medians.values()) < own or others - own < line:
+            return False
+    return True
 
 
 def _stall(ranks: tuple[RankStats, ...], step_ms: float) -> Lag | None:
@@ -104,7 +135,7 @@ def wait_line(lag: Lag) -> str:
 
 @dataclass(frozen=True)
 class Cause:
-    name: str  # "input", "GPU clocks", "compute"
+    name: str  # "input", "GPU clocks", "shared GPU", "compute"
     evidence: str
 
 
@@ -115,16 +146,15 @@ def cause_of(lag: Lag, o: Observation) -> Cause | None:
         return None
     rank, gap = lag.rank, lag.gap_ms
     others = [r for r in o.ranks if r is not rank and r.comm is not None]
-    data = _ms_of(rank, "data_wait_pct")
-    others_data = _median([_ms_of(r, "data_wait_pct") for r in others])
-    if data is not None and others_data is not None and data - others_data >= CAUSE_COVERS * gap:
-        return Cause(
-            "input",
-            f"{rank.label} waits {fmt.ms(data)} a step for data, the other ranks "
-            f"{fmt.ms(others_data)} (median; hook): its input covers the gap",
-        )
-    compute = _compute_ms(rank)
-    others_compute = _median([_compute_ms(r) for r in others])
+    own_input, others_input = input_ms(rank), _median([input_ms(r) for r in others])
+    if (
+        own_input is not None
+        and others_input is not None
+        and own_input - others_input >= CAUSE_COVERS * gap
+    ):
+        return Cause("input", _input_line(rank, own_input, others_input))
+    compute = compute_ms(rank)
+    others_compute = _median([compute_ms(r) for r in others])
     clocks = _clocks_of(rank, o)
     others_clock = _median([c.sm_clock_mhz for r in others if (c := _clocks_of(r, o)) is not None])
     if (
@@ -156,30 +186,82 @@ def cause_of(lag: Lag, o: Observation) -> Cause | None:
                 f"{fmt.pct(share)} of its SM time (NVML per process): its compute waits "
                 "behind theirs",
             )
-    if (
-        compute is not None
-        and others_compute is not None
-        and compute - others_compute >= CAUSE_COVERS * gap
-    ):
+    if compute is None or others_compute is None or compute - others_compute < CAUSE_COVERS * gap:
+        return None
+    sharers = _sharers(rank, o)
+    if sharers:
         return Cause(
-            "compute",
-            f"{rank.label}'s own work (its step less its data-wait and collective wait) "
-            f"takes {fmt.ms(compute)}, the other ranks' {fmt.ms(others_compute)} "
-            "(median; hook)",
+            "shared GPU",
+            f"{rank.label}'s GPU {clocks.index if clocks else '?'} also runs "
+            + ", ".join(f"PID {pid} ({sm:.0f}% SM)" for pid, sm in sharers)
+            + f", not of this job (NVML per-process utilization), the other ranks' GPUs no "
+            f"such process; its own work takes {fmt.ms(compute)}, the other ranks' "
+            f"{fmt.ms(others_compute)} (median; hook)",
         )
-    return None
+    return Cause(
+        "compute",
+        f"{rank.label}'s own work (its step less its input and collective wait) "
+        f"takes {fmt.ms(compute)}, the other ranks' {fmt.ms(others_compute)} "
+        "(median; hook)",
+    )
+
+
+def input_ms(rank: RankStats) -> float | None:
+    """The rank's time per step before its forward, waiting for its input: the step's data
+    part (docs/steps.md: on the GPU's clock the GPU's idle time before the forward, on the
+    host's the host gap, a loader-less ``get_batch`` included), else its DataLoader wait or
+    host gap, the larger."""
+    parts = rank.steps.parts
+    if parts is not None and parts.ms.get("data") is not None:
+        return parts.ms["data"]
+    figures = (_ms_of(rank, "data_wait_pct"), _ms_of(rank, "host_gap_pct"))
+    known = [v for v in figures if v is not None]
+    return max(known) if known else None
+
+
+def _input_line(rank: RankStats, own: float, others: float) -> str:
+    parts = rank.steps.parts
+    if parts is not None and parts.ms.get("data") is not None:
+        source = (
+            "the GPU idle before its forward"
+            if parts.clock == "gpu"
+            else f"its host's time before its forward, {parts.data_source}"
+        )
+    else:
+        source = "its data-wait"
+    return (
+        f"{rank.label} spends {fmt.ms(own)} a step on its input ({source}), the other ranks "
+        f"{fmt.ms(others)} (median; hook): its input covers the gap"
+    )
+
+
+def compute_ms(rank: RankStats) -> float | None:
+    """The rank's own work per step: its step less its input and its collective wait."""
+    step = rank.steps.step_ms_p50
+    if step is None or rank.comm is None:
+        return None
+    return max(0.0, step - (input_ms(rank) or 0.0) - rank.comm.wait_ms_p50)
+
+
+def _sharers(rank: RankStats, o: Observation) -> list[tuple[int, float]]:
+    """Processes on the rank's GPU that are none of the job's ranks, busy SHARED_SM_PCT or
+    more (NVML per-process SM %), where the other ranks' GPUs have none."""
+    job = {r.who.pid for r in o.ranks}
+
+    def busy(clocks: GpuClocks | None) -> list[tuple[int, float]]:
+        if clocks is None:
+            return []
+        found = clocks.process_sm
+        return [(pid, sm) for pid, sm in found if pid not in job and sm >= SHARED_SM_PCT]
+
+    if any(busy(_clocks_of(r, o)) for r in o.ranks if r is not rank):
+        return []
+    return busy(_clocks_of(rank, o))
 
 
 def _ms_of(rank: RankStats, share: str) -> float | None:
     pct, step = getattr(rank.steps, share), rank.steps.step_ms_p50
     return None if pct is None or step is None else pct / 100.0 * step
-
-
-def _compute_ms(rank: RankStats) -> float | None:
-    step = rank.steps.step_ms_p50
-    if step is None or rank.comm is None:
-        return None
-    return max(0.0, step - (_ms_of(rank, "data_wait_pct") or 0.0) - rank.comm.wait_ms_p50)
 
 
 def _clocks_of(rank: RankStats, o: Observation) -> GpuClocks | None:
@@ -201,3 +283,18 @@ def _shared_on(rank: RankStats, o: Observation) -> tuple[GpuFigures, float] | No
 def _median(values: list[float | None]) -> float | None:
     known = [v for v in values if v is not None]
     return statistics.median(known) if known else None
+
+
+def straggler_first(fired: list[Finding], o: Observation) -> list[Finding]:
+    """A straggler that names the primary rank ahead of the job-level input findings: those
+    read the primary's own figures (session/stats.py), so its straggling explains them."""
+    primary = next((r.who.rank for r in o.ranks), None)
+    found = next((f for f in fired if f.id == "ranks.straggler"), None)
+    if found is None or primary is None or found.rank != primary:
+        return fired
+    first_input = next((i for i, f in enumerate(fired) if f.id.startswith("input.")), None)
+    at = fired.index(found)
+    if first_input is None or first_input > at:
+        return fired
+    rest = [f for f in fired if f is not found]
+    return [*rest[:first_input], found, *rest[first_input:]]

@@ -133,11 +133,11 @@ def _add_monitor_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--prometheus-linger",
         type=float,
-        default=0.0,
+        default=None,
         metavar="S",
         help="after the job ends, keep serving its final metrics (job_running 0, its exit "
-        "code, which ranks are gone) for S seconds so that a scrape sees them (0; give at "
-        "least the scrape interval)",
+        "code, which ranks are gone) for S seconds so that a scrape sees them (default: "
+        "after a job that ended by itself, until one scrape has read them, at most 30 s)",
     )
     parser.add_argument(
         "--stall-after",

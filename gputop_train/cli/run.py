@@ -78,6 +78,7 @@ def _launch(args: argparse.Namespace, held: HeldInterrupts) -> int:
         os.close(log_fd)  # the relay holds it now
     monitor = _start_monitor(args, session, job.pid)
     monitor.watch_stalls(stall_folder(files.stem, job.pid), args.stall_after)
+    _tell_stops(job, session, monitor)
     log = LogTail(files.log)
     return _watch(args, session, files, job, monitor, log, log, exporter, warnings, held)
 
@@ -126,6 +127,7 @@ def _attach(args: argparse.Namespace, held: HeldInterrupts) -> int:
         session.expect_stacks(stacks.window_s)
     monitor = _start_monitor(args, session, job.pid, stacks)
     monitor.watch_stalls(stall_folder(files.stem, job.pid), args.stall_after)
+    _tell_stops(job, session, monitor)
     output = output_of(job.pid)
     log = LogTail(output) if isinstance(output, Path) else None
     session.apply(
@@ -167,7 +169,7 @@ def _watch(
             return _run_headless(args, session, files, job, monitor, headless_log)
         return _run_tui(args, session, files, job, monitor, log, warnings)
     finally:
-        _linger(exporter, job, getattr(args, "prometheus_linger", 0.0))
+        _linger(exporter, job, session, getattr(args, "prometheus_linger", None))
         _close(exporter)
 
 
@@ -183,13 +185,48 @@ def _pass_on_interrupt(session: Session, job: Job) -> bool:
     return True
 
 
-def _linger(exporter: Exporter | None, job: Job, seconds: float) -> None:
-    """``--prometheus-linger``: an ended job's last metrics stay up for a scrape to see."""
-    if exporter is None or seconds <= 0 or job.running():
+def _tell_stops(job: Job, session: Session, monitor: Monitor) -> None:
+    """What a stop the job does not heed says (docs/exits.md): on stderr and in the Log, and
+    where each rank waits from the stall dump."""
+
+    def tell(text: str) -> None:
+        _say(text)
+        session.apply(events.NoticeAdded(text))
+
+    job.tell = tell
+    job.where_waiting = monitor.where_waiting
+
+
+# After a job that ended by itself, the endpoint stays up until one scrape has read the end
+# (job_running 0, job_exit_code: finished or crashed), at most this long: two scrapes at
+# Prometheus's usual 15 s interval.
+LINGER_S = 30.0
+LINGER_POLL_S = 0.2
+
+
+def _linger(exporter: Exporter | None, job: Job, session: Session, seconds: float | None) -> None:
+    """``--prometheus-linger``: an ended job's last metrics stay up for a scrape to see; by
+    default (None) until one scrape has seen the end, at most LINGER_S, when the job ended by
+    itself (a stop the user asked for ends the monitor at once). Ctrl+C ends the wait."""
+    if exporter is None or job.running():
         return
-    _say(f"the job ended: its final metrics stay at {exporter.url} for {seconds:g} s")
+    until_scraped = seconds is None
+    if seconds is None:
+        if session.snapshot(window_s=1.0).job.stopped_by is not None:
+            return
+        seconds = LINGER_S
+    if seconds <= 0:
+        return
+    ended = time.time()
+    wait = "until a scrape has read them, at most " if until_scraped else ""
+    _say(f"the job ended: its final metrics stay at {exporter.url} {wait}{seconds:g} s")
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    deadline = time.monotonic() + seconds
     with contextlib.suppress(KeyboardInterrupt):
-        threading.Event().wait(seconds)
+        while time.monotonic() < deadline:
+            if until_scraped and exporter.last_scrape > ended:
+                return
+            threading.Event().wait(LINGER_POLL_S)
 
 
 def _open_outputs(

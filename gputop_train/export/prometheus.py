@@ -13,6 +13,7 @@ import os
 import socket
 import ssl
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,9 +22,11 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import make_wsgi_app
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from ..advise.stragglers import input_ms
 from ..samples import GpuSample
 from ..session.clocks import SLOWDOWN_REASONS
 from ..session.job_gpus import GpuFigures, GpuUser
+from ..session.model import Snapshot
 from ..views import View
 from .http_server import BoundedServer, start_server, tls_context
 
@@ -36,7 +39,9 @@ DEFAULT_HOST = "127.0.0.1"  # the job's figures stay on the box unless the user 
 JOB_LABELS = ("host", "train_job")
 # A rank's and a GPU's own labels, after the job's. ``UUID`` and ``pci_bus_id`` as
 # dcgm-exporter names them: ``on (UUID)`` joins its series to ours (docs/prometheus.md).
-RANK_LABELS = ("rank", "local_rank", "pid")
+# A rank's ``gpu`` and ``UUID`` are those of the GPU it runs on (empty where it holds none,
+# or several): ``on (UUID)`` joins dcgm-exporter's clocks and throttling to a rank's series.
+RANK_LABELS = ("rank", "local_rank", "pid", "gpu", "UUID")
 GPU_LABELS = ("gpu", "name", "UUID", "pci_bus_id")
 
 
@@ -89,6 +94,12 @@ class Exporter:
     _server: BoundedServer
     _thread: threading.Thread
     warning: str | None = None
+    _collector: JobCollector | None = None
+
+    @property
+    def last_scrape(self) -> float:
+        """When a scrape was last served (time.time()); 0 before the first."""
+        return self._collector.last_scrape if self._collector is not None else 0.0
 
     def close(self) -> None:
         self._server.shutdown()
@@ -111,7 +122,8 @@ def serve(
     """Serve ``/metrics`` on ``address`` ([HOST:]PORT) from a background thread."""
     host, port = parse_address(address)
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(JobCollector(current_view, train_job))
+    collector = JobCollector(current_view, train_job)
+    registry.register(collector)
     try:
         context = tls_context(tls.certfile, tls.keyfile, tls.client_ca) if tls else None
     except (OSError, ssl.SSLError) as error:
@@ -135,7 +147,7 @@ def serve(
             "can reach this one can read them (host, script name, figures); bind 127.0.0.1, "
             "or require client certificates with --prometheus-client-ca (docs/prometheus.md)"
         )
-    return Exporter(f"{scheme}://{shown}:{bound_port}/metrics", server, thread, warning)
+    return Exporter(f"{scheme}://{shown}:{bound_port}/metrics", server, thread, warning, collector)
 
 
 class JobCollector(Collector):
@@ -149,9 +161,11 @@ class JobCollector(Collector):
         self._job, self._job_labels = tuple(job.values()), tuple(job)
         self._rank_labels = (*self._job_labels, *RANK_LABELS)
         self._gpu_labels = (*self._job_labels, *GPU_LABELS)
+        self.last_scrape = 0.0
 
     def collect(self) -> Iterator[Metric]:
         view = self._view()
+        self.last_scrape = time.time()
         yield from self._rank_metrics(view)
         yield from self._gpu_metrics(view)
         yield from self._job_metrics(view)
@@ -174,6 +188,12 @@ class JobCollector(Collector):
                 "comm_wait_ratio", "share of step time waiting in collectives", self._rank_labels
             ),
             "tokens": _gauge("tokens_per_second", "tokens/s over the window", self._rank_labels),
+            "input": _gauge(
+                "input_wait_seconds",
+                "time a step spends before its forward on its input: DataLoader wait or a "
+                "loader-less loop's host gap (the straggler's input cause; docs/ranks.md)",
+                self._rank_labels,
+            ),
         }
         part = _gauge(
             "step_part_ratio",
@@ -182,12 +202,14 @@ class JobCollector(Collector):
         )
         steps = _counter("steps", "optimizer steps taken", self._rank_labels)
         samples = _counter("samples", "samples consumed", self._rank_labels)
+        on_gpu = _rank_gpus(view.snap)
         for rank in view.snap.ranks:
             labels = [
                 *self._job,
                 _label(rank.who.rank),
                 _label(rank.who.local_rank),
                 str(rank.who.pid),
+                *on_gpu.get(rank.who.pid, ("", "")),
             ]
             figures = rank.steps
             _add(families["step"], labels, _seconds(figures.step_ms_p50))
@@ -199,6 +221,7 @@ class JobCollector(Collector):
                 _add(families["comm"], labels, _seconds(rank.comm.wait_ms_p50))
                 _add(families["comm_share"], labels, _ratio(rank.comm.wait_pct))
             _add(families["tokens"], labels, figures.tokens_per_s)
+            _add(families["input"], labels, _seconds(input_ms(rank)))
             if figures.parts is not None:
                 for name, share in figures.parts.pct.items():
                     _add(part, [*labels, name, figures.parts.clock], _ratio(share))
@@ -260,8 +283,10 @@ class JobCollector(Collector):
             (*self._job_labels, "finding", "headline", "rank"),
         )
         for index, found in enumerate(view.findings):
-            named = [found.id, "1" if index == 0 else "0", _label(found.rank)]
-            finding.add_metric([*labels, *named], 1.0)
+            # One series per rank a finding names (a stall may name several; never rank="").
+            for rank in found.ranks or (found.rank,):
+                named = [found.id, "1" if index == 0 else "0", _label(rank)]
+                finding.add_metric([*labels, *named], 1.0)
         exit_code = _gauge(
             "job_exit_code", "the job's exit status, once it ended", self._job_labels
         )
@@ -272,8 +297,10 @@ class JobCollector(Collector):
             "1 while the rank's hook is connected; 0 once it is gone",
             self._rank_labels,
         )
+        on_gpu = _rank_gpus(snap)
         for process in snap.hooked:
             who = [_label(process.rank), _label(process.local_rank), str(process.pid)]
+            who += on_gpu.get(process.pid, ("", ""))
             connected.add_metric([*labels, *who], 1.0 if process.connected else 0.0)
         yield from (running, phase, rate, tokens, memory, retries, mfu, syncs, finding)
         yield from (exit_code, connected)
@@ -338,6 +365,17 @@ GPU_FAMILIES: tuple[GpuFamily, ...] = (
         lambda g, f: None if not _others(f) else _ratio(f.others_sm_pct),  # type: ignore[union-attr]
     ),
 )
+
+
+def _rank_gpus(snap: Snapshot) -> dict[int, tuple[str, str]]:
+    """Each rank's GPU as (NVML index, UUID) labels, by PID: the one GPU NVML has seen it hold
+    memory on (RankStats.gpus), its UUID from NVML. A rank on several GPUs, or none yet, has
+    none (empty labels)."""
+    return {
+        rank.who.pid: (str(rank.gpus[0]), _at(snap.gpu_uuids, rank.gpus[0]))
+        for rank in snap.ranks
+        if len(rank.gpus) == 1
+    }
 
 
 def _gauge(name: str, documentation: str, labels: Sequence[str]) -> GaugeMetricFamily:

@@ -3,6 +3,7 @@ to by PID (``attached.AttachedJob``), behind one interface; and its output log."
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 
@@ -11,6 +12,10 @@ class Job(Protocol):
 
     pid: int
     owned: bool  # started by us: Ctrl+C is passed on, and the exit code is known
+    # Set by the CLI: say a line to the user; write the stall dump and say where each rank
+    # waits (a stop the job does not heed, docs/exits.md).
+    tell: Callable[[str], None]
+    where_waiting: Callable[[], str | None]
 
     def running(self) -> bool: ...
 

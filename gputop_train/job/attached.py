@@ -13,11 +13,12 @@ import getpass
 import os
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from .. import wire
-from .stop_ladder import climb
+from .stop_ladder import STOP_GRACE_S
 
 # A process that is not our child cannot be waited for: its state is polled.
 POLL_S = 0.25
@@ -35,6 +36,8 @@ class AttachedJob:
     def __init__(self, process: Any) -> None:
         self.process = process
         self.pid: int = process.pid
+        self.tell: Callable[[str], None] = lambda text: None
+        self.where_waiting: Callable[[], str | None] = lambda: None
 
     def running(self) -> bool:
         with contextlib.suppress(Exception):
@@ -58,21 +61,25 @@ class AttachedJob:
         return "nothing (attached: the job runs on)"
 
     def stop(self) -> None:
-        """The stop ladder (stop_ladder.py), to this process alone."""
-
-        def send(signum: int) -> None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.pid, signum)
-                if signum != signal.SIGKILL:
-                    os.kill(self.pid, signal.SIGCONT)  # a stopped job runs its handlers
-
-        def ended_within(seconds: float) -> bool:
-            deadline = time.monotonic() + seconds
-            while self.running() and time.monotonic() < deadline:
-                time.sleep(POLL_S)
-            return not self.running()
-
-        climb(send, ended_within)
+        """Ctrl+C to this process alone, as its own terminal would; never SIGTERM or SIGKILL:
+        a job we only watch is not ours to kill. Still there after SIGINT's grace, it is
+        told where each rank waits and how to end it (``tell``, ``where_waiting``)."""
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGINT)
+            os.kill(self.pid, signal.SIGCONT)  # a stopped job runs its handlers
+        deadline = time.monotonic() + STOP_GRACE_S[0]
+        while self.running() and time.monotonic() < deadline:
+            time.sleep(POLL_S)
+        if not self.running():
+            return
+        self.tell(
+            f"PID {self.pid} has not exited {STOP_GRACE_S[0]:g} s after SIGINT; attached, "
+            f"gputop-train does not kill it. To end it: kill -TERM {self.pid}, then "
+            f"kill -KILL {self.pid}"
+        )
+        where = self.where_waiting()
+        if where:
+            self.tell(where)
 
 
 def find_job(pid: int, psutil_module: Any = None) -> tuple[AttachedJob, list[str], bool]:

@@ -10,10 +10,15 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 
+import psutil
+
 from .. import wire
+from . import stop_ladder
 from .stop_ladder import climb
 
 BOOT_DIR = Path(__file__).resolve().parent.parent / "hook" / "boot"
@@ -145,24 +150,130 @@ RELAY_DRAIN_S = 5.0
 TERMINATE_GRACE_S = 30.0
 
 
-def stop_job(job: subprocess.Popen[bytes]) -> None:
-    """The stop ladder (stop_ladder.py) on the job's whole process group."""
+# How often a stop looks whether the job's processes are gone.
+GROUP_POLL_S = 0.1
 
-    def ended_within(seconds: float) -> bool:
+
+def group_alive(pgid: int) -> bool:
+    """Whether any process of process group ``pgid`` lives (Linux /proc; zombies have ended:
+    they wait for their parent to read their status). Where /proc cannot be read, whether
+    the group can be signalled."""
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
         try:
-            job.wait(timeout=seconds)
-        except subprocess.TimeoutExpired:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
             return False
+        except PermissionError:
+            return True
         return True
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        # pid (comm) state ppid pgrp ...: comm may hold spaces and parentheses.
+        fields = stat[stat.rfind(")") + 2 :].split()
+        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+            return True
+    return False
 
-    climb(lambda signum: signal_job(job, signum), ended_within)
+
+class JobTree:
+    """Every process of the job: its process group, and each descendant ever seen. torchrun
+    starts each rank in a session of its own, so a signal to the job's group never reaches
+    the ranks, and a rank outlives the agent as an orphan (2 gloo ranks, torch 2.14.1,
+    2026-11-27: a rank that heeds no SIGINT was left running after the agent's SIGKILL)."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self._known: dict[int, psutil.Process] = {}
+
+    def refresh(self) -> None:
+        """Remember the job's descendants now (before a signal: once the agent is gone they
+        are no longer its children). A process is known with its start time: a PID the
+        kernel gives to another process later is not signalled."""
+        with contextlib.suppress(psutil.Error):
+            for child in psutil.Process(self.pid).children(recursive=True):
+                self._known.setdefault(child.pid, child)
+
+    def signal(self, signum: int) -> None:
+        """``signum`` to the job's group and every descendant seen, each followed by SIGCONT
+        (a stopped process runs its handlers)."""
+        self.refresh()
+        targets: list[Callable[[int], None]] = [self._group_send]
+        targets += [partial(_send, p) for p in self._known.values()]
+        for send in targets:
+            send(signum)
+            if signum != signal.SIGKILL:
+                send(signal.SIGCONT)
+
+    def _group_send(self, signum: int) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pid, signum)
+
+    def alive(self) -> list[int]:
+        """The job's processes still running (zombies have ended)."""
+        self.refresh()
+        left = [p.pid for p in self._known.values() if _running(p)]
+        return left if left or not group_alive(self.pid) else [self.pid]
+
+
+def _send(process: psutil.Process, signum: int) -> None:
+    with contextlib.suppress(psutil.Error):
+        process.send_signal(signum)
+
+
+def _running(process: psutil.Process) -> bool:
+    try:
+        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def stop_job(
+    job: subprocess.Popen[bytes], tree: JobTree, hung: Callable[[], None] | None = None
+) -> None:
+    """The stop ladder (stop_ladder.py): SIGINT to the job's process group, as Ctrl+C in its
+    terminal; SIGTERM and SIGKILL to every process of the job (``tree``)."""
+    tree.refresh()
+    climb(
+        lambda signum: _ladder_send(job, tree, signum), lambda s: _ended_within(job, tree, s), hung
+    )
     job.wait()
+
+
+def _ladder_send(job: subprocess.Popen[bytes], tree: JobTree, signum: int) -> None:
+    if signum == signal.SIGINT:
+        signal_job(job, signum)
+    else:
+        tree.signal(signum)
+
+
+def _ended_within(job: subprocess.Popen[bytes], tree: JobTree, seconds: float) -> bool:
+    """Wait up to ``seconds`` for the job and every process of it (its ranks, their workers:
+    a rank can outlive torchrun's agent) to be gone."""
+    deadline = time.monotonic() + seconds
+    while True:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            job.wait(timeout=GROUP_POLL_S)
+        if job.returncode is not None and not tree.alive():
+            return True
+        if time.monotonic() >= deadline:
+            return False
 
 
 class LaunchedJob:
     """A command we started: its process group (ranks, workers) is ours to signal, and its
     exit code ours to read. ``attached.AttachedJob`` is the same face on a process found by
-    PID."""
+    PID.
+
+    ``tell`` says a line to the user (set by the CLI: stderr and the session's Log);
+    ``where_waiting`` writes the stall dump and returns where each rank waits (the monitor's
+    stall watch), for a job that has not exited SIGINT's grace after Ctrl+C."""
 
     owned = True
 
@@ -174,14 +285,21 @@ class LaunchedJob:
         self.pid = process.pid
         self._interrupts = 0
         self._terminating: threading.Timer | None = None
+        self._escalation: threading.Thread | None = None
+        self.tree = JobTree(process.pid)
+        self.tell: Callable[[str], None] = lambda text: None
+        self.where_waiting: Callable[[], str | None] = lambda: None
 
     def running(self) -> bool:
         return self.process.poll() is None
 
     def wait(self) -> int | None:
         """Block until the job exits (and its last output reached the log); its shell-style
-        exit status."""
+        exit status. After Ctrl+C, until the ladder has ended every process of its group: a
+        rank that outlives torchrun's agent is still the job."""
         code = exit_status(self.process.wait())
+        if self._escalation is not None:
+            self._escalation.join()
         if self.relay is not None:  # a child that kept the pipe keeps the relay: not forever
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.relay.wait(timeout=RELAY_DRAIN_S)
@@ -190,31 +308,66 @@ class LaunchedJob:
     def interrupt(self) -> str:
         """What Ctrl+C in the job's own terminal would do; pressed again, firmer: SIGTERM,
         then SIGKILL. A job that ignores SIGINT (it inherited SIG_IGN, as under ``nohup`` or
-        a shell's ``trap '' INT``) gets SIGTERM at once. Returns what was sent, to show."""
+        a shell's ``trap '' INT``) gets SIGTERM at once. A job still there SIGINT's grace
+        after the first is hung: the ladder goes on by itself (``_escalate``). Returns what
+        was sent, to show."""
         ladder = [signal.SIGINT, signal.SIGTERM, signal.SIGKILL]
         if ignores_signal(self.pid, signal.SIGINT):
             ladder.remove(signal.SIGINT)
         signum = ladder[min(self._interrupts, len(ladder) - 1)]
         self._interrupts += 1
-        signal_job(self.process, signum)
+        self.tree.refresh()
+        _ladder_send(self.process, self.tree, signum)
+        if signum == signal.SIGINT and self._escalation is None:
+            self._escalation = threading.Thread(
+                target=self._escalate, name="gputop-train-stop", daemon=True
+            )
+            self._escalation.start()
         return signal.Signals(signum).name
 
+    def _escalate(self) -> None:
+        """The ladder after Ctrl+C: SIGINT's grace, then where each rank waits, SIGTERM,
+        its grace, SIGKILL of the group; a Ctrl+C pressed meanwhile went up a rung itself."""
+
+        def send(signum: int) -> None:
+            if signum == signal.SIGKILL or self._interrupts < 2:
+                self.tree.signal(signum)
+                after = stop_ladder.STOP_GRACE_S[1]
+                grace = f"; SIGKILL in {after:g} s" if signum == signal.SIGTERM else ""
+                self.tell(f"sent {signal.Signals(signum).name} to the job's processes{grace}")
+
+        ended = partial(_ended_within, self.process, self.tree)
+        if not climb(send, ended, self._hung, True):
+            left = " ".join(map(str, self.tree.alive()))
+            self.tell(f"processes of the job outlived SIGKILL (in the GPU driver?): PIDs {left}")
+
+    def _hung(self) -> None:
+        self.tell(
+            f"the job has not exited {stop_ladder.STOP_GRACE_S[0]:g} s after SIGINT: a rank "
+            "may wait in a collective another left; where each rank waits:"
+        )
+        try:
+            where = self.where_waiting()
+        except Exception as error:  # the dump is a courtesy: the stop goes on
+            where = f"the stall dump failed: {error}"
+        self.tell(where or "no rank's hook to ask (none connected)")
+
     def stop(self) -> None:
-        stop_job(self.process)
+        stop_job(self.process, self.tree, self._hung)
 
     def terminate(self) -> str:
         """Pass on a SIGTERM the monitor got: SIGTERM to the job's group now, SIGKILL after
         TERMINATE_GRACE_S (or at once, asked again). Returns what was sent, to show."""
         if self._terminating is not None:
             self._terminating.cancel()
-            signal_job(self.process, signal.SIGKILL)
+            self.tree.signal(signal.SIGKILL)
             return "SIGKILL"
-        signal_job(self.process, signal.SIGTERM)
+        self.tree.signal(signal.SIGTERM)
         self._terminating = threading.Timer(TERMINATE_GRACE_S, self._kill_if_running)
         self._terminating.daemon = True
         self._terminating.start()
         return "SIGTERM"
 
     def _kill_if_running(self) -> None:
-        if self.running():
-            signal_job(self.process, signal.SIGKILL)
+        if self.running() or self.tree.alive():
+            self.tree.signal(signal.SIGKILL)

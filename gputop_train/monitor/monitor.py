@@ -25,7 +25,7 @@ from ..session.model import DEFAULT_WINDOW_S, Session
 from ..session.phases import describe_knobs
 from ..views import finding_dict, view_of
 from .hook_client import HookClient
-from .stall import StallWatch
+from .stall import StallWatch, where_line
 
 # After the job exits, how long to wait for its hook's last frames (a goodbye ends it sooner).
 JOB_END_DRAIN_S = 3.0
@@ -35,6 +35,9 @@ SCHEDULE_CHECK_PERIOD_S = 0.5
 FINDINGS_PERIOD_S = 5.0
 PILOT_PERIOD_S = 1.0
 STALL_PERIOD_S = 1.0  # how often the stall watch looks at the ranks' last steps
+# How long a stop waits for the stall dump of a job that does not stop: the hooks' answers
+# (3 s) and a py-spy dump per rank (0.2-1 s each on the dev box, 2026-11-27).
+STOP_DUMP_S = 15.0
 # Several ranks take a change after one common step this far ahead of the furthest step any
 # reported: the hooks send rows every 0.5 s (listener.SEND_PERIOD_S), so a rank may be up to
 # that far past what the monitor knows; four times that covers a late send and the frame's
@@ -194,6 +197,23 @@ class Monitor:
         stalls = self.stalls
         threading.Thread(target=stalls.dump, name="gputop-train-stall-dump", daemon=True).start()
         return "stall dump requested: each rank's stacks and collective go to the session folder"
+
+    def where_waiting(self) -> str | None:
+        """A job that does not stop: the stall dump, now, and where each rank waits in one
+        line; at most STOP_DUMP_S (py-spy on a rank in the GPU driver can take long), the
+        stop goes on after it whatever the dump's state."""
+        if self.stalls is None or not self.session.hooked_pids():
+            return None
+        stalls = self.stalls
+        found: list[Path] = []
+        dumping = threading.Thread(
+            target=lambda: found.append(stalls.dump()), name="gputop-train-stall-dump", daemon=True
+        )
+        dumping.start()
+        dumping.join(STOP_DUMP_S)
+        if not found:
+            return f"the stall dump is still being written after {STOP_DUMP_S:g} s"
+        return where_line(stalls.last, found[0])
 
     def start(self) -> None:
         self.session.cpu_count = os.cpu_count()

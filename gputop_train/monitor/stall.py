@@ -46,6 +46,7 @@ class StallWatch:
         self.after_s = after_s
         self._py_spy = py_spy or find_py_spy()
         self._dumped_at_step_t: float | None = None  # the stall already dumped (its last step)
+        self.last: dict[str, Any] | None = None  # the latest dump's reading
         self._count = 0
         self._lock = threading.Lock()
 
@@ -98,6 +99,8 @@ class StallWatch:
             (folder / f"{label}.txt").write_text(_rank_text(entry, stack))
             ranks.append(entry)
         stalled_s = asked - max((s.t for s in latest.values()), default=asked)
+        reading = {"at": asked, "stalled_s": round(stalled_s, 1), "folder": str(folder)}
+        self.last = {**reading, "ranks": ranks}
         if ranks and not any(r["answered"] for r in ranks):
             # No hook answered: the ranks are exiting (a job's last seconds look like a stall).
             self._session.apply(
@@ -106,7 +109,6 @@ class StallWatch:
                 )
             )
             return folder
-        reading = {"at": asked, "stalled_s": round(stalled_s, 1), "folder": str(folder)}
         self._session.apply(events.ReadingTaken("stall", {**reading, "ranks": ranks}))
         self._session.apply(
             events.NoticeAdded(f"stall: each rank's stacks and collective written to {folder}")
@@ -131,6 +133,24 @@ class StallWatch:
         except (OSError, subprocess.TimeoutExpired) as error:
             return f"py-spy dump failed: {error}"
         return result.stdout if result.returncode == 0 else f"py-spy dump failed: {result.stderr}"
+
+
+def where_line(reading: dict[str, Any] | None, folder: Path) -> str:
+    """Where each rank waits, in one line: "rank 0 waits in all_reduce (DDP gradient
+    buckets) (last step 41); rank 1 is in no collective (last step 40); stacks in FOLDER"."""
+    ranks = (reading or {}).get("ranks") or []
+    parts = []
+    for entry in ranks:
+        who = f"rank {entry['rank']}" if entry["rank"] is not None else f"PID {entry['pid']}"
+        if not entry["answered"]:
+            where = "did not answer"
+        elif entry["collective"]:
+            where = f"waits in {entry['collective']}"
+        else:
+            where = "is in no collective"
+        parts.append(f"{who} {where} (last step {entry['step']})")
+    said = "; ".join(parts) or "no rank's hook answered"
+    return f"{said}; stacks in {folder}"
 
 
 def _rank_text(entry: dict[str, Any], stack: str) -> str:

@@ -163,14 +163,16 @@ def markdown(summary: dict[str, Any], chart_name: str | None = None) -> str:
         lines += [
             "| rank | PID | host | GPU | steps | step p50 | data-wait | samples/s |"
             + (" comm wait p50 |" if comm else "")
+            + " split data/fwd/bwd/opt/rest (ms) |"
         ]
-        lines += ["|---|---:|---|---|---:|---:|---:|---:|" + ("---:|" if comm else "")]
+        lines += ["|---|---:|---|---|---:|---:|---:|---:|" + ("---:|" if comm else "") + "---|"]
         lines += [
             f"| {_or_na(r['rank'])} | {r['pid']} | {_or_na(r['host'])} "
             f"| {fmt.gpus(r.get('gpus') or ()) or fmt.NA} | {r['total_steps']} "
             f"| {fmt.ms(r['step_ms_p50'])} | {fmt.pct(r['data_wait_pct'])} "
             f"| {fmt.rate(r['samples_per_s'], '').strip()} |"
             + (f" {fmt.ms(r.get('comm_ms_p50'))} |" if comm else "")
+            + f" {_split(r.get('step_parts'))} |"
             for r in ranks
         ]
     autopilot = summary["figures"].get("autopilot")
@@ -328,6 +330,15 @@ def _step_lines(f: dict[str, Any]) -> list[str]:
         f"- step breakdown: {breakdown}",
         f"- GPU memory audit: {audit}",
     ]
+
+
+def _split(parts: dict | None) -> str:
+    """A rank's step split from its JSON (views.breakdown_dict): "1.0/20.2/31.0/0.4/0.9 host"."""
+    if not parts or parts.get("clock") is None:
+        return fmt.NA
+    names = ("data", "forward", "backward", "optimizer", "rest")
+    values = [parts.get(f"{name}_ms") for name in names]
+    return "/".join(fmt.NA if v is None else f"{v:.1f}" for v in values) + f" {parts['clock']}"
 
 
 def _or_na(value: object) -> str:

@@ -12,6 +12,14 @@ from dataclasses import dataclass
 
 from .steps import Step
 
+# A rank is named a straggler only where its lag holds over this many windows: the snapshot
+# also gives each rank's waits over that span (RankStats.held), cut into as many parts by the
+# rule (advise/stragglers.py). Unslowed 4 gloo ranks of CPU work beside two busy loops on the
+# 2-core dev box: judged on one window, a rank was named in 4 of 41 lines (ranks 1 and 3);
+# held over three, in none of 31, while a rank slowed 30 ms was named in 16 of 18 lines
+# (2026-11-27, benchmarks/stragglers.py --cpu-bound, docs/ranks.md "The line under load").
+HOLD_WINDOWS = 3
+
 
 @dataclass(frozen=True)
 class CommStats:

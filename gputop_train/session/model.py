@@ -20,6 +20,7 @@ from typing import Any
 from .. import events
 from ..samples import GpuSample, ProcSample, StackShares
 from . import job_gpus, observe, stats
+from .comm import HOLD_WINDOWS
 from .job_gpus import GpuFigures, JobGpus
 from .phases import KnobState, Phase, PhaseRow, PhaseTable, knob_state
 from .series import ChartBinner, ChartSeries
@@ -491,6 +492,18 @@ class Session:
             if p.rank is None or p.connected or newest[p.rank] == p.pid
         ]
 
+    def _replaced_locked(self) -> set[int]:
+        """The processes a restart replaced (a dead generation of ranks)."""
+        current = {p.pid for p in self._current_locked()}
+        return {pid for pid in self._hooked if pid not in current}
+
+    def _samples_of_current(self, replaced: set[int]) -> int | None:
+        """Samples so far, less a restart's dead generation's: the restart resumes from its
+        checkpoint and counts them again."""
+        if self._total_samples is None or not replaced:
+            return self._total_samples
+        return self._total_samples - sum(self._samples_by_pid.get(pid, 0) for pid in replaced)
+
     def gpu_ticks(self) -> list[tuple[GpuSample, ...]]:
         """The NVML ticks of the job's GPUs (``all_gpu_ticks``: every GPU's)."""
         with self._lock:
@@ -550,6 +563,9 @@ class Session:
                 binner = self._binners.setdefault(key, ChartBinner(*key))
                 charts = binner.series(self._steps, self._job_gpu, now, self._primary_pid_locked())
             recent_steps = observe.tail_between(self._steps, since, end)
+            replaced = self._replaced_locked()
+            if replaced:  # a restart's dead generation adds nothing to the live figures
+                recent_steps = [s for s in recent_steps if s.pid not in replaced]
             recent_gpu = observe.ticks_between(self._job_gpu, since, end)
             every_gpu = observe.ticks_between(self._gpu, since, end)
             primary = self._primary_pid_locked()
@@ -574,7 +590,7 @@ class Session:
                 # job takes the same steps), which also counts steps before a late connect.
                 total_steps=self._last_step.get(primary, 0) if primary is not None else 0,
                 steps_before_start=self._steps_before.get(primary, 0) if primary else 0,
-                total_samples=self._total_samples,
+                total_samples=self._samples_of_current(replaced),
                 window_s=window_s,
                 steps=self._window_steps(figures, observation),
                 gpu=stats.gpu_stats(recent_gpu),
@@ -606,7 +622,11 @@ class Session:
                 readings=dict(self._readings),
                 activity_note=self._activity_note(now, primary),
                 run_steps=self._run_steps(primary),
-                ranks=self._rank_stats(recent_steps, self._known_figures(primary, figures)),
+                ranks=self._rank_stats(
+                    recent_steps,
+                    self._known_figures(primary, figures),
+                    self._held_steps(end, window_s, replaced),
+                ),
                 ended_at=None if self._job.running else self._job_ended_at,
                 memory=stats.MemoryAudit.from_frame(observe.fact_at(series, "memory_audit", end)),
                 step_parts_fact=observe.fact_at(series, "step_parts", end),
@@ -683,11 +703,22 @@ class Session:
         (lock held)."""
         return {primary: figures} if primary is not None and self._step_pids == {primary} else {}
 
+    def _held_steps(self, end: float, window_s: float, replaced: set[int]) -> list[Step] | None:
+        """With several processes, the steps of the last HOLD_WINDOWS windows: the span over
+        which a straggler's lag must hold (session/comm.py). Lock held."""
+        if len(self._hooked) < 2:
+            return None
+        steps = observe.tail_between(self._steps, end - HOLD_WINDOWS * window_s, end)
+        return [s for s in steps if s.pid not in replaced] if replaced else steps
+
     def _rank_stats(
-        self, steps: Sequence[Step], known: dict[int, stats.StepStats] | None = None
+        self,
+        steps: Sequence[Step],
+        known: dict[int, stats.StepStats] | None = None,
+        held_steps: Sequence[Step] | None = None,
     ) -> tuple[stats.RankStats, ...]:
-        """Per hooked process, its figures over ``steps`` (or ``known``'s, by PID) and its
-        totals (lock held)."""
+        """Per hooked process, its figures over ``steps`` (or ``known``'s, by PID), its
+        waits over ``held_steps`` and its totals (lock held)."""
         return stats.rank_stats(
             steps,
             [
@@ -698,6 +729,7 @@ class Session:
             self._samples_by_pid,
             self._rank_gpus_locked(),
             known,
+            held_steps,
         )
 
     def _rank_gpus_locked(self) -> dict[int, set[int]]:

@@ -121,6 +121,8 @@ class RankStats:
     total_samples: int | None
     gpus: tuple[int, ...] = ()  # the GPUs (NVML index) it has held memory on, so far
     comm: CommStats | None = None  # its wait in collectives; None where not measured
+    # Its wait over the last HOLD_WINDOWS windows (session/comm.py): a lag must hold there.
+    held: CommStats | None = None
 
     @property
     def label(self) -> str:
@@ -134,10 +136,11 @@ def rank_stats(
     samples: dict[int, int],
     gpus: dict[int, set[int]] | None = None,
     known: dict[int, StepStats] | None = None,
+    held_steps: Sequence[Step] | None = None,
 ) -> tuple[RankStats, ...]:
     """Each process's figures over ``steps`` (its steps only), ordered by rank then PID;
     ``gpus`` the GPUs each PID has been seen on (NVML); ``known`` figures already computed
-    over the same steps, by PID."""
+    over the same steps, by PID; ``held_steps`` the longer span a lag must hold over."""
     known = known or {}
     by_pid: dict[int, list[Step]] = {p.pid: [] for p in processes if p.pid not in known}
     for step in steps:
@@ -145,6 +148,7 @@ def rank_stats(
             by_pid[step.pid].append(step)
     ordered = sorted(processes, key=lambda p: (p.rank is None, p.rank or 0, p.pid))
     comm = comm_by_pid(steps, [p.pid for p in processes])
+    held = comm_by_pid(held_steps, [p.pid for p in processes]) if held_steps is not None else {}
     return tuple(
         RankStats(
             who=who,
@@ -153,6 +157,7 @@ def rank_stats(
             total_samples=samples.get(who.pid),
             gpus=tuple(sorted((gpus or {}).get(who.pid, ()))),
             comm=comm.get(who.pid),
+            held=held.get(who.pid),
         )
         for who in ordered
     )

@@ -7,8 +7,13 @@ exchange, each step) and ``step_ms`` (each step's wall time).
 
 Scenarios: ``ddp`` (DistributedDataParallel), ``manual`` (gradients all-reduced by explicit
 ``dist.all_reduce`` calls, as hand-written data parallelism does), ``fsdp`` (``fully_shard``).
-Rank ``slow_rank`` is slowed on purpose: ``slow_step_ms`` more compute before each forward,
-``slow_data_ms`` more to load each batch, or ``stall_s`` once at step ``stall_step``.
+Each step computes ``step_ms`` inside the model's forward (a sleep on CPU; with
+``device=cuda``, NCCL and a GPU spin of that long on the rank's own GPU). Rank ``slow_rank`` is
+slowed on purpose: ``slow_step_ms`` more compute in its forward (its GPU's, with CUDA),
+``slow_data_ms`` more to load each batch (in its DataLoader's collate; with ``loader=none``,
+in the loop's own ``get_batch``, as a memmap loop does), or ``stall_s`` once at step
+``stall_step``; with ``hang_on_sigint=1`` it never exits on SIGINT or SIGTERM (as a rank left
+in an NCCL collective by the others' exit), a job that only SIGKILL ends.
 Every rank: ``workers`` DataLoader workers (0), ``data_ms`` to load each batch (0).
 """
 
@@ -16,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -46,19 +52,64 @@ class _SlowCollate:
         return default_collate(items)
 
 
+class _Work(torch.nn.Module):
+    """The step's compute, inside the forward: a sleep on CPU, a GPU spin with CUDA."""
+
+    def __init__(self, ms: float, cycles_per_ms: float | None) -> None:
+        super().__init__()
+        self.ms, self.cycles_per_ms = ms, cycles_per_ms
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.cycles_per_ms is not None:
+            torch.cuda._sleep(int(self.ms * self.cycles_per_ms))
+        else:
+            time.sleep(self.ms / 1000.0)
+        return x
+
+
+def _cycles_per_ms() -> float:
+    """The GPU's spin cycles per ms, timed with CUDA events (its clock varies by GPU)."""
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda._sleep(1_000_000)  # warm
+    start.record()
+    torch.cuda._sleep(10_000_000)
+    end.record()
+    end.synchronize()
+    return 10_000_000 / start.elapsed_time(end)
+
+
+def _hang(signum: int, frame: Any) -> None:
+    """A stop this rank never heeds: it waits here forever, as a rank whose peers left the
+    collective it is in (a signal arriving meanwhile waits here too)."""
+    while True:
+        time.sleep(1.0)
+
+
 def main(scenario: str, p: dict[str, Any]) -> None:
-    dist.init_process_group("gloo")
+    cuda = p.get("device") == "cuda"
+    if cuda:
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    dist.init_process_group("nccl" if cuda else "gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     slowed = rank == int(p.get("slow_rank", -1))
+    if slowed and p.get("hang_on_sigint"):
+        signal.signal(signal.SIGINT, _hang)
+        signal.signal(signal.SIGTERM, _hang)
     width, batch, steps = int(p.get("width", 16)), int(p.get("batch", 8)), int(p.get("steps", 60))
-    model: Any = torch.nn.Sequential(torch.nn.Linear(width, width), torch.nn.Linear(width, 2))
+    device = torch.device("cuda") if cuda else torch.device("cpu")
+    step_ms = p.get("step_ms", 20) + (p.get("slow_step_ms", 0) if slowed else 0)
+    work = _Work(step_ms, _cycles_per_ms() if cuda else None)
+    model: Any = torch.nn.Sequential(
+        torch.nn.Linear(width, width), work, torch.nn.Linear(width, 2)
+    ).to(device)
     if scenario == "ddp":
         model = torch.nn.parallel.DistributedDataParallel(model)
     elif scenario == "fsdp":
         from torch.distributed.fsdp import fully_shard
 
         for layer in model:
-            fully_shard(layer)
+            if isinstance(layer, torch.nn.Linear):
+                fully_shard(layer)
         fully_shard(model)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     items = batch * 16 * world
@@ -75,14 +126,13 @@ def main(scenario: str, p: dict[str, Any]) -> None:
         num_workers=workers,
         persistent_workers=workers > 0,
     )
-    step_s = p.get("step_ms", 20) / 1000.0 + (p.get("slow_step_ms", 0) / 1000.0 if slowed else 0)
     truth: list[float] = []  # this rank's own clock around the step's gradient exchange
     step_times: list[float] = []  # and around each whole step
     done = 0
     previous = time.perf_counter()
     while done < steps:
-        for x, y in loader:
-            time.sleep(step_s)  # the step's compute, as a sleep: 2 cores shared by many
+        for x, y in _batches(loader, data, batch, data_s, p.get("loader") == "none"):
+            x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
             if slowed and done + 1 == int(p.get("stall_step", -1)):
                 time.sleep(p.get("stall_s", 0))
             loss = torch.nn.functional.cross_entropy(model(x), y)
@@ -109,6 +159,21 @@ def main(scenario: str, p: dict[str, Any]) -> None:
     print(f"rank {rank} of {world} done", flush=True)
     dist.barrier()  # all ranks done before any tears down (torch 2.14.1 gloo aborts otherwise)
     dist.destroy_process_group()
+
+
+def _batches(
+    loader: DataLoader, data: TensorDataset, batch: int, slow_s: float, loaderless: bool
+) -> Any:
+    """The DataLoader's batches, or a loader-less loop's ``get_batch``: random rows of the
+    rank's tensors, ``slow_s`` late each."""
+    if not loaderless:
+        yield from loader
+        return
+    inputs, labels = data.tensors
+    for _ in range(len(loader)):
+        time.sleep(slow_s)
+        rows = torch.randint(0, len(inputs), (batch,))
+        yield inputs[rows], labels[rows]
 
 
 if __name__ == "__main__":

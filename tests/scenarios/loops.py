@@ -176,7 +176,7 @@ def ddp(p: dict[str, float]) -> None:
     """One torchrun rank: DDP over a DistributedSampler's share of the batches; gloo on the
     CPU, or NCCL with one GPU per rank with ``cuda=1``. Rank ``slow_rank`` (none by default)
     is slowed on purpose: ``slow_data_ms`` more to load each batch, ``slow_step_ms`` more
-    work in each step."""
+    work in each step's forward (its compute: a host gap before the forward is its input)."""
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
     from torch.utils.data import TensorDataset
@@ -203,7 +203,10 @@ def ddp(p: dict[str, float]) -> None:
     loader = DataLoader(
         data, batch_size=batch, sampler=DistributedSampler(data), collate_fn=collate
     )
-    step_s = (p.get("step_ms", 20) + (p.get("slow_step_ms", 0) if slowed else 0)) / 1000.0
+    step_s = p.get("step_ms", 20) / 1000.0
+    slow_step_s = p.get("slow_step_ms", 0) / 1000.0 if slowed else 0.0
+    if slow_step_s:
+        model.register_forward_pre_hook(lambda module, args: time.sleep(slow_step_s))
     done = 0
     while done < steps:
         for x, y in loader:

@@ -29,6 +29,7 @@ class Finding:
     changes: tuple[Change, ...] = ()  # best first; empty: no knob can carry the action
     rules_out: tuple[str, ...] = field(default=())  # roles the evidence says will not help
     rank: int | None = None  # the rank it names (a straggler), for a per-rank alert or panel
+    ranks: tuple[int, ...] = ()  # every rank it names, where several are (a stall); rank first
 
     @property
     def score(self) -> float:

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from ...session.stats import Observation
+from .. import stragglers
 from .finding import Finding
 from .gpu import gpu_bound, gpu_shared, gpu_throttled, larger_batch, launch_bound
 from .input import idle_workers, input_saturated, main_process_bound, more_workers, pinned_copies
@@ -54,7 +55,7 @@ def findings(o: Observation | None) -> list[Finding]:
         return []
     fired = [f for f in (rule(o) for rule in RULES) if f is not None]
     fired = [_seen_from_one_node(f, o) for f in fired]
-    return sorted(fired, key=lambda f: f.score, reverse=True)
+    return stragglers.straggler_first(sorted(fired, key=lambda f: f.score, reverse=True), o)
 
 
 # A node's monitor that sees some of a job's ranks cannot tell an input-bound job from a node

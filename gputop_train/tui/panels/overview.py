@@ -31,7 +31,7 @@ class HeaderPanel(LiveText, Panel):
 
 class StepsPanel(LiveText, Panel):
     def show_view(self, view: View, ui: UiState) -> None:
-        self.show(text.steps_panel(view))
+        self.show(text.steps_panel(view, width=self.size.width))
 
 
 class GpuPanel(LiveText, Panel):

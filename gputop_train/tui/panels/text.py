@@ -102,7 +102,7 @@ def _short_command(command: tuple[str, ...]) -> tuple[str, ...]:
     return command
 
 
-def steps_panel(view: View) -> Text:
+def steps_panel(view: View, width: int = 0) -> Text:
     snap, f = view.snap, view.figures
     if snap.stacks is not None and not snap.hooked:
         return stacks_panel(snap)
@@ -123,7 +123,7 @@ def steps_panel(view: View) -> Text:
         text.append(f"{value2.strip()}\n")
     text.append_text(parts_bar(snap))
     if len(snap.ranks) > 1:
-        _rank_rows(text, view)
+        _rank_rows(text, view, wide=width >= RANK_SPLIT_WIDTH)
     if snap.activity_note:
         text.append(f" {snap.activity_note}", style="italic dim")
     return text
@@ -165,12 +165,16 @@ def parts_bar(snap: Snapshot) -> Text:
 
 
 RANK_ROWS_SHOWN = 4  # the panel's share of a 24-line screen; the JSON output has every rank
+# A Steps panel this wide (a 200-column terminal's) shows each rank's step split beside its
+# row: data, forward, backward, optimizer ms (docs/ranks.md); narrower, the JSON has it.
+RANK_SPLIT_WIDTH = 72
 
 
-def _rank_rows(text: Text, view: View) -> None:
-    """Each rank's own step p50, data-wait and samples/s; a straggler named by the advisor
-    stands out in red. With more ranks than rows, the ones that hold the job back are shown:
-    the named straggler, then the longest data-wait and step time."""
+def _rank_rows(text: Text, view: View, wide: bool = False) -> None:
+    """Each rank's own step p50, data-wait and samples/s (``wide``: and its step split); a
+    straggler named by the advisor stands out in red. With more ranks than rows, the ones that
+    hold the job back are shown: the named straggler, then the longest data-wait and step
+    time."""
     titles = [f.title for f in view.findings if f.id == "ranks.straggler"]
 
     def named(rank: RankStats) -> bool:
@@ -192,10 +196,11 @@ def _rank_rows(text: Text, view: View) -> None:
     # The collective wait's column where a rank measured it; the row stays within 40 columns.
     comm = any(r.comm is not None for r in ranks)
     if comm:
-        header = f" {'rank':<6}{'step p50':>9}{'data':>6}{'comm p50':>9}{'samp/s':>9}\n"
+        header = f" {'rank':<6}{'step p50':>9}{'data':>6}{'comm p50':>9}{'samp/s':>9}"
     else:
-        header = f" {'rank':<8}{'step p50':>9}{'data-wait':>10}{'samples/s':>10}\n"
-    text.append(header, style="dim")
+        header = f" {'rank':<8}{'step p50':>9}{'data-wait':>10}{'samples/s':>10}"
+    split = wide and any(r.steps.parts is not None for r in shown)
+    text.append(header + (_SPLIT_HEADER if split else "") + "\n", style="dim")
     for rank in shown:
         who = str(rank.who.rank) if rank.who.rank is not None else f"PID {rank.who.pid}"
         rate = fmt.rate(rank.steps.samples_per_s, "").strip()
@@ -210,9 +215,27 @@ def _rank_rows(text: Text, view: View) -> None:
                 f" {who:<8}{fmt.ms(rank.steps.step_ms_p50):>9}"
                 f"{fmt.pct(rank.steps.data_wait_pct):>10}{rate:>10}\n"
             )
+        if split:
+            row = row.rstrip("\n") + _split_cells(rank) + "\n"
         text.append(row, style="bold red" if named(rank) else "")
     if len(ranks) > len(shown):
         text.append(f" +{len(ranks) - len(shown)} more ranks, the slowest shown (JSON: ranks)\n")
+
+
+_SPLIT_HEADER = f"  {'data':>6}{'fwd':>7}{'bwd':>7}{'opt':>6} ms"
+
+
+def _split_cells(rank: RankStats) -> str:
+    """A rank's step split in ms (its own steps; N/A where not split), under _SPLIT_HEADER."""
+    parts = rank.steps.parts
+    cells = [None if parts is None else parts.ms.get(name) for name in _SPLIT_PARTS]
+    widths = (8, 7, 7, 6)
+    return "".join(
+        f"{fmt.NA if v is None else f'{v:.1f}':>{w}}" for v, w in zip(cells, widths, strict=True)
+    )
+
+
+_SPLIT_PARTS = ("data", "forward", "backward", "optimizer")
 
 
 def stacks_panel(snap: Snapshot) -> Text:
