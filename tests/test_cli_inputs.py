@@ -43,7 +43,8 @@ def test_a_tls_file_that_is_a_fifo_or_a_device_is_refused_at_once(
 
 
 def test_schedule_entries_the_knobs_refuse_are_said_at_once_and_once() -> None:
-    job = (str(SCENARIOS), "sleepy", "batch_ms=5", "step_ms=5", "steps=300")
+    # Long enough for the check to run on a loaded box (it once ran past a 3 s job's end).
+    job = (str(SCENARIOS), "sleepy", "batch_ms=5", "step_ms=5", "steps=1000")
     schedule = "5:num_workers=abc,10:bogus=1"
     result = gputop("--headless", "--no-record", "--schedule", schedule, *job)
     assert result.returncode == 0, result.stderr[-2000:]

@@ -48,7 +48,7 @@ def test_a_rank_that_died_without_a_replacement_stays_as_gone() -> None:
 
 
 def test_a_restart_adds_nothing_of_the_dead_generation_to_samples() -> None:
-    clock = ManualClock(1095.0)
+    clock = ManualClock(990.0)  # launched before the first step: no step is an attach's backlog
     session = Session(command=("torchrun", "--max-restarts", "1", "train.py"), clock=clock)
     for pid, rank in ((11, 0), (12, 1)):
         _rank(session, pid, rank, 1000.0, 200)  # 200 steps of 8 samples, ending at t=1010
@@ -56,6 +56,7 @@ def test_a_restart_adds_nothing_of_the_dead_generation_to_samples() -> None:
         session.apply(events.ProcessGone(pid))
     for pid, rank in ((21, 0), (22, 1)):
         _rank(session, pid, rank, 1090.0, 60)  # the restart: 60 steps each, up to t=1093
+    clock.advance(105.0)
     # The window spans both generations: only the living ranks' steps count.
     snap = session.snapshot(window_s=100.0)
     assert snap.total_samples == 2 * 60 * 8

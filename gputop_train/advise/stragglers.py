@@ -25,7 +25,7 @@ from ..session.job_gpus import GpuFigures
 from ..session.stats import Observation, RankStats
 
 if TYPE_CHECKING:
-    from .rules import Finding
+    from .rules.finding import Finding
 
 # The gap (the others' median wait less the rank's) that names a straggler, as a share of the
 # step: unslowed, 2 and 4 gloo ranks on the dev box read gaps of at most 5.3 and 6.1 points

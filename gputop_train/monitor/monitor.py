@@ -246,8 +246,8 @@ class Monitor:
         def check() -> None:
             while not self._stop.wait(SCHEDULE_CHECK_PERIOD_S):
                 snap = self.session.snapshot()
-                if not snap.job.running:
-                    return
+                if not knobs_known(snap) and not snap.job.running:
+                    return  # a job that ended before declaring its knobs: nothing to check
                 if knobs_known(snap):
                     said = self.client.said_schedule_refusals
                     for name, problem in schedule_problems(snap, schedule):
