@@ -78,7 +78,7 @@ class _Feed:
         self.batches = 0
         self.started = False  # (re)started by DataLoader.__iter__ in this interval
         self.exhausted_pass = False  # started and run to StopIteration in this interval
-        self.facts: dict[str, Any] | None = None  # loader facts of a new epoch, to publish
+        self.facts: wire.Loader | None = None  # loader facts of a new epoch, to publish
 
 
 class Agent:
@@ -188,12 +188,12 @@ class Agent:
         feed.started, feed.exhausted_pass = True, False
         with contextlib.suppress(TypeError):  # an iterator that takes no weak reference
             self._loaders[iterator] = _holder(loader)
-        feed.facts = {
-            "num_workers": getattr(loader, "num_workers", None),
-            "pin_memory": getattr(loader, "pin_memory", None),
-            "persistent_workers": getattr(loader, "persistent_workers", None),
-            "batch_size": getattr(loader, "batch_size", None),
-        }
+        feed.facts = wire.Loader(
+            num_workers=getattr(loader, "num_workers", None),
+            pin_memory=getattr(loader, "pin_memory", None),
+            persistent_workers=getattr(loader, "persistent_workers", None),
+            batch_size=getattr(loader, "batch_size", None),
+        )
 
     def on_batch(self, seconds: float, batch: Any, iterator: Any) -> None:
         if self._other_trainer and not self._on_primary_thread():
@@ -209,8 +209,8 @@ class Agent:
         size = infer_batch_size(batch)
         if size is not None:
             feed.samples = (feed.samples or 0) + size
-        if feed.facts is not None and "dtype" not in feed.facts:
-            feed.facts.update(describe_batch(batch))  # the epoch's first batch
+        if feed.facts is not None and feed.facts.dtype is None:
+            feed.facts = describe_batch(batch, feed.facts)  # the epoch's first batch
         self._batches += 1
         if self._batches == 1:
             if self._timer is not None:
@@ -305,12 +305,12 @@ class Agent:
         self._finish_row(row, counts, cuda)
         if not self._model.searched:
             self._model.search(optimizer, sys._getframe(1))
-        fact = self._model.take_fact()
+        fact = self._model.take_fact(self._step)
         if fact is not None:
-            self._publish(wire.StepParts(step=self._step, **fact))
-        audit = self._memory_audit.due(now, optimizer, cuda)
+            self._publish(fact)
+        audit = self._memory_audit.due(now, optimizer, cuda, self._step)
         if audit is not None:
-            self._publish(wire.MemoryAudit(step=self._step, **audit))
+            self._publish(audit)
         self._end_probes(samples, optimizer)
         self.guard.end_step()
         if self.board.apply_pending(self._step):
@@ -398,8 +398,8 @@ class Agent:
             batches += feed.batches
             if feed.samples is not None:
                 samples = (samples or 0) + feed.samples
-            if feed.facts is not None and "dtype" in feed.facts:
-                self._publish(wire.Loader(**feed.facts))
+            if feed.facts is not None and feed.facts.dtype is not None:
+                self._publish(feed.facts)
                 feed.facts = None
         # The iterators that go on into the next interval, emptied (their epoch's facts kept
         # until its first batch).
@@ -468,7 +468,7 @@ class Agent:
 
     def _end_probes(self, samples: int | None, optimizer: Any) -> None:
         if self._syncs.active:
-            self._publish(wire.Syncs(step=self._step, **self._syncs.stop()))
+            self._publish(self._syncs.stop(self._step))
         autocast, self._autocast_dtype = self._autocast_dtype, None
         if self._step <= BUILTIN_KNOBS_STEP and autocast:
             self._script_autocast = autocast
@@ -492,8 +492,7 @@ class Agent:
     def _model_frame(self, optimizer: Any, autocast: str | None) -> None:
         """The precision facts, on the probe's step and as often as the sync scan."""
         if self._step == self._probe_due_step or self._step % SYNC_SCAN_EVERY_STEPS == 0:
-            facts = model_facts(self._torch, optimizer, autocast)
-            self._publish(wire.Model(step=self._step, **facts))
+            self._publish(model_facts(self._torch, optimizer, autocast, self._step))
 
     def _end_census(self, census: Census, optimizer: Any, autocast: str | None) -> None:
         """The census's facts, and the matmul peak's measurement started once (CUDA)."""
@@ -534,7 +533,15 @@ class Agent:
 
     def _update_workload(self, **parts: Any) -> None:
         self._workload.update(parts)
-        self._publish(wire.Workload(step=self._step, **self._workload))
+        workload = self._workload
+        self._publish(
+            wire.Workload(
+                step=self._step,
+                census=workload.get("census"),
+                profile=workload.get("profile"),
+                peak=workload.get("peak"),
+            )
+        )
 
     def _publish(self, fact: wire.Frame) -> None:
         """Send a fact now, and keep the latest of its kind for monitors that come later."""
@@ -720,26 +727,38 @@ class Agent:
             frames.append(wire.Notice(self._notices.popleft(), pid=self.pid).encode())
         return frames + self.board.take_outbox()
 
-    def on_frame(self, frame: dict[str, Any], client: int | None = None) -> None:
-        """Commands from monitor ``client`` (listener thread): queued, applied at a step
-        boundary."""
-        if frame["type"] == wire.SetKnob.TYPE:
-            self.board.request(frame, client)
-        elif frame["type"] == wire.KeepTrials.TYPE:
-            names = frame.get("names")
-            if client is not None and isinstance(names, list):
-                self.board.keep_trials(client, [n for n in names if isinstance(n, str)])
-        elif frame["type"] == wire.WhereWaiting.TYPE:
-            # Answered from this thread: the training thread may be the one that is stuck.
-            clock = self.collectives
-            waiting = clock.waiting_in() if clock is not None else None
-            self._publish(
-                wire.Waiting(pid=self.pid, at=time.time(), step=self._step, **(waiting or {}))
+    def on_frame(self, raw: dict[str, Any], client: int | None = None) -> None:
+        """A command from monitor ``client`` (listener thread), decoded and checked by
+        ``wire.decode_frame``, to its handler in ``_COMMANDS``; knob changes are queued for a
+        step boundary. ValueError for one that is no command (the listener counts it)."""
+        frame = wire.decode_frame(raw)
+        handler = _COMMANDS.get(type(frame)) if frame is not None else None
+        if handler is None:
+            raise ValueError(f"not a command: {wire.shown(raw.get('type'))}")
+        handler(self, frame, client)
+
+    def _on_set_knob(self, frame: wire.SetKnob, client: int | None) -> None:
+        self.board.request(frame, client)
+
+    def _on_keep_trials(self, frame: wire.KeepTrials, client: int | None) -> None:
+        if client is not None:
+            self.board.keep_trials(client, frame.names)
+
+    def _on_where_waiting(self, frame: wire.WhereWaiting, client: int | None) -> None:
+        """Answered from this thread: the training thread may be the one that is stuck."""
+        clock = self.collectives
+        collective, since = clock.waiting_in() if clock is not None else (None, None)
+        self._publish(
+            wire.Waiting(
+                pid=self.pid, at=time.time(), step=self._step, collective=collective, since=since
             )
-        elif frame["type"] == wire.ScanSyncs.TYPE:
-            self._syncs.requested = True
-        elif frame["type"] == wire.AutopilotDone.TYPE:
-            self.autopilot_done = True
+        )
+
+    def _on_scan_syncs(self, frame: wire.ScanSyncs, client: int | None) -> None:
+        self._syncs.requested = True
+
+    def _on_autopilot_done(self, frame: wire.AutopilotDone, client: int | None) -> None:
+        self.autopilot_done = True
 
     def on_client_left(self, client: int) -> None:
         """A monitor hung up (listener thread): its waiting changes and trials go."""
@@ -752,25 +771,25 @@ class Agent:
         with self._facts_lock:
             return list(self._latest.values())
 
-    def hello(self) -> dict[str, Any]:
-        return {
-            "pid": self.pid,
-            "ppid": os.getppid(),
-            "host": socket.gethostname(),
-            "argv": list(sys.argv),
-            "python": sys.version.split()[0],
-            "torch": getattr(self._torch, "__version__", None),
-            "rank": _env_int("RANK"),
-            "local_rank": _env_int("LOCAL_RANK"),
-            "world_size": _env_int("WORLD_SIZE"),
-            "started_at": self._started_at,
-            "step_fields": list(wire.STEP_FIELDS),
-            "knobs": self.board.describe(),
-            "knob_history": list(self.board.history),
-            "latest": self._latest_taken(),
-            "step": self._step,
-            "rows_recorded_for": self._row_log.launcher if self._row_log is not None else None,
-        }
+    def hello(self) -> wire.Hello:
+        return wire.Hello(
+            pid=self.pid,
+            ppid=os.getppid(),
+            host=socket.gethostname(),
+            argv=list(sys.argv),
+            python=sys.version.split()[0],
+            torch=getattr(self._torch, "__version__", None),
+            rank=_env_int("RANK"),
+            local_rank=_env_int("LOCAL_RANK"),
+            world_size=_env_int("WORLD_SIZE"),
+            started_at=self._started_at,
+            step_fields=list(wire.STEP_FIELDS),
+            knobs=self.board.describe(),
+            knob_history=[outcome.fields() for outcome in self.board.history],
+            latest=self._latest_taken(),
+            step=self._step,
+            rows_recorded_for=self._row_log.launcher if self._row_log is not None else None,
+        )
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -801,6 +820,17 @@ class Agent:
                 self._ring.append(self._take_awaiting(resolved=False))
         alive = self._launcher is not None and wire.process_exists(self._launcher)
         self.listener.finish(wait_for_monitor_s=WAIT_FOR_MONITOR_S if alive else 0.0)
+
+
+# Each command a monitor sends, to the agent's handler (listener thread): a new command is a
+# wire class and a line here (docs/architecture.md, docs/protocol.md).
+_COMMANDS: dict[type[wire.Frame], Callable[[Agent, Any, int | None], None]] = {
+    wire.SetKnob: Agent._on_set_knob,
+    wire.KeepTrials: Agent._on_keep_trials,
+    wire.WhereWaiting: Agent._on_where_waiting,
+    wire.ScanSyncs: Agent._on_scan_syncs,
+    wire.AutopilotDone: Agent._on_autopilot_done,
+}
 
 
 def _fill(row: list[Any], model_columns: list[Any] | ModelColumns) -> None:
