@@ -272,6 +272,12 @@ def steps_text(total: int, before: int, samples: int | None = None) -> str:
 # -- serialisers (headless JSON, the summary) -------------------------------------------------
 
 
+def _behind(snap: Snapshot) -> dict[str, Any] | None:
+    """How far behind the job the monitor reads it, while it is (monitor/hook_client.py)."""
+    behind = snap.readings.get("behind") or {}
+    return behind if behind.get("s") else None
+
+
 def status_fields(view: View) -> dict[str, Any]:
     """The JSON object of one interval (documented in docs/headless.md); None is N/A."""
     snap = view.snap
@@ -317,6 +323,7 @@ def status_fields(view: View) -> dict[str, Any]:
         "findings": [finding_dict(f) for f in view.findings],
         "advice_wait": snap.advice_wait,
         "autopilot": snap.autopilot,
+        "behind": _behind(snap),
         "knobs": knob_dicts(snap),
     }
 
