@@ -457,8 +457,7 @@ def board_step_cost(count: int, steps: int = 20_000, repeats: int = 7) -> tuple[
     attacked = boards[0]
     for i in range(count):
         step = 10**15 if i % 2 else 50_000
-        attacked.request({"type": wire.SET_KNOB, "id": i, "name": "width", "value": 256,
-                          "at_step": step}, client=i // 200)  # fmt: skip
+        attacked.request(wire.SetKnob(i, "width", 256, at_step=step), client=i // 200)
         if i % 200 == 199 and i < count - 4 * 200:
             attacked.client_left(i // 200)
         attacked.take_outbox()

@@ -25,7 +25,10 @@ from benchmarks.hook_overhead import block_ms, gpt_workload, tiny_workload
 from gputop_train.hook import patches
 from gputop_train.hook.agent import Agent
 from gputop_train.hook.cuda_timer import CudaStepTimer
+from gputop_train.hook.feeds import Feeds
 from gputop_train.hook.loss_guard import LossGuard
+from gputop_train.hook.primary import PRIMARY, PrimaryElection
+from gputop_train.hook.probe_schedule import ProbeSchedule
 from gputop_train.hook.step_parts import StepTimeline
 
 Undo = Callable[[], None]
@@ -42,13 +45,7 @@ def _stub(cls: type, name: str, value: Callable[..., Any] = _noop) -> Undo:
 
 
 def _stubs(*pairs: tuple[type, str]) -> Undo:
-    undos = [_stub(cls, name) for cls, name in pairs]
-
-    def undo_all() -> None:
-        for undo in undos:
-            undo()
-
-    return undo_all
+    return _stubs_with(*((cls, name, _noop) for cls, name in pairs))
 
 
 def _forward_off(agent: Agent) -> Undo:
@@ -76,7 +73,45 @@ def variants(agent: Agent) -> dict[str, Callable[[], Undo] | None]:
         "-collect_gpu": lambda: _stub(Agent, "_collect_gpu_times"),
         "-memory": lambda: _stub(Agent, "_memory", lambda self, now: (None, None, None)),
         "-rows_sent": lambda: _stub(Agent, "rows_after", lambda self, step: []),
+        # The agent's parts, each alone (hook/feeds.py, primary.py, probe_schedule.py):
+        # the loader feeds (no data wait, samples or loader facts), the election (every
+        # optimizer step counts) and the probe schedule (no probe ever due).
+        "-feeds": lambda: _feeds_off(),
+        "-primary": lambda: _stub(PrimaryElection, "elect", lambda self, optimizer: PRIMARY),
+        "-schedule": lambda: _schedule_off(agent),
     }
+
+
+def _stubs_with(*triples: tuple[type, str, Callable[..., Any]]) -> Undo:
+    undos = [_stub(cls, name, value) for cls, name, value in triples]
+
+    def undo_all() -> None:
+        for undo in undos:
+            undo()
+
+    return undo_all
+
+
+def _schedule_off(agent: Agent) -> Undo:
+    """No probe ever due: the schedule's steps out of reach, its model check stubbed."""
+    schedule, steps = agent._schedule, (agent._schedule.count_step, agent._schedule.profile_step)
+    schedule.count_step = schedule.profile_step = -1
+    undo = _stub(ProbeSchedule, "model_due", lambda self, step: False)
+
+    def undo_all() -> None:
+        schedule.count_step, schedule.profile_step = steps
+        undo()
+
+    return undo_all
+
+
+def _feeds_off() -> Undo:
+    return _stubs_with(
+        (Feeds, "started", _noop),
+        (Feeds, "batch", _noop),
+        (Feeds, "exhausted", _noop),
+        (Feeds, "take", lambda self, publish: (0.0, None, 0)),
+    )
 
 
 def main() -> None:

@@ -21,12 +21,13 @@ from benchmarks.hook_overhead import block_ms, gpt_workload
 from gputop_train.hook import patches
 from gputop_train.hook.agent import Agent
 from gputop_train.hook.cuda_timer import CudaStepTimer
+from gputop_train.hook.feeds import Feeds
 from gputop_train.hook.loss_guard import LossGuard
 from gputop_train.hook.model_probe import ModelProbe
 from gputop_train.hook.step_parts import StepTimeline
 
 PROFILED = (
-    Agent.on_optimizer_step, Agent._finish_row, Agent._collect_gpu_times, Agent._take_feeds,
+    Agent.on_optimizer_step, Agent._finish_row, Agent._collect_gpu_times, Feeds.take,
     Agent._end_probes, Agent._begin_step, Agent._memory, Agent._take_awaiting,
     Agent.on_optimizer_pre_step, Agent.on_backward, Agent.on_backward_end,
     ModelProbe.end_step, ModelProbe.row, ModelProbe._pre_forward,

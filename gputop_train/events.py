@@ -142,6 +142,21 @@ class ProcessHello(Event):
     host: str | None = None
     world_size: int | None = None  # the job's ranks (WORLD_SIZE), on every node
 
+    @classmethod
+    def from_frame(cls, pid: int, frame: wire.Frame) -> ProcessHello:
+        """The one translation of a hello, live (monitor/hook_client.py) and replayed (``of``)."""
+        if not isinstance(frame, wire.Hello):
+            raise TypeError(f"a hello event from a {frame.TYPE} frame")
+        return cls(
+            pid=pid,
+            argv=tuple(frame.argv or ()),
+            rank=frame.rank,
+            local_rank=frame.local_rank,
+            torch=frame.torch,
+            host=frame.host,
+            world_size=frame.world_size,
+        )
+
     def payload(self) -> dict[str, Any]:
         frame = {name: getattr(self, name) for name in _HELLO_FIELDS}
         return {"pid": self.pid, "frame": frame}
@@ -152,18 +167,9 @@ class ProcessHello(Event):
 
     @classmethod
     def of(cls, pid: int, frame: dict[str, Any]) -> ProcessHello:
-        """From a hello frame's fields; a field of the wrong type is left unknown, as the
-        session always did (a recording holds whole hello frames)."""
-        argv = frame.get("argv")
-        return cls(
-            pid=pid,
-            argv=tuple(str(a) for a in argv) if isinstance(argv, list | tuple) else (),
-            rank=_int_or_none(frame.get("rank")),
-            local_rank=_int_or_none(frame.get("local_rank")),
-            torch=frame.get("torch") if isinstance(frame.get("torch"), str) else None,
-            host=frame.get("host") if isinstance(frame.get("host"), str) else None,
-            world_size=_int_or_none(frame.get("world_size")),
-        )
+        """From a hello frame's fields (a recording holds them); a field of the wrong type is
+        left unknown, as the session always did (``wire.Frame.decode_known``)."""
+        return cls.from_frame(pid, wire.Hello.decode_known({**frame, "pid": pid}))
 
 
 _HELLO_FIELDS = ("argv", "rank", "local_rank", "torch", "host", "world_size")
@@ -233,24 +239,33 @@ class KnobOutcome(Event):
 
     @classmethod
     def of(cls, pid: int, frame: dict[str, Any]) -> KnobOutcome:
-        """From a knob_applied frame's fields (a recording holds whole frames); TypeError
-        for one without a knob's name."""
-        name, seq, step, sent = (frame.get(k) for k in ("name", "seq", "step", "t"))
-        if not isinstance(name, str):
+        """From a knob_applied frame's fields (a recording holds whole frames): a field of the
+        wrong type is left unknown; TypeError for one without a knob's name."""
+        try:
+            applied = wire.KnobApplied.decode_known({"value": None, "ok": False, **frame})
+        except wire.MalformedFrame as error:
+            raise TypeError(str(error)) from None
+        return cls.from_frame(pid, applied)
+
+    @classmethod
+    def from_frame(cls, pid: int, frame: wire.Frame) -> KnobOutcome:
+        """The one translation of a knob_applied frame, live and replayed (``of``)."""
+        if not isinstance(frame, wire.KnobApplied):
+            raise TypeError(f"a knob outcome from a {frame.TYPE} frame")
+        if not isinstance(frame.name, str):
             raise TypeError("a knob outcome names no knob")
-        error = frame.get("error")
         return cls(
             pid=pid,
-            name=name,
-            value=frame.get("value"),
-            ok=bool(frame.get("ok")),
-            previous=frame.get("previous"),
-            step=step if isinstance(step, int) else None,
-            seq=seq if isinstance(seq, int) else None,
-            error=str(error) if error else None,
-            t=float(sent) if _finite(sent) else None,
-            reverted=bool(frame.get("reverted")),
-            request_id=frame.get("id"),
+            name=frame.name,
+            value=frame.value,
+            ok=frame.ok,
+            previous=frame.previous,
+            step=frame.step,
+            seq=frame.seq,
+            error=str(frame.error) if frame.error else None,
+            t=frame.t,
+            reverted=frame.reverted,
+            request_id=frame.id,
         )
 
 
@@ -314,14 +329,48 @@ class ProcsSampled(Event):
         )
 
 
+# The frames that carry a fact about the job; the session keeps the latest of each.
+FACT_FRAMES: tuple[type[wire.Frame], ...] = (
+    wire.Loader,
+    wire.Syncs,
+    wire.Flops,
+    wire.Model,
+    wire.Workload,
+    wire.StepParts,
+    wire.MemoryAudit,
+)
+
+
 @event("fact")
 @dataclass(frozen=True)
 class FactSeen(Event):
-    """A loader / syncs / flops / model frame (its ``type`` says which): the session keeps
-    the fields the advisor reads, checked (session/stats.py checked_fact)."""
+    """A fact frame (FACT_FRAMES), typed: ``wire.decode_frame`` checked every field, live
+    and replayed alike; recorded as the frame's fields with its ``type``."""
 
     pid: int
-    frame: dict[str, Any]
+    frame: wire.Frame
+
+    @classmethod
+    def from_frame(cls, pid: int, frame: wire.Frame) -> FactSeen:
+        if not isinstance(frame, FACT_FRAMES):
+            raise TypeError(f"{frame.TYPE} is no fact frame")
+        return cls(pid, frame)
+
+    def payload(self) -> dict[str, Any]:
+        return {"pid": self.pid, "frame": self.frame.fields()}
+
+    @classmethod
+    def from_payload(cls, data: dict[str, Any]) -> FactSeen:
+        return cls.of(_checked(data["pid"], int, "pid"), _checked(data["frame"], dict, "frame"))
+
+    @classmethod
+    def of(cls, pid: int, frame: dict[str, Any]) -> FactSeen:
+        """From a fact frame's fields with its ``type`` (a recording holds them); TypeError
+        for an unknown type or a field of the wrong type."""
+        typed = wire.decode_frame(frame)
+        if typed is None:
+            raise TypeError(f"not a fact frame: {wire.shown(frame.get('type'))}")
+        return cls.from_frame(pid, typed)
 
 
 @event("notice")
@@ -422,10 +471,6 @@ class JobEnded(Event):
 
 def _finite(value: object) -> TypeGuard[int | float]:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _int_or_none(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 _HINTS: dict[type, dict[str, Any]] = {}

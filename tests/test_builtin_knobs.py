@@ -48,7 +48,7 @@ class ConvNet(torch.nn.Module):
 
 
 def outcomes(agent: Agent) -> list[tuple[str, Any, bool, str | None]]:
-    return [(o["name"], o["value"], o["ok"], o["error"]) for o in agent.board.history]
+    return [(o.name, o.value, o.ok, o.error) for o in agent.board.history]
 
 
 def train(
@@ -327,7 +327,7 @@ def test_a_compile_that_fails_at_its_first_call_runs_eager_and_is_reverted(
     assert sorted(seen) == list(range(64))  # the step that failed ran eagerly: nothing lost
     assert model._compiled_call_impl is None and knob(agent, "compile").value == "off"
     last = agent.board.history[-1]
-    assert last["reverted"] and "inductor: no compiler" in last["error"]
+    assert last.reverted and "inductor: no compiler" in str(last.error)
 
 
 def test_a_knob_failing_mid_apply_is_put_back(

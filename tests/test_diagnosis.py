@@ -111,11 +111,11 @@ def test_one_busy_worker_per_core_is_saturation_on_any_machine() -> None:
     session.apply(events.ProcessHello.of(pid, {"rank": None, "argv": ["input_all_cores_busy.py"]}))
     loader = {"num_workers": cores, "pin_memory": False, "batch_size": 16, "pinned": False}
     batches = {"dtype": "torch.float32", "shape": [16, 3, 112, 112], "bytes": 2408448}
-    session.apply(events.FactSeen(pid, {"type": "loader", **loader, **batches}))
+    session.apply(events.FactSeen.of(pid, {"type": "loader", **loader, **batches}))
     model = {"cuda": False, "capability": None, "autocast": "off", "param_dtype": "float32"}
     precision = {"tf32_matmul": False, "tf32_cudnn": True, "channels_last": False}
     facts = {"type": "model", "step": 1, **model, **precision, "compiled": False}
-    session.apply(events.FactSeen(pid, facts))
+    session.apply(events.FactSeen.of(pid, facts))
     gpus = NvmlSampler(FakeNvml([FakeGpu(util=3, mem_used=2**30)]), clock=clock, wall_clock=clock)
     session.apply(events.GpusFound(tuple(gpus.open())))
     rows = []

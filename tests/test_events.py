@@ -100,7 +100,7 @@ procs = st.builds(
     MAYBE,
 )
 facts = st.builds(
-    lambda pid, frame: events.FactSeen(pid, frame),
+    lambda pid, frame: events.FactSeen.of(pid, frame),
     PIDS,
     st.sampled_from(
         [
@@ -112,8 +112,6 @@ facts = st.builds(
             },
             {"type": "flops", "flops": 10**12, "samples": 32, "step": 5},
             {"type": "model", "cuda": True, "autocast": "bfloat16", "capability": [9, 0]},
-            {"type": "loader", "num_workers": "four"},
-            {"type": "unknown"},
         ]
     ),
 )
@@ -211,6 +209,10 @@ def test_every_kind_has_one_class_and_reads_back_what_it_wrote() -> None:
         {"kind": "stacks", "thread": "m", "samples": 1, "shares": {"data": "x"}},
         {"kind": "knob_outcome", "pid": 1, "frame": {"name": 3}},
         {"kind": "hello", "pid": "11", "frame": {}},
+        {"kind": "fact", "pid": 11, "frame": {"type": "loader", "num_workers": "four"}},
+        {"kind": "fact", "pid": 11, "frame": {"type": "unknown"}},
+        {"kind": "fact", "pid": 11, "frame": {"type": "notice", "text": "not a fact"}},
+        {"kind": "fact", "pid": 11, "frame": {"type": "syncs", "count": 1, "sites": [{}]}},
         {"kind": "steps", "pid": 11},
         {"kind": "no-such-kind"},
     ],

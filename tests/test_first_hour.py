@@ -313,7 +313,7 @@ def test_a_sync_scan_says_when_there_is_nothing_to_scan() -> None:
     monitor = Monitor(session, 1, samplers=[])
     assert "need the hook" in monitor.scan_syncs()
     session.apply(events.ProcessHello.of(7, {"rank": None}))
-    session.apply(events.FactSeen(7, {"type": "model", "cuda": False}))
+    session.apply(events.FactSeen.of(7, {"type": "model", "cuda": False}))
     assert "on the CPU" in monitor.scan_syncs()
 
 

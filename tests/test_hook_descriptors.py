@@ -25,7 +25,7 @@ pytestmark = pytest.mark.timeout(300)
 def _listener(directory: Path) -> Listener:
     listener = Listener(
         wire.socket_path(os.getpid(), directory),
-        hello=lambda: {"pid": os.getpid()},
+        hello=lambda: wire.Hello(pid=os.getpid()),
         rows_after=lambda step: [],
         take_frames=list,
         on_frame=lambda frame, client: None,

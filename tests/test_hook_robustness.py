@@ -182,10 +182,10 @@ def test_a_hello_that_cannot_be_built_closes_that_client_only(
 ) -> None:
     broken = [True]
 
-    def hello() -> dict[str, Any]:
-        if broken[0]:
-            return {"id": float("nan")}  # what a poisoned history once did
-        return {"pid": os.getpid()}
+    def hello() -> wire.Hello:
+        if broken[0]:  # what a poisoned history once did
+            return wire.Hello(pid=os.getpid(), knob_history=[{"id": float("nan")}])
+        return wire.Hello(pid=os.getpid())
 
     listener = _listener(private_runtime_dir, hello=hello)
     try:
@@ -266,7 +266,7 @@ def _listener(
 ) -> Listener:
     listener = Listener(
         wire.socket_path(os.getpid(), wire.runtime_dir()),
-        hello=hello or (lambda: {"pid": os.getpid()}),
+        hello=hello or (lambda: wire.Hello(pid=os.getpid())),
         rows_after=rows_after or (lambda step: []),
         take_frames=take_frames,
         on_frame=on_frame or (lambda frame, client: None),

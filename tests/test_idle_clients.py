@@ -28,7 +28,7 @@ pytestmark = pytest.mark.timeout(120)
 def _listener() -> Listener:
     listener = Listener(
         wire.socket_path(os.getpid(), wire.runtime_dir()),
-        hello=lambda: {"pid": os.getpid()},
+        hello=lambda: wire.Hello(pid=os.getpid()),
         rows_after=lambda step: [],
         take_frames=list,
         on_frame=lambda frame, client: None,

@@ -34,7 +34,7 @@ def _set(
     frame: dict[str, Any] = {"type": wire.SET_KNOB, "id": value, "name": "n", "value": value}
     if at_step is not None:
         frame["at_step"] = at_step
-    board.request(frame | more, client)
+    board.request(wire.SetKnob.decode(frame | more), client)
 
 
 def test_a_change_further_ahead_than_the_horizon_is_refused_with_the_reason() -> None:
@@ -102,7 +102,9 @@ def test_more_outcomes_than_the_outbox_holds_are_counted_and_said() -> None:
     board = _board()
     extra = 44
     for value in range(knobs.MAX_OUTBOX + extra):
-        board.request({"type": wire.SET_KNOB, "id": value, "name": "nope", "value": 1}, 1)
+        board.request(
+            wire.SetKnob.decode({"type": wire.SET_KNOB, "id": value, "name": "nope", "value": 1}), 1
+        )
     frames = _frames(board)
     assert frames[0]["type"] == wire.NOTICE
     assert frames[0]["text"].startswith(f"{extra} knob outcome(s) dropped")
@@ -120,9 +122,9 @@ def test_a_trial_whose_monitor_left_is_undone_at_the_next_boundary_and_said() ->
     assert board.apply_pending(step=4) is False
     assert board.knobs["n"].value == 1 and applied == [5, 1]
     undone = board.history[-1]
-    assert undone["reverted"] and undone["step"] == 4 and undone["value"] == 1
-    assert undone["error"].startswith(f"{wire.MONITOR_LEFT} during its trial")
-    assert list(board.trial_reverts) == [f"knob n: {undone['error']} at step 4"]
+    assert undone.reverted and undone.step == 4 and undone.value == 1
+    assert str(undone.error).startswith(f"{wire.MONITOR_LEFT} during its trial")
+    assert list(board.trial_reverts) == [f"knob n: {undone.error} at step 4"]
 
 
 def test_kept_changes_and_kept_trials_stay_when_their_monitor_leaves() -> None:

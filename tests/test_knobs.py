@@ -84,7 +84,9 @@ def test_a_choice_must_match_in_type_and_a_refusal_is_short() -> None:
 def test_a_change_waits_for_the_step_boundary_and_is_acknowledged() -> None:
     applied: list[Any] = []
     board = make_board(applied)
-    board.request({"type": "set_knob", "id": 1, "name": "num_workers", "value": 8})
+    board.request(
+        wire.SetKnob.decode({"type": "set_knob", "id": 1, "name": "num_workers", "value": 8})
+    )
     assert applied == []  # the listener thread only queues it
     board.apply_pending(step=42)
     assert applied == [8]
@@ -95,7 +97,9 @@ def test_a_change_waits_for_the_step_boundary_and_is_acknowledged() -> None:
 def test_a_bad_value_is_refused_at_once_and_nothing_changes() -> None:
     applied: list[Any] = []
     board = make_board(applied)
-    board.request({"type": "set_knob", "id": 2, "name": "num_workers", "value": 99})
+    board.request(
+        wire.SetKnob.decode({"type": "set_knob", "id": 2, "name": "num_workers", "value": 99})
+    )
     (ack,) = acks(board)
     assert not ack["ok"] and "0..16" in ack["error"] and ack["value"] == 0
     board.apply_pending(step=1)
@@ -117,11 +121,11 @@ def test_what_an_outcome_echoes_is_bounded_and_refusals_stay_out_of_the_history(
     frame: dict[str, Any],
 ) -> None:
     board = make_board([])
-    board.request({"type": "set_knob", **frame})
+    board.request(wire.SetKnob.decode({"type": "set_knob", **frame}))
     board.apply_pending(step=3)
     frames = board.take_outbox()  # each one encodable (it was encoded), and small
     assert frames and all(len(f) < 1024 for f in frames)
-    history = json.dumps(list(board.history), allow_nan=False)
+    history = json.dumps([o.fields() for o in board.history], allow_nan=False)
     assert len(history) < 1024
     refused = [json.loads(f) for f in frames if not json.loads(f)["ok"]]
     assert all("seq" not in outcome for outcome in refused)  # not kept for later monitors
@@ -130,7 +134,9 @@ def test_what_an_outcome_echoes_is_bounded_and_refusals_stay_out_of_the_history(
 def test_a_callback_that_raises_reverts_to_the_previous_value() -> None:
     applied: list[Any] = []
     board = make_board(applied, fail_on=4)
-    board.request({"type": "set_knob", "id": 3, "name": "num_workers", "value": 4})
+    board.request(
+        wire.SetKnob.decode({"type": "set_knob", "id": 3, "name": "num_workers", "value": 4})
+    )
     board.apply_pending(step=7)
     (ack,) = acks(board)
     assert not ack["ok"] and "cannot take 4" in ack["error"]
@@ -141,7 +147,9 @@ def test_a_callback_that_raises_reverts_to_the_previous_value() -> None:
 def test_a_failure_seen_later_reverts_the_last_change() -> None:
     applied: list[Any] = []
     board = make_board(applied)
-    board.request({"type": "set_knob", "id": 4, "name": "num_workers", "value": 16})
+    board.request(
+        wire.SetKnob.decode({"type": "set_knob", "id": 4, "name": "num_workers", "value": 16})
+    )
     board.apply_pending(step=10)
     acks(board)
     assert board.revert_last_change("OutOfMemoryError: CUDA out of memory", step=11)
@@ -153,7 +161,9 @@ def test_a_failure_seen_later_reverts_the_last_change() -> None:
 
 def test_a_change_that_survived_many_steps_is_no_longer_blamed() -> None:
     board = make_board([])
-    board.request({"type": "set_knob", "id": 5, "name": "num_workers", "value": 2})
+    board.request(
+        wire.SetKnob.decode({"type": "set_knob", "id": 5, "name": "num_workers", "value": 2})
+    )
     board.apply_pending(step=10)
     board.apply_pending(step=40)
     assert not board.revert_last_change("a bug of the script's own", step=41)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from gputop_train import wire
 from gputop_train.hook.knobs import Knob, KnobBoard
 from gputop_train.record import reader
 from tests.support.cli import headless_until
@@ -17,13 +18,17 @@ from tests.support.torchrun import standalone_torchrun
 def test_a_change_for_a_later_step_waits_for_it_and_one_that_arrives_late_is_refused() -> None:
     board = KnobBoard()
     board.declare(Knob("n", 1, lambda v: None, minimum=0, maximum=9))
-    board.request({"type": "set_knob", "id": 1, "name": "n", "value": 2, "at_step": 5})
+    board.request(
+        wire.SetKnob.decode({"type": "set_knob", "id": 1, "name": "n", "value": 2, "at_step": 5})
+    )
     applied = [step for step in range(1, 8) if board.apply_pending(step)]
     assert applied == [5]
-    board.request({"type": "set_knob", "id": 2, "name": "n", "value": 3, "at_step": 6})
+    board.request(
+        wire.SetKnob.decode({"type": "set_knob", "id": 2, "name": "n", "value": 3, "at_step": 6})
+    )
     assert not board.apply_pending(8)
     late = board.history[-1]
-    assert (late["ok"], late["value"], late["error"]) == (
+    assert (late.ok, late.value, late.error) == (
         False, 2, "arrived after step 6, the step every rank applies it at",
     )  # fmt: skip
 

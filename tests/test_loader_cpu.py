@@ -134,7 +134,7 @@ def _two_rank_session(loader_fact: bool) -> Session:
     for pid, rank in ((21, 0), (22, 1)):
         session.apply(events.ProcessHello.of(pid, {"rank": rank, "world_size": 2}))
     if loader_fact:
-        session.apply(events.FactSeen(21, {"type": "loader", "num_workers": 4}))
+        session.apply(events.FactSeen.of(21, {"type": "loader", "num_workers": 4}))
 
     def proc(pid: int, role: str, cpu: float) -> ProcSample:
         return ProcSample(pid, 1, "python", role, cpu, None, None, None, "running", 20.0)

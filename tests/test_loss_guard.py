@@ -45,9 +45,7 @@ def run(agent: Agent, steps: int, changes: dict[int, tuple[str, Any]], clip: boo
 
 
 def outcome(agent: Agent) -> list[tuple[Any, ...]]:
-    return [
-        (o["name"], o["value"], o["ok"], o["reverted"], o["error"]) for o in agent.board.history
-    ]
+    return [(o.name, o.value, o.ok, o.reverted, o.error) for o in agent.board.history]
 
 
 def test_a_change_that_makes_the_loss_diverge_is_reverted_with_its_figures(agent: Agent) -> None:

@@ -306,7 +306,7 @@ def two_phase_session() -> Session:
     knob = {"name": "batch_size", "kind": "int", "value": 10, "min": 1, "max": 64}
     session.apply(events.KnobsDeclared(pid, (knob,)))
     session.apply(
-        events.FactSeen(pid, {"type": "flops", "step": 3, "flops": 10**12, "samples": 10})
+        events.FactSeen.of(pid, {"type": "flops", "step": 3, "flops": 10**12, "samples": 10})
     )
     rows, t = [], start
     for step in range(1, 1201):

@@ -25,8 +25,8 @@ def test_a_scan_counts_each_sync_with_its_call_site_and_lets_other_warnings_thro
         warnings.warn("the user's own warning", DeprecationWarning, stacklevel=1)
     result = scanner.stop()
     assert cuda.mode == "default"
-    assert result["count"] == 3
-    (site,) = result["sites"]
+    assert result.count == 3
+    (site,) = result.sites
     assert site["file"].endswith("test_probes.py") and site["op"].startswith("cuda.sync()")
 
 

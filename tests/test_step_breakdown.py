@@ -170,12 +170,12 @@ def test_the_memory_audit_splits_the_peak() -> None:
         get_device_properties=lambda d: SimpleNamespace(total_memory=16000),
     )
     frame = HookAudit(SimpleNamespace(cuda=cuda)).audit(optimizer)
-    assert (frame["params_bytes"], frame["grads_bytes"], frame["optimizer_bytes"]) == (
+    assert (frame.params_bytes, frame.grads_bytes, frame.optimizer_bytes) == (
         600,
         400,
         800,
     )
-    audit = MemoryAudit.from_frame(frame)
+    audit = MemoryAudit.from_frame(frame.fields())
     assert audit is not None and audit.activations == 5000 - 1800 and audit.cache == 3000
     assert audit.alloc_retries == 2 and audit.ooms == 0 and audit.peak_pct == 50.0
     assert MemoryAudit.from_frame({"params_bytes": True}) == MemoryAudit()  # bool: N/A
@@ -310,16 +310,17 @@ def test_the_audit_walks_the_tensors_again_only_after_a_change_or_a_minute() -> 
     audit = HookAudit(SimpleNamespace(cuda=cuda))
     for step in range(FIRST_AUDIT_STEP - 1):
         audit.due(float(step), optimizer, cuda=True)
-    assert audit.due(10.0, optimizer, cuda=True)["params_bytes"] == 400  # type: ignore[index]
+    first = audit.due(10.0, optimizer, cuda=True)
+    assert first is not None and first.params_bytes == 400
     param.numel = lambda: 200  # a change the hook is not told of
     later = audit.due(10.0 + AUDIT_PERIOD_S, optimizer, cuda=True)
-    assert later is not None and later["params_bytes"] == 400  # sizes kept between walks
+    assert later is not None and later.params_bytes == 400  # sizes kept between walks
     audit.forget_sizes()  # a knob applied, or another optimizer took over
     again = audit.due(10.0 + 2 * AUDIT_PERIOD_S, optimizer, cuda=True)
-    assert again is not None and again["params_bytes"] == 800
+    assert again is not None and again.params_bytes == 800
     param.numel = lambda: 300
     late = audit.due(10.0 + SIZES_PERIOD_S + AUDIT_PERIOD_S, optimizer, cuda=True)
-    assert late is not None and late["params_bytes"] == 1200  # walked again within a minute
+    assert late is not None and late.params_bytes == 1200  # walked again within a minute
 
 
 def test_the_step_rows_memory_comes_from_the_allocators_nested_stats() -> None:

@@ -49,8 +49,8 @@ def gpt_session(split: bool = True) -> Session:
     fact = {"type": "step_parts", "step": 1, "model": "GPT"}
     if not split:
         fact = {"type": "step_parts", "step": 1, "reason": "the model's forward took no tensor"}
-    session.apply(events.FactSeen(PID, fact))
-    session.apply(events.FactSeen(PID, AUDIT))
+    session.apply(events.FactSeen.of(PID, fact))
+    session.apply(events.FactSeen.of(PID, AUDIT))
     session.apply(events.GpuSampled((GpuSample(0, NOW - 1.0, name="H100", util_pct=90.0),)))
     return session
 

@@ -13,35 +13,24 @@ import socket
 import sys
 import threading
 import time
-import weakref
 from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 from .. import wire
-from .batch_size import describe_batch, infer_batch_size
 from .builtin_knobs import BuiltinKnobs
 from .collectives import CollectiveClock, read_pairs
 from .cuda_timer import CudaStepTimer
+from .feeds import Feeds
 from .kernel_profile import KernelProfile
 from .knobs import KnobBoard
 from .loss_guard import LossGuard
 from .matmul_peak import MatmulPeak, matmul_precision
 from .memory_audit import MemoryAudit, allocator_now
 from .model_probe import MODEL_COLUMNS, ModelColumns, ModelProbe, StepCounts
-from .probes import (
-    COUNT_AFTER_CHANGE_STEPS,
-    FLOP_COUNT_STEP,
-    MODEL_FACTS_STEP,
-    PROBE_AFTER_CHANGE_STEPS,
-    PROFILE_AFTER_CHANGE_STEPS,
-    PROFILE_STEP,
-    SYNC_SCAN_EVERY_STEPS,
-    FlopCounter,
-    SyncScanner,
-    force_eager,
-    model_facts,
-)
+from .primary import NOT_PRIMARY, TOOK_OVER, PrimaryElection
+from .probe_schedule import ProbeSchedule
+from .probes import FlopCounter, SyncScanner, force_eager, model_facts
 from .step_parts import OPT_START
 from .workload import Census
 
@@ -57,28 +46,8 @@ MAX_STEPS_AWAITING_GPU = 256
 # once and the loader that fed it, the model and the script's own autocast are known.
 BUILTIN_KNOBS_STEP = 1
 
-# Steps in a row of another optimizer on the training thread, with none of the one we count,
-# after which the loop has moved to it (a new optimizer per fold, sweep trial or epoch). A GAN's
-# second optimizer steps once between two of the first: it never gets there.
-PRIMARY_HANDOVER_STEPS = 3
-
 # How long an exiting job waits for the monitor that launched it to connect.
 WAIT_FOR_MONITOR_S = 3.0
-
-
-class _Feed:
-    """One DataLoader iterator's share of the current step interval."""
-
-    __slots__ = ("batches", "data_s", "exhausted_pass", "facts", "samples", "started", "thread")
-
-    def __init__(self) -> None:
-        self.thread = threading.get_ident()
-        self.data_s = 0.0
-        self.samples: int | None = None
-        self.batches = 0
-        self.started = False  # (re)started by DataLoader.__iter__ in this interval
-        self.exhausted_pass = False  # started and run to StopIteration in this interval
-        self.facts: dict[str, Any] | None = None  # loader facts of a new epoch, to publish
 
 
 class Agent:
@@ -95,17 +64,11 @@ class Agent:
         self._lock = threading.Lock()
         self._step = 0
         self._last_end: float | None = None
-        # DataLoader iterators active since the last optimizer step, by id().
-        self._feeds: dict[int, _Feed] = {}
+        self._feeds = Feeds()  # DataLoader iterators active since the last optimizer step
         self._counted_samples: int | None = None  # count_samples() for loops without a loader
         self._batches = 0  # batches of any loader since the last step (starts the GPU timer)
-        self._dataloader_seen = False
         self._autocast_dtype: str | None = None  # the autocast entered during this step
-        self._probe_due_step = MODEL_FACTS_STEP
-        self._primary_optimizer: weakref.ref[Any] | None = None
-        self._primary_thread: int | None = None  # the thread whose optimizer steps we count
-        self._other_trainer = False  # another thread steps an optimizer of its own too
-        self._successor: tuple[int, int] | None = None  # (id, steps in a row) of a newer one
+        self._primary = PrimaryElection()  # the optimizer (and thread) whose steps count
         self._rebind_builtins = False  # the loop moved to a new optimizer: knobs built anew
         self._told_handover = False
         self._timer: CudaStepTimer | None = None
@@ -126,15 +89,15 @@ class Agent:
         self._latest: dict[str, dict[str, Any]] = {}
         self._facts_lock = threading.Lock()
         self._syncs = SyncScanner(torch_module)
+        self._schedule = ProbeSchedule(self._syncs)  # when each probe is due
+        self._publish_fact = self._publish  # bound once: the feeds publish through it
         self._flops = FlopCounter()
         # The workload probes (docs/advisor.md, MFU): a census of the step's operators beside
         # the FLOP count, the matmul peak once, one step's kernels; one frame, republished whole.
-        self._count_due_step = FLOP_COUNT_STEP
         self._census: Census | None = None
         self._census_hook: Any = None
         self._peak: MatmulPeak | None = None
         self._profile = KernelProfile()
-        self._profile_due_step = PROFILE_STEP
         self._workload: dict[str, Any] = {}
         self._workload_off = False
         self._restore_stance: Any = None  # undoes force_eager after the counted step
@@ -144,14 +107,8 @@ class Agent:
         self._take_schedule(os.environ.get(wire.SCHEDULE_ENV))
         self.guard = LossGuard(torch_module)
         self.autopilot_done = False  # the monitor said its autopilot has finished
-        self.builtins = BuiltinKnobs(torch_module, self._current_feed, self._builtin_failed)
+        self.builtins = BuiltinKnobs(torch_module, self._feeds.current, self._builtin_failed)
         self._script_autocast: str | None = None  # the autocast the script entered itself
-        # The loader of each live iterator, and the iterator that fed the last batch.
-        self._loaders: weakref.WeakKeyDictionary[Any, Callable[[], Any]] = (
-            weakref.WeakKeyDictionary()
-        )
-        self._train_iterator: weakref.ref[Any] | None = None
-        self._exhausted_iterator: weakref.ref[Any] | None = None
 
     def _take_schedule(self, text: str | None) -> None:
         """A --schedule, only from the launcher of this very job: a GPUTOP_TRAIN_SCHEDULE left
@@ -179,38 +136,16 @@ class Agent:
 
     def on_iterator_created(self, seconds: float, loader: Any, iterator: Any) -> None:
         """Starting an epoch's iterator (forking workers) is time spent waiting for data."""
-        if self._other_trainer and not self._on_primary_thread():
+        if self._primary.other_trainer and not self._primary.on_primary_thread():
             return
         self._open_first_step(seconds)
-        self._dataloader_seen = True
-        feed = self._feed(iterator)
-        feed.data_s += seconds
-        feed.started, feed.exhausted_pass = True, False
-        with contextlib.suppress(TypeError):  # an iterator that takes no weak reference
-            self._loaders[iterator] = _holder(loader)
-        feed.facts = {
-            "num_workers": getattr(loader, "num_workers", None),
-            "pin_memory": getattr(loader, "pin_memory", None),
-            "persistent_workers": getattr(loader, "persistent_workers", None),
-            "batch_size": getattr(loader, "batch_size", None),
-        }
+        self._feeds.started(seconds, loader, iterator)
 
     def on_batch(self, seconds: float, batch: Any, iterator: Any) -> None:
-        if self._other_trainer and not self._on_primary_thread():
+        if self._primary.other_trainer and not self._primary.on_primary_thread():
             return
         self._open_first_step(seconds)
-        self._dataloader_seen = True
-        feed = self._feed(iterator)
-        feed.data_s += seconds
-        feed.batches += 1
-        if self._train_iterator is None or self._train_iterator() is not iterator:
-            with contextlib.suppress(TypeError):
-                self._train_iterator = weakref.ref(iterator)
-        size = infer_batch_size(batch)
-        if size is not None:
-            feed.samples = (feed.samples or 0) + size
-        if feed.facts is not None and "dtype" not in feed.facts:
-            feed.facts.update(describe_batch(batch))  # the epoch's first batch
+        self._feeds.batch(seconds, batch, iterator)
         self._batches += 1
         if self._batches == 1:
             if self._timer is not None:
@@ -219,21 +154,17 @@ class Agent:
 
     def on_iterator_exhausted(self, seconds: float, iterator: Any) -> None:
         """StopIteration: an iterator started in this interval has made a whole pass."""
-        if self._other_trainer and not self._on_primary_thread():
+        if self._primary.other_trainer and not self._primary.on_primary_thread():
             return
-        feed = self._feed(iterator)
-        feed.data_s += seconds
-        feed.exhausted_pass = feed.started
-        with contextlib.suppress(TypeError):
-            self._exhausted_iterator = weakref.ref(iterator)
+        self._feeds.exhausted(seconds, iterator)
 
     def on_autocast(self, dtype: Any) -> None:
-        if self._other_trainer and not self._on_primary_thread():
+        if self._primary.other_trainer and not self._primary.on_primary_thread():
             return
         self._autocast_dtype = str(dtype).removeprefix("torch.")
 
     def on_backward(self, tensor: Any) -> None:
-        if self._other_trainer and not self._on_primary_thread():
+        if self._primary.other_trainer and not self._primary.on_primary_thread():
             return
         self.guard.on_backward(tensor)
         self._model.on_backward(started=True)
@@ -247,38 +178,43 @@ class Agent:
             self._census.in_backward = False
 
     def on_grad_norm(self, norm: Any) -> None:
-        if self._other_trainer and not self._on_primary_thread():
+        if self._primary.other_trainer and not self._primary.on_primary_thread():
             return
         self.guard.on_grad_norm(norm)
 
     def count_samples(self, samples: int) -> None:
         """Samples a step consumed, for loops that do not use a DataLoader."""
-        if self._other_trainer and not self._on_primary_thread():
+        if self._primary.other_trainer and not self._primary.on_primary_thread():
             return
         self._counted_samples = (self._counted_samples or 0) + int(samples)
 
     def count_tokens(self, tokens: int) -> None:
         """Tokens a step consumed, where the model's forward inputs do not say."""
-        if self._other_trainer and not self._on_primary_thread():
+        if self._primary.other_trainer and not self._primary.on_primary_thread():
             return
         self._counted_tokens = (self._counted_tokens or 0) + int(tokens)
 
     def on_optimizer_pre_step(self, optimizer: Any) -> None:
         """The optimizer phase starts (the step breakdown's mark)."""
-        if self._primary_optimizer is None or self._primary_optimizer() is optimizer:
+        counted = self._primary.optimizer  # inline: the training thread's hot path
+        if counted is None or counted() is optimizer:
             self._model.timeline.mark(OPT_START)
 
     def on_optimizer_step(self, optimizer: Any) -> None:
-        if not self._is_primary(optimizer):
-            if not self._other_trainer and not self._on_primary_thread():
+        elected = self._primary.elect(optimizer)
+        if elected == TOOK_OVER:
+            self._took_over(optimizer)
+        elif elected == NOT_PRIMARY:
+            primary = self._primary
+            if not primary.other_trainer and not primary.on_primary_thread():
                 self._note_other_trainer()
-            elif self._on_primary_thread():
+            elif primary.on_primary_thread():
                 self._model.on_other_optimizer()
             return
         self._activate()
         now = time.perf_counter()
         self._step += 1
-        data_s, samples, batches = self._take_feeds()
+        data_s, samples, batches = self._feeds.take(self._publish_fact)
         if self._counted_samples is not None:
             samples = (samples or 0) + self._counted_samples
         cuda = self._cuda_in_use()  # read once a step: the model and the audit share it
@@ -292,7 +228,7 @@ class Agent:
             time.time(),
             # The first step's start is unknown unless a batch or iterator opened it.
             None if self._last_end is None else (now - self._last_end) * 1000.0,
-            data_s * 1000.0 if self._dataloader_seen else None,
+            data_s * 1000.0 if self._feeds.seen else None,
             samples,
             batches,
             None,
@@ -305,21 +241,17 @@ class Agent:
         self._finish_row(row, counts, cuda)
         if not self._model.searched:
             self._model.search(optimizer, sys._getframe(1))
-        fact = self._model.take_fact()
+        fact = self._model.take_fact(self._step)
         if fact is not None:
-            self._publish(wire.StepParts(step=self._step, **fact))
-        audit = self._memory_audit.due(now, optimizer, cuda)
+            self._publish(fact)
+        audit = self._memory_audit.due(now, optimizer, cuda, self._step)
         if audit is not None:
-            self._publish(wire.MemoryAudit(step=self._step, **audit))
+            self._publish(audit)
         self._end_probes(samples, optimizer)
         self.guard.end_step()
         if self.board.apply_pending(self._step):
             self._memory_audit.forget_sizes()  # a knob may change them (precision, optimizer)
-            self._probe_due_step = self._step + PROBE_AFTER_CHANGE_STEPS
-            self._syncs.due_at = self._probe_due_step
-            # The step's FLOPs and operators change with the knob (batch, attention, compile).
-            self._count_due_step = self._step + COUNT_AFTER_CHANGE_STEPS
-            self._profile_due_step = self._step + PROFILE_AFTER_CHANGE_STEPS
+            self._schedule.after_knob_change(self._step)
             self.guard.watch(self._step, self.board.applied_at(self._step))
         while self.board.trial_reverts:  # the job's log says it (the monitors: the outcome)
             told = self.board.trial_reverts.popleft()
@@ -336,7 +268,7 @@ class Agent:
         if self._step == BUILTIN_KNOBS_STEP or self._rebind_builtins:
             self._rebind_builtins = False
             self._declare_builtins(optimizer)
-        if not self._dataloader_seen:
+        if not self._feeds.seen:
             self._begin_step()  # no DataLoader: the next step starts now
         self._model.timeline.mark_hook_end()
 
@@ -363,52 +295,9 @@ class Agent:
             return
         self.board.declare_builtin(knobs)
 
-    def _current_feed(self) -> tuple[Any, Any]:
-        """(the DataLoader that fed the last step, its iterator while the epoch runs)."""
-        iterator = self._train_iterator() if self._train_iterator else None
-        held = self._loaders.get(iterator) if iterator is not None else None
-        loader = held() if held is not None else None
-        exhausted = self._exhausted_iterator() if self._exhausted_iterator else None
-        return loader, (iterator if iterator is not exhausted else None)
-
     def _builtin_failed(self, error: str) -> None:
         """A built-in change failed after it applied (a compile error at its first call)."""
         self.board.revert_last_change(error, self._step)
-
-    def _feed(self, iterator: Any) -> _Feed:
-        feed = self._feeds.get(id(iterator))
-        if feed is None:
-            feed = self._feeds[id(iterator)] = _Feed()
-        return feed
-
-    def _take_feeds(self) -> tuple[float, int | None, int]:
-        """The step's data wait, samples and batches from the iterators that fed it.
-
-        An iterator started and run to its end within one step interval, beside another that
-        also fetched, is an evaluation pass (a validation loop between two training steps):
-        its time stays in the step's wall time but not in its data-wait or samples.
-        """
-        feeds = self._feeds
-        evaluation = len(feeds) > 1
-        data_s, samples, batches = 0.0, None, 0
-        for feed in feeds.values():
-            if evaluation and feed.exhausted_pass:
-                continue
-            data_s += feed.data_s
-            batches += feed.batches
-            if feed.samples is not None:
-                samples = (samples or 0) + feed.samples
-            if feed.facts is not None and "dtype" in feed.facts:
-                self._publish(wire.Loader(**feed.facts))
-                feed.facts = None
-        # The iterators that go on into the next interval, emptied (their epoch's facts kept
-        # until its first batch).
-        self._feeds = {}
-        for key, feed in feeds.items():
-            if not feed.exhausted_pass and (feed.batches or feed.started):
-                following = self._feeds[key] = _Feed()
-                following.facts, following.thread = feed.facts, feed.thread
-        return data_s, samples, batches
 
     # -- internals ----------------------------------------------------------------------
 
@@ -417,10 +306,11 @@ class Agent:
         upcoming = self._step + 1
         if self._cuda_in_use() and self._syncs.due(upcoming):
             self._syncs.start()
-        if upcoming == self._count_due_step and self._start_eager_step():
+        schedule = self._schedule  # its steps read inline: the training thread's hot path
+        if upcoming == schedule.count_step and self._start_eager_step():
             self._flops.start()
             self._guard_workload(self._start_census)
-        elif upcoming == self._profile_due_step and self._cuda_in_use():
+        elif upcoming == schedule.profile_step and self._cuda_in_use():
             self._guard_workload(self._profile.start)
 
     def _start_eager_step(self) -> bool:
@@ -468,7 +358,7 @@ class Agent:
 
     def _end_probes(self, samples: int | None, optimizer: Any) -> None:
         if self._syncs.active:
-            self._publish(wire.Syncs(step=self._step, **self._syncs.stop()))
+            self._publish(self._syncs.stop(self._step))
         autocast, self._autocast_dtype = self._autocast_dtype, None
         if self._step <= BUILTIN_KNOBS_STEP and autocast:
             self._script_autocast = autocast
@@ -491,9 +381,8 @@ class Agent:
 
     def _model_frame(self, optimizer: Any, autocast: str | None) -> None:
         """The precision facts, on the probe's step and as often as the sync scan."""
-        if self._step == self._probe_due_step or self._step % SYNC_SCAN_EVERY_STEPS == 0:
-            facts = model_facts(self._torch, optimizer, autocast)
-            self._publish(wire.Model(step=self._step, **facts))
+        if self._schedule.model_due(self._step):
+            self._publish(model_facts(self._torch, optimizer, autocast, self._step))
 
     def _end_census(self, census: Census, optimizer: Any, autocast: str | None) -> None:
         """The census's facts, and the matmul peak's measurement started once (CUDA)."""
@@ -534,7 +423,15 @@ class Agent:
 
     def _update_workload(self, **parts: Any) -> None:
         self._workload.update(parts)
-        self._publish(wire.Workload(step=self._step, **self._workload))
+        workload = self._workload
+        self._publish(
+            wire.Workload(
+                step=self._step,
+                census=workload.get("census"),
+                profile=workload.get("profile"),
+                peak=workload.get("peak"),
+            )
+        )
 
     def _publish(self, fact: wire.Frame) -> None:
         """Send a fact now, and keep the latest of its kind for monitors that come later."""
@@ -547,61 +444,28 @@ class Agent:
             self._activate()
             self._last_end = time.perf_counter() - seconds
 
-    def _is_primary(self, optimizer: Any) -> bool:
-        """With several optimizers (GANs), the first one to step marks the step boundary; one
-        that steps alone on the training thread for PRIMARY_HANDOVER_STEPS takes over."""
-        primary = self._primary_optimizer() if self._primary_optimizer else None
-        if primary is optimizer:
-            self._successor = None
-            return True
-        if primary is not None and not self._takes_over(optimizer):
-            return False
-        moved = self._primary_optimizer is not None
-        self._primary_optimizer = weakref.ref(optimizer)
-        self._primary_thread = threading.get_ident()
-        self._successor = None
-        if moved:
-            if not self._told_handover:  # a sweep makes one per trial: said once
-                self._told_handover = True
-                self._notices.append(
-                    f"the training loop moved to a new {type(optimizer).__name__}: the steps of "
-                    "the newest optimizer are counted, and the built-in knobs act on its model"
-                )
-            self._rebind_builtins = self._step >= BUILTIN_KNOBS_STEP
-            # The model may differ (a sweep's trial): its facts and FLOPs are read again.
-            self._probe_due_step = self._step + PROBE_AFTER_CHANGE_STEPS
-            self._count_due_step = self._step + COUNT_AFTER_CHANGE_STEPS
-            self.forget_model()  # its model is looked for again at this step's end
-            self._memory_audit.forget_sizes()
-        return True
-
-    def _takes_over(self, optimizer: Any) -> bool:
-        """True once ``optimizer`` has stepped PRIMARY_HANDOVER_STEPS times in a row on the
-        training thread without the counted one stepping in between."""
-        if not self._on_primary_thread():
-            return False
-        key = id(optimizer)
-        steps = self._successor[1] + 1 if self._successor and self._successor[0] == key else 1
-        self._successor = (key, steps)
-        return steps >= PRIMARY_HANDOVER_STEPS
-
-    def _on_primary_thread(self) -> bool:
-        return self._primary_thread is None or threading.get_ident() == self._primary_thread
+    def _took_over(self, optimizer: Any) -> None:
+        """A new optimizer took over (primary.py; a sweep's next trial): its model, facts and
+        knobs are read again."""
+        if not self._told_handover:  # a sweep makes one per trial: said once
+            self._told_handover = True
+            self._notices.append(
+                f"the training loop moved to a new {type(optimizer).__name__}: the steps of "
+                "the newest optimizer are counted, and the built-in knobs act on its model"
+            )
+        self._rebind_builtins = self._step >= BUILTIN_KNOBS_STEP
+        # The model may differ (a sweep's trial): its facts and FLOPs are read again.
+        self._schedule.after_new_optimizer(self._step)
+        self.forget_model()  # its model is looked for again at this step's end
+        self._memory_audit.forget_sizes()
 
     def _note_other_trainer(self) -> None:
         """Threads that train models side by side: their steps and batches would interleave
         into rows that are neither's. Measure the first one, and say so once."""
-        self._other_trainer = True
+        notice = self._primary.note_other_trainer()
         # What the other thread fetched before its first step is not this step's either.
-        self._feeds = {k: f for k, f in self._feeds.items() if f.thread == self._primary_thread}
-        first = next(
-            (t.name for t in threading.enumerate() if t.ident == self._primary_thread), "?"
-        )
-        self._notices.append(
-            f"optimizers step on more than one thread: gputop-train measures thread {first!r} "
-            f"(the first to step); the steps and batches of {threading.current_thread().name!r} "
-            "and any other are left out"
-        )
+        self._feeds.keep_thread(self._primary.thread)
+        self._notices.append(notice)
 
     def _finish_row(self, row: list[Any], counts: StepCounts, cuda: bool) -> None:
         if self._timer is None and cuda:
@@ -720,26 +584,38 @@ class Agent:
             frames.append(wire.Notice(self._notices.popleft(), pid=self.pid).encode())
         return frames + self.board.take_outbox()
 
-    def on_frame(self, frame: dict[str, Any], client: int | None = None) -> None:
-        """Commands from monitor ``client`` (listener thread): queued, applied at a step
-        boundary."""
-        if frame["type"] == wire.SetKnob.TYPE:
-            self.board.request(frame, client)
-        elif frame["type"] == wire.KeepTrials.TYPE:
-            names = frame.get("names")
-            if client is not None and isinstance(names, list):
-                self.board.keep_trials(client, [n for n in names if isinstance(n, str)])
-        elif frame["type"] == wire.WhereWaiting.TYPE:
-            # Answered from this thread: the training thread may be the one that is stuck.
-            clock = self.collectives
-            waiting = clock.waiting_in() if clock is not None else None
-            self._publish(
-                wire.Waiting(pid=self.pid, at=time.time(), step=self._step, **(waiting or {}))
+    def on_frame(self, raw: dict[str, Any], client: int | None = None) -> None:
+        """A command from monitor ``client`` (listener thread), decoded and checked by
+        ``wire.decode_frame``, to its handler in ``_COMMANDS``; knob changes are queued for a
+        step boundary. ValueError for one that is no command (the listener counts it)."""
+        frame = wire.decode_frame(raw)
+        handler = _COMMANDS.get(type(frame)) if frame is not None else None
+        if handler is None:
+            raise ValueError(f"not a command: {wire.shown(raw.get('type'))}")
+        handler(self, frame, client)
+
+    def _on_set_knob(self, frame: wire.SetKnob, client: int | None) -> None:
+        self.board.request(frame, client)
+
+    def _on_keep_trials(self, frame: wire.KeepTrials, client: int | None) -> None:
+        if client is not None:
+            self.board.keep_trials(client, frame.names)
+
+    def _on_where_waiting(self, frame: wire.WhereWaiting, client: int | None) -> None:
+        """Answered from this thread: the training thread may be the one that is stuck."""
+        clock = self.collectives
+        collective, since = clock.waiting_in() if clock is not None else (None, None)
+        self._publish(
+            wire.Waiting(
+                pid=self.pid, at=time.time(), step=self._step, collective=collective, since=since
             )
-        elif frame["type"] == wire.ScanSyncs.TYPE:
-            self._syncs.requested = True
-        elif frame["type"] == wire.AutopilotDone.TYPE:
-            self.autopilot_done = True
+        )
+
+    def _on_scan_syncs(self, frame: wire.ScanSyncs, client: int | None) -> None:
+        self._syncs.requested = True
+
+    def _on_autopilot_done(self, frame: wire.AutopilotDone, client: int | None) -> None:
+        self.autopilot_done = True
 
     def on_client_left(self, client: int) -> None:
         """A monitor hung up (listener thread): its waiting changes and trials go."""
@@ -752,25 +628,25 @@ class Agent:
         with self._facts_lock:
             return list(self._latest.values())
 
-    def hello(self) -> dict[str, Any]:
-        return {
-            "pid": self.pid,
-            "ppid": os.getppid(),
-            "host": socket.gethostname(),
-            "argv": list(sys.argv),
-            "python": sys.version.split()[0],
-            "torch": getattr(self._torch, "__version__", None),
-            "rank": _env_int("RANK"),
-            "local_rank": _env_int("LOCAL_RANK"),
-            "world_size": _env_int("WORLD_SIZE"),
-            "started_at": self._started_at,
-            "step_fields": list(wire.STEP_FIELDS),
-            "knobs": self.board.describe(),
-            "knob_history": list(self.board.history),
-            "latest": self._latest_taken(),
-            "step": self._step,
-            "rows_recorded_for": self._row_log.launcher if self._row_log is not None else None,
-        }
+    def hello(self) -> wire.Hello:
+        return wire.Hello(
+            pid=self.pid,
+            ppid=os.getppid(),
+            host=socket.gethostname(),
+            argv=list(sys.argv),
+            python=sys.version.split()[0],
+            torch=getattr(self._torch, "__version__", None),
+            rank=_env_int("RANK"),
+            local_rank=_env_int("LOCAL_RANK"),
+            world_size=_env_int("WORLD_SIZE"),
+            started_at=self._started_at,
+            step_fields=list(wire.STEP_FIELDS),
+            knobs=self.board.describe(),
+            knob_history=[outcome.fields() for outcome in self.board.history],
+            latest=self._latest_taken(),
+            step=self._step,
+            rows_recorded_for=self._row_log.launcher if self._row_log is not None else None,
+        )
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -801,6 +677,17 @@ class Agent:
                 self._ring.append(self._take_awaiting(resolved=False))
         alive = self._launcher is not None and wire.process_exists(self._launcher)
         self.listener.finish(wait_for_monitor_s=WAIT_FOR_MONITOR_S if alive else 0.0)
+
+
+# Each command a monitor sends, to the agent's handler (listener thread): a new command is a
+# wire class and a line here (docs/architecture.md, docs/protocol.md).
+_COMMANDS: dict[type[wire.Frame], Callable[[Agent, Any, int | None], None]] = {
+    wire.SetKnob: Agent._on_set_knob,
+    wire.KeepTrials: Agent._on_keep_trials,
+    wire.WhereWaiting: Agent._on_where_waiting,
+    wire.ScanSyncs: Agent._on_scan_syncs,
+    wire.AutopilotDone: Agent._on_autopilot_done,
+}
 
 
 def _fill(row: list[Any], model_columns: list[Any] | ModelColumns) -> None:
@@ -864,14 +751,3 @@ def _parent_of(pid: int) -> int:
         return int(fields[1])
     except (OSError, IndexError, ValueError):
         return 0
-
-
-def _holder(loader: Any) -> Callable[[], Any]:
-    """How an iterator's entry holds its loader. A persistent-workers loader holds its
-    iterator, so a strong reference would keep the entry, and every replaced loader's worker
-    processes, alive (57 workers after six changes on the H100): held weakly. Any other
-    loader is held for as long as its iterator lives: ``iter(DataLoader(...))`` keeps only
-    the iterator, and the built-in loader knobs need the loader."""
-    if getattr(loader, "persistent_workers", False):
-        return weakref.ref(loader)
-    return lambda: loader

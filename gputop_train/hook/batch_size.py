@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
+
+from .. import wire
 
 # Batches nest (tuple of (inputs, labels), dict of tensors, list of dicts); a few levels
 # cover what DataLoaders yield in practice and keep the cost per batch tiny.
@@ -33,13 +36,16 @@ def infer_batch_size(batch: Any) -> int | None:
     return int(leaf.shape[0])
 
 
-def describe_batch(batch: Any) -> dict[str, Any]:
-    """dtype, shape, bytes and pinned-ness of a batch's inputs: what crosses PCIe."""
+def describe_batch(batch: Any, loader: wire.Loader) -> wire.Loader:
+    """``loader``'s facts with the dtype, shape, bytes and pinned-ness of a batch's inputs
+    (what crosses PCIe); as they were (dtype unknown) for a batch without a tensor."""
     leaf = first_leaf(batch)
     if leaf is None:
-        return {}
-    facts: dict[str, Any] = {"dtype": str(getattr(leaf, "dtype", "")), "shape": list(leaf.shape)}
+        return loader
+    size: int | None = None
+    pinned: bool | None = None
     with contextlib.suppress(Exception):
-        facts["bytes"] = int(leaf.element_size() * leaf.nelement())
-        facts["pinned"] = bool(leaf.is_pinned())
-    return facts
+        size = int(leaf.element_size() * leaf.nelement())
+        pinned = bool(leaf.is_pinned())
+    dtype, shape = str(getattr(leaf, "dtype", "")), list(leaf.shape)
+    return replace(loader, dtype=dtype, shape=shape, bytes=size, pinned=pinned)

@@ -92,15 +92,16 @@ class CollectiveClock:
             return None, pairs
         return host_s * 1000.0, pairs
 
-    def waiting_in(self) -> dict[str, Any] | None:
-        """The collective the training thread waits in now, if any: for a stall's dump."""
+    def waiting_in(self) -> tuple[str | None, float | None]:
+        """The collective the training thread waits in now and since when (None, None: none):
+        for a stall's dump."""
         current = self.current
         if current is not None:
-            return {"collective": current[0], "since": current[1]}
+            return current[0], current[1]
         since = self._in_ddp_wait_since
         if since is not None:
-            return {"collective": "all_reduce (DDP gradient buckets)", "since": since}
-        return None
+            return "all_reduce (DDP gradient buckets)", since
+        return None, None
 
     # -- timing ----------------------------------------------------------------------------
 

@@ -126,7 +126,7 @@ class KnobBoard:
     # The changes applied at the last boundary: (step, [(name, previous, request id), ...]).
     _last_applied: tuple[int, list[tuple[str, Any, Any]]] | None = None
     # Every outcome, numbered: a monitor that connects late replays it from the hello.
-    history: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=1000))
+    history: deque[wire.KnobApplied] = field(default_factory=lambda: deque(maxlen=1000))
     _seq: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock)
     # Lines for the job's stderr (the agent prints them): trials undone for a monitor gone.
@@ -143,17 +143,17 @@ class KnobBoard:
             earlier = self.knobs.get(knob.name)
             if earlier is None or earlier.builtin:
                 self.knobs[knob.name] = knob
-        self._post(wire.encode(wire.KNOBS, knobs=self.describe()))
+        self._post(wire.Knobs(self.describe()).encode())
 
     def describe(self) -> list[dict[str, Any]]:
         return [k.describe() for k in self.knobs.values()]
 
     # -- listener thread ------------------------------------------------------------------
 
-    def request(self, frame: dict[str, Any], client: int | None = None) -> None:
+    def request(self, frame: wire.SetKnob, client: int | None = None) -> None:
         """A set_knob frame from monitor ``client``: refuse a bad one at once (a bad value, a
         step too far ahead, too many waiting), queue a good one for its boundary."""
-        name, request_id = frame.get("name"), _echoed(frame.get("id"))
+        name, request_id = frame.name, _echoed(frame.id)
         knob = self.knobs.get(name) if isinstance(name, str) else None
         if knob is None:
             error = f"no knob named {wire.shown(name)}"
@@ -163,12 +163,11 @@ class KnobBoard:
             self._refuse(request_id, knob.name, knob.value, knob.unavailable)
             return
         try:
-            value = wire.validate_knob(knob.describe(), frame.get("value"))
+            value = wire.validate_knob(knob.describe(), frame.value)
         except ValueError as error:
             self._refuse(request_id, knob.name, knob.value, str(error))
             return
-        at_step = frame.get("at_step")
-        at_step = at_step if type(at_step) is int else None
+        at_step = frame.at_step
         if at_step is not None and at_step > self.step + MAX_STEPS_AHEAD:
             far = (
                 f"{wire.TOO_FAR_AHEAD} {at_step}: this process is at step {self.step} and takes "
@@ -176,7 +175,7 @@ class KnobBoard:
             )
             self._refuse(request_id, knob.name, knob.value, far)
             return
-        trial = frame.get("trial") is True
+        trial = frame.trial is True
         change = _Change(request_id, knob.name, value, at_step=at_step, client=client, trial=trial)
         with self._lock:
             refusal = self._over_bounds(client)
@@ -424,9 +423,11 @@ class KnobBoard:
     def _refuse(self, request_id: Any, name: Any, value: Any, error: str) -> None:
         """A request refused as it arrived: told to the monitors now, kept out of the history
         (it changed nothing, and a flood of them must not crowd out what did)."""
-        outcome = {"id": request_id, "name": name, "value": value, "previous": value}
-        outcome |= {"ok": False, "error": error, "step": None, "reverted": False, "t": time.time()}
-        self._post(wire.KnobApplied(**outcome).encode())
+        outcome = wire.KnobApplied(
+            id=request_id, name=name, value=value, previous=value, ok=False, error=error,
+            step=None, reverted=False, t=time.time(),
+        )  # fmt: skip
+        self._post(outcome.encode())
 
     def _ack(
         self,
@@ -440,20 +441,20 @@ class KnobBoard:
         reverted: bool = False,
     ) -> None:
         self._seq += 1
-        outcome = {
-            "seq": self._seq,
-            "id": request_id,
-            "name": name,
-            "value": value,
-            "previous": previous,
-            "ok": ok,
-            "error": None if error is None else error[:MAX_ERROR_CHARS],
-            "step": step,
-            "reverted": reverted,
-            "t": time.time(),
-        }
+        outcome = wire.KnobApplied(
+            seq=self._seq,
+            id=request_id,
+            name=name,
+            value=value,
+            previous=previous,
+            ok=ok,
+            error=None if error is None else error[:MAX_ERROR_CHARS],
+            step=step,
+            reverted=reverted,
+            t=time.time(),
+        )
         self.history.append(outcome)
-        self._post(wire.KnobApplied(**outcome).encode())
+        self._post(outcome.encode())
 
 
 # An error text in an outcome (a script's own revert reason can be anything).

@@ -137,7 +137,7 @@ class Listener:
     def __init__(
         self,
         path: Path,
-        hello: Callable[[], dict[str, Any]],
+        hello: Callable[[], wire.Hello],
         rows_after: Callable[[int], list[list[Any]]],
         take_frames: Callable[[], list[bytes]],
         on_frame: Callable[[dict[str, Any], int], None],
@@ -336,7 +336,7 @@ class Listener:
         sock.setblocking(False)
         client = _Client(sock, next(self._numbers))
         try:
-            client.outbox += wire.Hello(**self._hello()).encode()
+            client.outbox += self._hello().encode()
         except Exception:  # the hook's own state could not be told: this client goes
             self.errors += 1
             sock.close()

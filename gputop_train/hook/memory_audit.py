@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .. import wire
 from .forward_probe import optimizer_params
 
 # The allocator's statistics are read every AUDIT_PERIOD_S: one call, the peaks and retries
@@ -46,17 +47,19 @@ class MemoryAudit:
         """A knob changed or another optimizer took over: the sizes are walked again."""
         self._sizes = None
 
-    def due(self, now: float, optimizer: Any, cuda: bool) -> dict[str, Any] | None:
-        """The audit's figures when one is due (CUDA in use), else None."""
+    def due(
+        self, now: float, optimizer: Any, cuda: bool, step: int | None = None
+    ) -> wire.MemoryAudit | None:
+        """The audit of ``step`` when one is due (CUDA in use), else None."""
         self._steps += 1
         if not cuda or self._steps < FIRST_AUDIT_STEP or now < self._next:
             return None
         self._next = now + AUDIT_PERIOD_S
         if now >= self._sizes_until:
             self._sizes, self._sizes_until = None, now + SIZES_PERIOD_S
-        return self.audit(optimizer)
+        return self.audit(optimizer, step)
 
-    def audit(self, optimizer: Any) -> dict[str, Any]:
+    def audit(self, optimizer: Any, step: int | None = None) -> wire.MemoryAudit:
         if self._sizes is None:
             self._sizes = _sizes(optimizer)
         params_bytes, grads_bytes, optimizer_bytes = self._sizes
@@ -64,18 +67,19 @@ class MemoryAudit:
         if self._total is None:
             device = self._torch.cuda.current_device()
             self._total = int(self._torch.cuda.get_device_properties(device).total_memory)
-        return {
-            "params_bytes": params_bytes,
-            "grads_bytes": grads_bytes,
-            "optimizer_bytes": optimizer_bytes,
-            "allocated_peak": stats.get("allocated_bytes.all.peak"),
-            "reserved_peak": stats.get("reserved_bytes.all.peak"),
-            "allocated": stats.get("allocated_bytes.all.current"),
-            "reserved": stats.get("reserved_bytes.all.current"),
-            "alloc_retries": stats.get("num_alloc_retries"),
-            "ooms": stats.get("num_ooms"),
-            "device_total": self._total,
-        }
+        return wire.MemoryAudit(
+            step=step,
+            params_bytes=params_bytes,
+            grads_bytes=grads_bytes,
+            optimizer_bytes=optimizer_bytes,
+            allocated_peak=stats.get("allocated_bytes.all.peak"),
+            reserved_peak=stats.get("reserved_bytes.all.peak"),
+            allocated=stats.get("allocated_bytes.all.current"),
+            reserved=stats.get("reserved_bytes.all.current"),
+            alloc_retries=stats.get("num_alloc_retries"),
+            ooms=stats.get("num_ooms"),
+            device_total=self._total,
+        )
 
 
 def _sizes(optimizer: Any) -> tuple[int, int, int]:

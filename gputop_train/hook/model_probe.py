@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .. import wire
 from . import forward_probe
 from .model_call import CallWrap
 from .step_parts import (
@@ -138,12 +139,12 @@ class ModelProbe:
         if self.reason is None:
             self.reason, self._new_reason = reason, True
 
-    def take_fact(self) -> dict[str, Any] | None:
+    def take_fact(self, step: int) -> wire.StepParts | None:
         """The ``step_parts`` fact when the model or the reason changed, else None."""
         if not self._new_reason:
             return None
         self._new_reason = False
-        return {"model": self.model, "reason": self.reason}
+        return wire.StepParts(step=step, model=self.model, reason=self.reason)
 
     # -- events ---------------------------------------------------------------------------
 

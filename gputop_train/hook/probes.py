@@ -14,6 +14,8 @@ import warnings
 from collections import Counter
 from typing import Any
 
+from .. import wire
+
 # One scanned step early on, then one every this many: warn mode slows every sync while on.
 # Step 5, not later: a 40-step gradient-accumulation run on the H100 finished in 4 s and its
 # .item() per micro-batch went unseen with a first scan at step 50 (issue: diagnosis).
@@ -69,20 +71,21 @@ class SyncScanner:
         warnings.filterwarnings("always", message=f".*{_SYNC_WARNING}")
         self._cuda.set_sync_debug_mode("warn")
 
-    def stop(self) -> dict[str, Any]:
+    def stop(self, step: int | None = None) -> wire.Syncs:
+        """The scan of ``step``: its sync count and its ten most frequent call sites."""
         self._cuda.set_sync_debug_mode("default")
         warnings.showwarning = self._saved_showwarning
         self.active = False
         sites = [
-            {
-                "file": filename,
-                "line": lineno,
-                "op": linecache.getline(filename, lineno).strip()[:160],
-                "count": count,
-            }
+            wire.SyncSite(
+                file=filename,
+                line=lineno,
+                op=linecache.getline(filename, lineno).strip()[:160],
+                count=count,
+            )
             for (filename, lineno), count in self._sites.most_common(10)
         ]
-        return {"count": sum(self._sites.values()), "sites": sites}
+        return wire.Syncs(count=sum(self._sites.values()), sites=sites, step=step)
 
     def _showwarning(
         self,
@@ -139,7 +142,9 @@ class FlopCounter:
         return self._mode is not None
 
 
-def model_facts(torch_module: Any, optimizer: Any, autocast_dtype: str | None) -> dict[str, Any]:
+def model_facts(
+    torch_module: Any, optimizer: Any, autocast_dtype: str | None, step: int | None = None
+) -> wire.Model:
     """What the step ran in: the advisor's precision facts (docs/advisor.md).
 
     ``autocast_dtype`` is the dtype of the autocast the step entered, if any. A compiled
@@ -149,31 +154,25 @@ def model_facts(torch_module: Any, optimizer: Any, autocast_dtype: str | None) -
     cuda = torch_module.cuda.is_initialized()
     compiled = _dynamo_compiled()
     param = _first_float_param(optimizer)
-    facts: dict[str, Any] = {
-        "cuda": cuda,
-        "capability": list(torch_module.cuda.get_device_capability()) if cuda else None,
-        "device_uuid": _device_uuid(torch_module, param) if cuda else None,
-        "autocast": autocast_dtype or (None if compiled else "off"),
-        "param_dtype": str(param.dtype).removeprefix("torch.") if param is not None else None,
-        "tf32_matmul": float32_matmul_precision(torch_module) != "highest",
-        "matmul_precision": float32_matmul_precision(torch_module),
-        "tf32_cudnn": bool(torch_module.backends.cudnn.allow_tf32),
-        "channels_last": _channels_last(torch_module, optimizer),
-        "compiled": compiled,
-        **_optimizer_facts(optimizer),
-    }
-    return facts
-
-
-def _optimizer_facts(optimizer: Any) -> dict[str, Any]:
-    """The optimizer's class and implementation: ``foreach=False`` (one kernel per parameter
-    and op), foreach (the default on CUDA: a few kernels per op over all parameters) or fused."""
+    # The optimizer's class and implementation: ``foreach=False`` (one kernel per parameter
+    # and op), foreach (the default on CUDA: a few kernels per op over all parameters) or fused.
     defaults = getattr(optimizer, "defaults", None) or {}
-    return {
-        "optimizer": type(optimizer).__name__,
-        "optimizer_foreach": defaults.get("foreach") if "foreach" in defaults else None,
-        "optimizer_fused": defaults.get("fused") if "fused" in defaults else None,
-    }
+    return wire.Model(
+        step=step,
+        cuda=cuda,
+        capability=list(torch_module.cuda.get_device_capability()) if cuda else None,
+        device_uuid=_device_uuid(torch_module, param) if cuda else None,
+        autocast=autocast_dtype or (None if compiled else "off"),
+        param_dtype=str(param.dtype).removeprefix("torch.") if param is not None else None,
+        tf32_matmul=float32_matmul_precision(torch_module) != "highest",
+        matmul_precision=float32_matmul_precision(torch_module),
+        tf32_cudnn=bool(torch_module.backends.cudnn.allow_tf32),
+        channels_last=_channels_last(torch_module, optimizer),
+        compiled=compiled,
+        optimizer=type(optimizer).__name__,
+        optimizer_foreach=defaults.get("foreach") if "foreach" in defaults else None,
+        optimizer_fused=defaults.get("fused") if "fused" in defaults else None,
+    )
 
 
 def force_eager(torch_module: Any) -> Any:

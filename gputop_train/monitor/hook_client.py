@@ -15,17 +15,7 @@ from typing import Any
 from .. import events, wire
 from ..session.model import Session
 
-# Frames that carry a fact about the job; the session keeps the latest of each.
-FACT_FRAMES: tuple[type[wire.Frame], ...] = (
-    wire.Loader,
-    wire.Syncs,
-    wire.Flops,
-    wire.Model,
-    wire.Workload,
-    wire.StepParts,
-    wire.MemoryAudit,
-)
-FACTS = tuple(cls.TYPE for cls in FACT_FRAMES)
+FACTS = tuple(cls.TYPE for cls in events.FACT_FRAMES)  # the kinds a hello's "latest" holds
 # How often to look for sockets of new processes (ranks start late, workers never listen).
 # Each look wakes this thread and lists the runtime directory: once a second finds a new rank
 # within a second.
@@ -216,16 +206,7 @@ class HookClient:
         # A hook we launched appends its step rows to our recording itself (hook/row_log.py).
         connection.rows_recorded = frame.rows_recorded_for == os.getpid()
         pid, apply = connection.pid, self._session.apply
-        apply(
-            events.ProcessHello(
-                pid,
-                tuple(frame.argv or ()),
-                frame.rank,
-                frame.local_rank,
-                frame.torch,
-                frame.host,
-            )
-        )
+        apply(events.ProcessHello.from_frame(pid, frame))
         if frame.knobs is not None:
             apply(events.KnobsDeclared(pid, tuple(frame.knobs)))
         for outcome in frame.knob_history or ():
@@ -240,7 +221,7 @@ class HookClient:
         if frame is None:
             self._session.apply(events.FramesDropped(1))
             return
-        self._session.apply(events.FactSeen(connection.pid, frame.fields()))
+        self._session.apply(events.FactSeen.from_frame(connection.pid, frame))
 
     def _on_waiting(self, connection: _Connection, frame: wire.Waiting) -> None:
         """A stall's question, answered (monitor/stall.py reads it)."""
@@ -256,21 +237,7 @@ class HookClient:
             self._session.apply(events.FramesDropped(1))
             return
         if isinstance(frame.name, str):  # a refusal echoes whatever name was sent
-            self._session.apply(
-                events.KnobOutcome(
-                    connection.pid,
-                    frame.name,
-                    frame.value,
-                    frame.ok,
-                    previous=frame.previous,
-                    step=frame.step,
-                    seq=frame.seq,
-                    error=frame.error or None,
-                    t=frame.t,
-                    reverted=frame.reverted,
-                    request_id=frame.id,
-                )
-            )
+            self._session.apply(events.KnobOutcome.from_frame(connection.pid, frame))
         scheduled = isinstance(frame.id, str) and frame.id.startswith(wire.SCHEDULE_REQUEST)
         if scheduled and not frame.ok and isinstance(frame.name, str):
             if frame.name in self.said_schedule_refusals:
@@ -345,5 +312,5 @@ _HANDLERS: dict[type[wire.Frame], Callable[[HookClient, _Connection, Any], None]
     wire.Knobs: HookClient._on_knobs,
     wire.KnobApplied: HookClient._on_knob_applied,
     wire.Waiting: HookClient._on_waiting,
-    **{cls: HookClient._on_fact for cls in FACT_FRAMES},
+    **{cls: HookClient._on_fact for cls in events.FACT_FRAMES},
 }

@@ -382,18 +382,16 @@ class Session:
             self._stacks = (self.clock(), item.stacks)
 
     def _on_fact(self, item: events.FactSeen) -> None:
-        """The primary process's latest loader / syncs / flops / model frame; the fields the
-        advisor reads are checked here, so a corrupt frame cannot break a later snapshot."""
-        kind = item.frame.get("type")
-        checked = stats.checked_fact(kind, item.frame) if isinstance(kind, str) else None
-        if checked is None:
-            return
+        """The primary process's latest fact frames, kept as their known fields (a field the
+        hook did not send is absent): ``wire.decode_frame`` checked each already."""
+        kind = item.frame.TYPE
+        known = {name: value for name, value in item.frame.fields().items() if value is not None}
         with self._lock:
-            if kind == "model" and isinstance(checked.get("device_uuid"), str):
-                self._device_uuids[item.pid] = checked["device_uuid"]  # every rank's device
+            if isinstance(known.get("device_uuid"), str):  # a model frame: every rank's device
+                self._device_uuids[item.pid] = known["device_uuid"]
             if item.pid == self._primary_pid_locked():
-                facts = self._facts.setdefault(kind, [])  # type: ignore[arg-type]
-                facts.append((self.clock(), checked))
+                facts = self._facts.setdefault(kind, [])
+                facts.append((self.clock(), known))
                 del facts[:-MAX_FACTS]
 
     def _on_autopilot(self, item: events.AutopilotChanged) -> None:

@@ -6,7 +6,6 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import Any
 
 from ..samples import GpuSample, ProcSample
 from .breakdown import MemoryAudit, StepParts, host_gap_pct, step_parts
@@ -498,84 +497,3 @@ def loader_workers(num_workers: object, node_workers: int | None, ranks: int) ->
 
 def mean_pcie_rx(ticks: Sequence[tuple[GpuSample, ...]]) -> float | None:
     return _mean(g.pcie_rx_mibps for tick in ticks for g in tick)
-
-
-# The fields of each fact frame the advisor reads, and the kind of value each must be.
-_FACT_FIELDS: dict[str, dict[str, tuple[type, ...]]] = {
-    "loader": {
-        "num_workers": (int,),
-        "pin_memory": (bool,),
-        "persistent_workers": (bool,),
-        "batch_size": (int,),
-        "dtype": (str,),
-        "shape": (list,),
-        "bytes": (int,),
-        "pinned": (bool,),
-    },
-    "syncs": {"count": (int,), "sites": (list,), "step": (int,)},
-    "step_parts": {"model": (str,), "reason": (str,), "step": (int,)},
-    "memory_audit": {
-        "params_bytes": (int,),
-        "grads_bytes": (int,),
-        "optimizer_bytes": (int,),
-        "allocated_peak": (int,),
-        "reserved_peak": (int,),
-        "allocated": (int,),
-        "reserved": (int,),
-        "alloc_retries": (int,),
-        "ooms": (int,),
-        "device_total": (int,),
-        "step": (int,),
-    },
-    "flops": {"flops": (int,), "samples": (int,), "step": (int,)},
-    "model": {
-        "cuda": (bool,),
-        "device_uuid": (str,),
-        "capability": (list,),
-        "autocast": (str,),
-        "param_dtype": (str,),
-        "tf32_matmul": (bool,),
-        "tf32_cudnn": (bool,),
-        "channels_last": (bool,),
-        "compiled": (bool,),
-        "matmul_precision": (str,),
-        "optimizer": (str,),
-        "optimizer_foreach": (bool,),
-        "optimizer_fused": (bool,),
-        "step": (int,),
-    },
-    # Nested parts, each checked field by field by session/workload.py.
-    "workload": {"census": (dict,), "profile": (dict,), "peak": (dict,), "step": (int,)},
-}
-
-
-def checked_fact(kind: str, frame: dict) -> dict | None:
-    """A fact frame with only the fields whose values are of their kind (others dropped:
-    N/A); None for a kind the advisor does not read. Lists are checked to their items."""
-    fields = _FACT_FIELDS.get(kind)
-    if fields is None:
-        return None
-    out: dict = {"type": kind}
-    for name, kinds in fields.items():
-        value: Any = frame.get(name)
-        if value is None or (bool not in kinds and isinstance(value, bool)):
-            continue
-        if not isinstance(value, kinds):
-            continue
-        if isinstance(value, list):
-            if name == "sites":
-                value = [site for site in value if _sync_site(site)][:10]
-            elif not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
-                continue
-        out[name] = value
-    return out
-
-
-def _sync_site(site: object) -> bool:
-    return (
-        isinstance(site, dict)
-        and isinstance(site.get("file"), str)
-        and isinstance(site.get("line"), int)
-        and isinstance(site.get("op"), str)
-        and isinstance(site.get("count"), int)
-    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from gputop_train import wire
 from gputop_train.hook import patches
 from gputop_train.hook.agent import Agent
 
@@ -24,4 +25,6 @@ def hooked_agent() -> Iterator[Agent]:
 
 def request(agent: Agent, name: str, value: Any) -> None:
     """A set_knob frame, as the monitor sends it."""
-    agent.board.request({"type": "set_knob", "id": name, "name": name, "value": value})
+    agent.board.request(
+        wire.SetKnob.decode({"type": "set_knob", "id": name, "name": name, "value": value})
+    )

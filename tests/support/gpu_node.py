@@ -65,7 +65,7 @@ def node_session(node: Node, seconds: float = 20.0) -> tuple[Session, FakeNvml]:
             hello.update(local_rank=rank, world_size=len(node.ranks), host="node")
         session.apply(events.ProcessHello.of(pid, hello))
         for fact in node.facts:
-            session.apply(events.FactSeen(pid, dict(fact)))
+            session.apply(events.FactSeen.of(pid, dict(fact)))
     for index, gpu in enumerate(fake.gpus):
         job = [pid for pid, on in node.ranks.items() if on == index] if node.touched else []
         busy = bool(job)
@@ -97,7 +97,7 @@ def node_session(node: Node, seconds: float = 20.0) -> tuple[Session, FakeNvml]:
     if node.hook_reports_uuid:
         for pid, index in node.ranks.items():
             model = {"type": "model", "cuda": True, "device_uuid": uuid(index), "step": 2}
-            session.apply(events.FactSeen(pid, model))
+            session.apply(events.FactSeen.of(pid, model))
     for i in range(int(seconds * 10)):
         clock.now = NOW - seconds + i * 0.1
         session.apply(events.GpuSampled(sampler.sample()))
