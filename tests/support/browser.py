@@ -56,6 +56,19 @@ def pixels_of(image: np.ndarray, colour: str, tolerance: float = 0.08) -> int:
     return int(np.all(np.abs(image - rgb) <= tolerance, axis=-1).sum())
 
 
+def blended_pixels_of(image: np.ndarray, colour: str, least: float = 0.35) -> int:
+    """How many pixels are ``#rrggbb`` blended over white with an opacity of ``least`` or
+    more: a one-pixel line that falls between two pixel columns is drawn as two paler ones
+    (a dashed phase line read 85-574 pixels of its exact colour as its x moved)."""
+    rgb = np.array([int(colour[i : i + 2], 16) / 255.0 for i in (1, 3, 5)])
+    room = 1.0 - rgb
+    moving = room > 0.2  # the channels the colour moves away from white
+    alpha = ((1.0 - image[..., moving]) / room[moving]).mean(axis=-1, keepdims=True)
+    blend = 1.0 - alpha * room  # the colour at that opacity over white, every channel
+    close = np.all(np.abs(image - blend) <= 0.08, axis=-1)
+    return int((close & (alpha[..., 0] >= least)).sum())
+
+
 def drawn_share(image: np.ndarray) -> float:
     """The share of pixels that are not white: 0 for a blank page."""
     return float(np.any(image < 0.95, axis=-1).mean())
