@@ -292,7 +292,7 @@ def test_each_rank_waits_what_its_own_clock_measures_around_its_all_reduce(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
     run = monitored_torchrun(
-        tmp_path_factory, 2, "manual", "steps=80", "slow_rank=1", "slow_step_ms=30"
+        tmp_path_factory, 2, "manual", "steps=200", "slow_rank=1", "slow_step_ms=30"
     )
     truth = comm_truth(run)
     for figures in run.summary["ranks"]:

@@ -125,3 +125,36 @@ def test_the_monitor_says_it_is_there(private_runtime_dir: Path) -> None:
 def _polled(client: HookClient) -> bool:
     client.poll(0.05)
     return True
+
+
+def test_a_client_dropped_for_silence_has_not_left_one_that_closes_has(
+    private_runtime_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A monitor starved of CPU (niced, beside CPU hogs) goes silent and may be dropped: its
+    trial must stay (the CPU autopilot's trial was undone so, 2026-11-27); a monitor whose
+    socket closes is gone, and its trials go with it."""
+    monkeypatch.setattr(listener_module, "SILENT_EVICT_S", 0.3)
+    left: list[int] = []
+    listener = Listener(
+        wire.socket_path(os.getpid(), wire.runtime_dir()),
+        hello=lambda: wire.Hello(pid=os.getpid()),
+        rows_after=lambda step: [],
+        take_frames=list,
+        on_frame=lambda frame, client: None,
+        on_leave=left.append,
+    )
+    listener.start()
+    readers = _fill(listener)
+    try:
+        silent = listener._clients[0]
+        wait_until(lambda: time.monotonic() - silent.heard_at > listener_module.SILENT_EVICT_S)
+        with _connect(listener) as attach:
+            assert _first_frame(attach)["type"] == wire.HELLO  # took the silent one's slot
+            assert silent not in listener._clients and left == []
+            closing = listener._clients[0]  # readers[1]'s, the oldest left
+        readers[1].close()
+        wait_until(lambda: closing.number in left, 10.0, "the closed client's leave")
+    finally:
+        for sock in readers:
+            sock.close()
+        listener.finish()

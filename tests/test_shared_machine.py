@@ -17,7 +17,7 @@ SCRIPT = "input_beside_cpu_hog.py"
 # How long the advice may take to settle on a loaded 2-core box: the job's start (torch
 # import), its warm-up steps, and 2 s of measured steps, each slowed by the load (about 40 s
 # with a load average of 7 on the 2-core dev box); the tests' own limit is above it.
-SETTLE_S = 120.0
+SETTLE_S = 240.0  # beside two more CPU hogs (a loaded CI box) 120 s saw no finding yet
 
 
 def proposes_more_workers(found: list[Finding], current: int) -> bool:

@@ -66,8 +66,10 @@ def _trial_undone_within_a_step(observer: Observer, killed_at: float) -> int:
     reverted = observer.revert_step()
     assert reverted is not None and observer.value() == 5
     observer.until(lambda: observer.session.steps()[-1].t > killed_at, "a step after the kill")
-    # The trial's value ran at most to the first boundary after the kill, and one more.
-    assert reverted <= observer.first_step_ending_after(killed_at) + 1
+    # The trial's value ran at most to the first boundary after the listener saw the monitor
+    # go: the kill's step and one more on a quiet box; beside two CPU hogs (load ~8, 2 cores,
+    # 2026-11-27) the listener's turn came a 60 ms step later once, hence a step of slack.
+    assert reverted <= observer.first_step_ending_after(killed_at) + 2
     said = [n for n in observer.session.snapshot().notices if wire.MONITOR_LEFT in n]
     assert said and "during its trial: reverted to 5" in said[-1]
     return reverted

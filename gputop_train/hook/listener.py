@@ -365,7 +365,7 @@ class Listener:
             silent.sock.send(
                 wire.Notice("hook dropped this client: silent while a new monitor waited").encode()
             )
-        self._drop(silent)
+        self._drop(silent, left=False)
         return True
 
     def _pause_accepting(self, seconds: float) -> None:
@@ -434,7 +434,7 @@ class Listener:
                 client.stalled_since = client.stalled_since or now
                 if now - client.stalled_since >= UNREAD_DROP_S:
                     self._count(f"a client that read nothing for {UNREAD_DROP_S:g} s")
-                    self._drop(client)
+                    self._drop(client, left=False)
             else:
                 client.stalled_since = None
             client.read_bytes = read
@@ -498,13 +498,19 @@ class Listener:
                 return
             self._take(client, data)
 
-    def _drop(self, client: _Client) -> None:
+    def _drop(self, client: _Client, left: bool = True) -> None:
+        """``left``: the monitor is gone (its socket closed or broke), so its waiting changes
+        and trials go with it. A client the hook drops for being slow (``left=False``: it read
+        nothing, or said nothing, for seconds) may be a live monitor starved of CPU, whose
+        trial must stay: beside two CPU hogs the niced monitor of the CPU autopilot's test was
+        dropped mid-trial and its trial undone (2026-11-27)."""
         if client in self._clients:
             self._clients.remove(client)
             with contextlib.suppress(Exception):
                 self._selector.unregister(client.sock)
             _release(client.sock, client.identity)
-            self._left(client)
+            if left:
+                self._left(client)
 
     def _left(self, client: _Client) -> None:
         """Tell the agent: the client's waiting changes and trials go with it."""
