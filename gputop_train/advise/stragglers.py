@@ -23,6 +23,7 @@ from ..session.clocks import GpuClocks
 from ..session.comm import HOLD_WINDOWS
 from ..session.job_gpus import GpuFigures
 from ..session.stats import Observation, RankStats
+from .shared_gpu import SHARED_SM_PCT
 
 if TYPE_CHECKING:
     from .rules.finding import Finding
@@ -37,9 +38,6 @@ COMM_GAP_SHARE = 0.10
 COMM_GAP_MIN_MS = 2.0
 # A cause is named when its measurement covers this share of the gap ("most of it").
 CAUSE_COVERS = 0.6
-# A process on a rank's GPU that is none of the job's ranks, this busy on average (NVML
-# per-process SM %), shares the GPU: a tenth of its SMs' time is a tenth of the rank's.
-SHARED_SM_PCT = 10.0
 # A one-off stall: one step in which the rank held the others this many times the usual step
 # (a GC pause, a checkpoint, a hiccup of its storage); the chronic line above failed.
 STALL_STEP_RATIO = 5.0
