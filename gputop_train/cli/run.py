@@ -14,6 +14,7 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,9 +38,16 @@ from .held_interrupts import HeldInterrupts
 def launch(args: argparse.Namespace) -> int:
     """``gputop-train [OPTIONS] SCRIPT`` / ``-- COMMAND``: start the job, then watch it.
     Ctrl+C until the front end takes over is held (cli/held_interrupts.py)."""
+    return _holding_interrupts(_launch, args)
+
+
+def _holding_interrupts(
+    run: Callable[[argparse.Namespace, HeldInterrupts], int], args: argparse.Namespace
+) -> int:
+    """``run`` with Ctrl+C held until its front end takes over (it releases them there)."""
     held = HeldInterrupts().hold()
     try:
-        return _launch(args, held)
+        return run(args, held)
     finally:
         held.release()
 
@@ -86,11 +94,7 @@ def _launch(args: argparse.Namespace, held: HeldInterrupts) -> int:
 def attach(args: argparse.Namespace) -> int:
     """``gputop-train attach PID``: watch a running job, hooked or sampled with py-spy.
     Ctrl+C until the front end takes over is held (cli/held_interrupts.py)."""
-    held = HeldInterrupts().hold()
-    try:
-        return _attach(args, held)
-    finally:
-        held.release()
+    return _holding_interrupts(_attach, args)
 
 
 def _attach(args: argparse.Namespace, held: HeldInterrupts) -> int:
