@@ -13,7 +13,9 @@ which prints its own samples/s every 5 s):
    whose prefetched batches inflated the baseline before (issue 38: 0.74x); it should read
    within 5% of 1.0x.
 3. The plain script at the kept settings, started with them in its own flags: its meter
-   against the autopilot's end.
+   against the autopilot's end; then each ``--combo`` (the script's flags for another
+   combination of built-in knobs, "-j 16 --amp bf16 --channels-last"), so that the best
+   combination measured by hand is taken in the same call.
 
 Each step is skipped when ``--deadline-s`` would not hold it; results.json says which.
 """
@@ -105,6 +107,9 @@ def main() -> int:
     parser.add_argument("--plain-s", type=float, default=35.0)
     parser.add_argument("--deadline-s", type=float, default=280.0, help="for this whole call")
     parser.add_argument(
+        "--combo", action="append", default=[], help="another plain run's flags (repeatable)"
+    )
+    parser.add_argument(
         "--script-args", default="", help='more arguments for the script ("-b 4": a CPU smoke test)'
     )
     args = parser.parse_args()
@@ -166,25 +171,45 @@ def main() -> int:
 
     flags = kept_flags(pilot.get("end_settings") or [])
     if flags and time.time() + args.plain_s + 25 < deadline:
-        stem = args.out / "imagenet-plain-kept"
-        script = [str(SCRIPT), *extra, *flags, "--max-seconds", str(args.plain_s)]
-        with Path(f"{stem}.log").open("w") as log:
-            subprocess.run(
-                [sys.executable, *script],
-                cwd=REPO,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                timeout=args.plain_s + 60,
-            )
-        plain = median([r for _, r in meters(stem)[2:]])  # past the workers' start
-        results["plain_kept"] = {"flags": flags, "meter": plain, "meters": meters(stem)}
+        plain, readings = plain_run(
+            args.out / "imagenet-plain-kept", [*extra, *flags], args.plain_s
+        )
+        results["plain_kept"] = {"flags": flags, "meter": plain, "meters": readings}
         if plain and end:
             results["plain_kept"]["autopilot_end_over_plain"] = end / plain
         print(f"plain {' '.join(flags)}: {plain} samples/s; autopilot end {end}", flush=True)
     else:
         results["plain_kept"] = {"skipped": "nothing kept" if not flags else "out of time"}
     save()
+    results["combos"] = {}
+    for index, combo in enumerate(args.combo):
+        if time.time() + args.plain_s + 25 >= deadline:
+            results["combos"][combo] = {"skipped": "out of time"}
+            continue
+        stem = args.out / f"imagenet-plain-combo{index}"
+        plain, readings = plain_run(stem, [*extra, *combo.split()], args.plain_s)
+        results["combos"][combo] = {"meter": plain, "meters": readings}
+        if plain and end:
+            results["combos"][combo]["autopilot_end_over_plain"] = end / plain
+        print(f"plain {combo}: {plain} samples/s; autopilot end {end}", flush=True)
+        save()
+    save()
     return 0
+
+
+def plain_run(stem: Path, flags: list[str], seconds: float) -> tuple[float | None, list]:
+    """The script alone with ``flags``: the median of its own meter past the workers' start."""
+    script = [str(SCRIPT), *flags, "--max-seconds", str(seconds)]
+    with Path(f"{stem}.log").open("w") as log:
+        subprocess.run(
+            [sys.executable, *script],
+            cwd=REPO,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            timeout=seconds + 60,
+        )
+    readings = meters(stem)
+    return median([r for _, r in readings[2:]]), readings
 
 
 def recompute(recording: Path) -> list[dict[str, Any]]:
