@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -59,8 +60,12 @@ SCRIPTS: dict[str, tuple[str, list[str], str, dict[str, list[str]]]] = {
         [],
         "--max-seconds",
         {
+            "rung 0": [],
             "--precision bf16": ["--precision", "bf16"],
             "--precision bf16 --compile": ["--precision", "bf16", "--compile"],
+            "--precision bf16 --compile --optimizer fused": [
+                *("--precision", "bf16", "--compile", "--optimizer", "fused")
+            ],
         },
     ),
     "hf": (
@@ -74,7 +79,11 @@ SCRIPTS: dict[str, tuple[str, list[str], str, dict[str, list[str]]]] = {
 
 # A fix that compiles spends its first minute compiling (GPT-2 small: ~40-60 s on an H100):
 # its run is that much longer, so that as many steps are measured after the warm-up.
-FIX_WARMUP_S = {"--compile True": 60.0, "--precision bf16 --compile": 60.0}
+FIX_WARMUP_S = {
+    "--compile True": 60.0,
+    "--precision bf16 --compile": 60.0,
+    "--precision bf16 --compile --optimizer fused": 60.0,
+}
 
 
 def phase_rate(phase: dict[str, Any]) -> tuple[float | None, str]:
@@ -94,10 +103,52 @@ def autopilot_end(summary: dict[str, Any]) -> tuple[float | None, float | None, 
     return pilot.get("start_samples_per_s"), last_rate, unit
 
 
-def run_script(name: str, out: Path, budget_min: float, fix_s: float, deadline: float) -> dict:
+def run_script(
+    name: str, out: Path, budget_min: float, fix_s: float, deadline: float, pilot_too: bool = True
+) -> dict:
     script, own, limit_flag, fixes = SCRIPTS[name]
     path = str(HERE / script)
     result: dict[str, Any] = {"script": f"benchmarks/autopilot_any/{script}", "args": own}
+    end = None
+    if pilot_too:
+        end = run_pilot(name, path, own, limit_flag, out, budget_min, result)
+    result["fixes"] = {}
+    for label, flags in fixes.items():
+        if time.monotonic() + fix_s + FIX_WARMUP_S.get(label, 0.0) + 30 > deadline:
+            result["fixes"][label] = {"skipped": "out of time in this call"}
+            continue
+        fixed = run_until_pilot_done(
+            [],
+            [path, *own, *flags, limit_flag, str(fix_s + FIX_WARMUP_S.get(label, 0.0))],
+            out / f"{name}-fix-{re.sub(r'[^a-z0-9]+', '-', label).strip('-')}",
+            fix_s + 90 + FIX_WARMUP_S.get(label, 0.0),
+        )
+        phases = fixed.get("phases") or []
+        rate, fix_unit = phase_rate(phases[-1]) if phases else (None, "N/A")
+        result["fixes"][label] = {
+            "rate": rate,
+            "unit": fix_unit,
+            "phase": phases[-1] if phases else None,
+        }
+        print(f"{name} {label}: {rate} {fix_unit}", flush=True)
+    rates = [f["rate"] for f in result["fixes"].values() if f.get("rate")]
+    best = max(rates) if rates else None
+    result["best_fix"] = best
+    result["as_fast"] = bool(end and best and end >= WITHIN_NOISE * best)
+    print(f"{name}: autopilot end {end} vs best single fix {best}: as fast = {result['as_fast']}")
+    return result
+
+
+def run_pilot(
+    name: str,
+    path: str,
+    own: list[str],
+    limit_flag: str,
+    out: Path,
+    budget_min: float,
+    result: dict[str, Any],
+) -> float | None:
+    """The script under ``--autopilot`` until it is done and ``SETTLE_S`` after; its end."""
     cap = str(60 * budget_min + 90)
     summary = run_until_pilot_done(
         ["--autopilot", "--autopilot-budget", str(budget_min)],
@@ -120,31 +171,7 @@ def run_script(name: str, out: Path, budget_min: float, fix_s: float, deadline: 
             f"{trial.get('gain_vs_start')}: {trial['decision']}: {trial['reason']}",
             flush=True,
         )
-    result["fixes"] = {}
-    for label, flags in fixes.items():
-        if time.monotonic() + fix_s + FIX_WARMUP_S.get(label, 0.0) + 30 > deadline:
-            result["fixes"][label] = {"skipped": "out of time in this call"}
-            continue
-        fixed = run_until_pilot_done(
-            [],
-            [path, *own, *flags, limit_flag, str(fix_s + FIX_WARMUP_S.get(label, 0.0))],
-            out / f"{name}-fix-{flags[-1]}",
-            fix_s + 90 + FIX_WARMUP_S.get(label, 0.0),
-        )
-        phases = fixed.get("phases") or []
-        rate, fix_unit = phase_rate(phases[-1]) if phases else (None, "N/A")
-        result["fixes"][label] = {
-            "rate": rate,
-            "unit": fix_unit,
-            "phase": phases[-1] if phases else None,
-        }
-        print(f"{name} {label}: {rate} {fix_unit}", flush=True)
-    rates = [f["rate"] for f in result["fixes"].values() if f.get("rate")]
-    best = max(rates) if rates else None
-    result["best_fix"] = best
-    result["as_fast"] = bool(end and best and end >= WITHIN_NOISE * best)
-    print(f"{name}: autopilot end {end} vs best single fix {best}: as fast = {result['as_fast']}")
-    return result
+    return end
 
 
 def main() -> int:
@@ -155,6 +182,7 @@ def main() -> int:
     parser.add_argument("--fix-seconds", type=float, default=40.0)
     parser.add_argument("--deadline-s", type=float, default=520.0, help="for this whole call")
     parser.add_argument("--only-fix", action="append", help="run only these fixes (labels)")
+    parser.add_argument("--fixes-only", action="store_true", help="no --autopilot run")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     if args.only_fix:
@@ -165,7 +193,9 @@ def main() -> int:
     results = {}
     for name in args.names:
         try:
-            results[name] = run_script(name, args.out, args.budget, args.fix_seconds, deadline)
+            results[name] = run_script(
+                name, args.out, args.budget, args.fix_seconds, deadline, not args.fixes_only
+            )
         except Exception as error:  # one script's failure leaves the others' results
             results[name] = {"error": repr(error)}
             print(f"{name}: {error!r}", flush=True)
