@@ -28,7 +28,7 @@ from ..session.stats import Observation
 from ..session.steps import Step
 from .ledger import Edit, edit_of, end_settings, replay_command
 from .plan import Candidate, candidates, resolve
-from .settle import Settled, settle
+from .settle import GIVE_UP_S, Settled, settle
 
 # A trial is judged on at least this many settled steps covering this many seconds, once
 # its transient is over (settle.py; the phase's warm-up, a compile's included, before it).
@@ -60,6 +60,15 @@ RESTORE_REMEASURE_S = 15.0
 # an 8% noise bar, where the scorecard's longer phases measured the same fix at 1.11x.
 BORDERLINE_MEASURE_S = 15.0
 DEFAULT_BUDGET_S = 600.0
+# A --try window (each baseline and each trial) is measured on until the standard error of
+# its throughput is at most TRY_ERROR_PCT, or it holds TRY_MAX_S: the ratio of a trial to
+# its two bracketing baselines then errs by about 1.8%, so a no-op reads within 5% of 1.0x
+# at two standard errors. On the H100 (2026-11-27 15:15 UTC) the 4-worker ImageNet input,
+# judged on ~10 s windows, read bf16 (a no-op while the input limits) at 0.83x: its 5-s
+# meter swung 1,376-1,842 samples/s at one setting. The cap is settle.GIVE_UP_S: a window
+# that noisy is judged on a minute and says its error.
+TRY_ERROR_PCT = 1.5
+TRY_MAX_S = GIVE_UP_S
 # A revert the job refused as late (under torchrun the monitor's frame reached a rank after
 # the step every rank was to take it at: two ranks beside CPU hogs on the 2-core dev box,
 # 2026-11-27, refused theirs and the trial's setting stayed) is sent again, each time for a
@@ -195,6 +204,7 @@ class Pilot:
         self._edits: tuple[Edit, ...] = ()
         # --try: the baseline and the trial just measured, until the baseline after it is.
         self._bracketing: tuple[_Measure, _Measure] | None = None
+        self._last_settled: tuple[int, Settled | None] = (0, None)
         self._tries_checked = False  # --try entries checked against the job's knobs
 
     # -- any thread ------------------------------------------------------------------------
@@ -359,16 +369,19 @@ class Pilot:
             reason=(
                 "reverted to the baseline; against the baselines before and after it "
                 f"({before.rate:,.4g} and {after.rate:,.4g} {after.settled.unit}, "
-                f"{expected:,.4g} at its time)"
+                f"{expected:,.4g} at its time; {_windows(before, trial, after)})"
             ),
         )
 
     def _measure(self, snap: Snapshot, row: PhaseRow, need_s: float) -> _Measure | None:
         """The phase's settled window once it covers ``need_s`` and MIN_TRIAL_STEPS."""
         settled = self._settled(snap, row.phase.index)
+        self._last_settled = (row.phase.index, settled)
         if settled is None or settled.rate is None:
             return None
         if settled.steps < MIN_TRIAL_STEPS or settled.seconds < need_s:
+            return None
+        if self.mode == "try" and not _precise(settled):
             return None
         return _Measure(row.phase.index, settled, snap.observation or row.observation)
 
@@ -388,7 +401,19 @@ class Pilot:
 
     def _progress(self, row: PhaseRow) -> str:
         measured = row.measured_s or 0.0
+        settled = self._settled_of(row) if self.mode == "try" else None
+        if settled is not None and settled.rate is not None:
+            error = "" if settled.error_pct is None else f"+-{settled.error_pct:.1f}% so far, "
+            return (
+                f"measuring on ({error}to +-{TRY_ERROR_PCT:g}% or {TRY_MAX_S:g} s; "
+                f"{settled.seconds:.0f} s settled)"
+            )
         return f"waiting for it to settle ({measured:.0f} s measured)"
+
+    def _settled_of(self, row: PhaseRow) -> Settled | None:
+        """The window ``_measure`` last found in this phase (one still short of precision)."""
+        index, settled = self._last_settled
+        return settled if index == row.phase.index else None
 
     def _next_candidate(self, snap: Snapshot, base: _Measure) -> tuple[Candidate | None, str]:
         if self.mode == "try":
@@ -750,3 +775,18 @@ def schedule_problems(
 
 def _label(settings: tuple[tuple[str, Any], ...]) -> str:
     return Candidate(settings, (), "requested").label
+
+
+def _precise(settled: Settled) -> bool:
+    """A --try window is done once its throughput's error is small enough, or at the cap."""
+    if settled.seconds >= TRY_MAX_S:
+        return True
+    return settled.error_pct is not None and settled.error_pct <= TRY_ERROR_PCT
+
+
+def _windows(*measures: _Measure) -> str:
+    """The windows a bracketed --try ratio rests on: their lengths and their largest error."""
+    seconds = ", ".join(f"{m.settled.seconds:.0f}" for m in measures)
+    errors = [m.settled.error_pct for m in measures if m.settled.error_pct is not None]
+    worst = f", each +-{max(errors):.1f}% or better" if len(errors) == len(measures) else ""
+    return f"windows of {seconds} s{worst}"

@@ -46,6 +46,11 @@ GIVE_UP_S = 60.0
 # and a phase the autopilot meets long after it opened (started from the Knobs tab an hour
 # in) has long settled. Twice GIVE_UP_S, so a phase given up on is judged on 60 s.
 HORIZON_S = 2 * GIVE_UP_S
+# The window's standard error comes from the means of consecutive chunks this long (batch
+# means: a noisy input's swings last seconds, so one-second blocks are not independent). The
+# H100's 4-worker ImageNet input (issue 38, 2026-11-27 15:15 UTC) swung 1,376-1,842 samples/s
+# between the script's own 5-s meter readings at one setting: 5 s as that meter.
+ERROR_CHUNK_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -62,6 +67,8 @@ class Settled:
     level: bool  # False: given up on a level (GIVE_UP_S), judged on the latter half
     t_mid: float = 0.0  # the window's middle (the job's clock): where it sits between others
     older_s: float = 0.0  # measured seconds before HORIZON_S, not searched (in transient_s)
+    # The standard error of ``rate`` in % (ERROR_CHUNK_S chunks' means); None under 3 chunks.
+    error_pct: float | None = None
 
     @property
     def note(self) -> str:
@@ -183,6 +190,7 @@ def _figures(
         rate=rate,
         unit=unit,
         noise_pct=_noise_pct(window),
+        error_pct=_error_pct(window),
         data_wait_pct=figures.data_wait_pct,
         transient_s=transient_s,
         level=level,
@@ -205,3 +213,20 @@ def _noise_pct(window: Sequence[Step]) -> float | None:
         rates.append(work / seconds)
     mean = sum(rates) / len(rates)
     return 100.0 * max(abs(rate - mean) for rate in rates) / mean
+
+
+def _error_pct(window: Sequence[Step]) -> float | None:
+    """The standard error of the window's throughput in %, from the means of its
+    ERROR_CHUNK_S chunks (the last, partial one left out); None under three chunks."""
+    rates: list[float] = []
+    seconds, work = 0.0, 0
+    for step in window:
+        seconds += (step.step_ms or 0.0) / 1000.0
+        work += step.samples or 1
+        if seconds >= ERROR_CHUNK_S:
+            rates.append(work / seconds)
+            seconds, work = 0.0, 0
+    if len(rates) < 3:
+        return None
+    mean = sum(rates) / len(rates)
+    return 100.0 * _sd(rates) / math.sqrt(len(rates)) / mean

@@ -185,10 +185,19 @@ def take_started() -> list[str]:
     return taken
 
 
+# A library looking itself up, not a test starting a job: ctypes.util.find_library runs
+# `/sbin/ldconfig -p`, and torch's first import in a process does so (torch.cuda ->
+# cuda.pathfinder's find_library("dl")), so a fast test that is the first to import torch
+# would fail alone and pass in the lane, where an earlier test imported it.
+LIBRARY_LOOKUPS = ("/sbin/ldconfig -p",)
+
+
 def _noting(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     def noted(*args: Any, **kwargs: Any) -> Any:
-        note_started(f"{name}({_describe(args)})")
+        command = _describe(args)
+        if command not in LIBRARY_LOOKUPS:
+            note_started(f"{name}({command})")
         return original(*args, **kwargs)
 
     return noted
