@@ -9,7 +9,8 @@ which prints its own samples/s every 5 s):
    after the autopilot is done. The script's own meter before the first change is the start,
    the meter in the tail (past its first 10 s) the end; each kept rung's reported gain and the
    whole climb's are set beside them.
-2. ``--try num_workers=16 --try autocast=bf16``: bf16 on the input-bound job, after a revert
+2. ``--try num_workers=16 --try autocast=bf16`` (alone with ``--try-only``): bf16 on the
+   input-bound job, after a revert
    whose prefetched batches inflated the baseline before (issue 38: 0.74x); it should read
    within 5% of 1.0x.
 3. The plain script at the kept settings, started with them in its own flags: its meter
@@ -30,6 +31,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -47,9 +49,10 @@ FLAGS = {
 # The tail's first seconds still hold the last change's transient; the meter past them is
 # the end (the meter prints every 5 s).
 TAIL_SKIP_S = 10.0
-# The --try survey: a baseline, 16 workers settling, the revert settling, bf16 (~80 s on the
-# H100, an estimate from the autopilot runs of issue 38); stopped at this, or at the deadline.
-TRY_CAP_S = 130.0
+# The --try survey: five windows (a baseline, 16 workers, the revert, bf16, the revert), each
+# measured on to +-1.5% or 60 s (pilot.TRY_MAX_S) past its transient: up to ~6 min on the H100;
+# stopped at this, or at the deadline.
+TRY_CAP_S = 420.0
 
 
 def monitored(options: list[str], script: list[str], stem: Path, tail_s: float, cap_s: float):
@@ -106,6 +109,7 @@ def main() -> int:
     parser.add_argument("--tail", type=float, default=25.0, help="seconds after it is done")
     parser.add_argument("--plain-s", type=float, default=35.0)
     parser.add_argument("--deadline-s", type=float, default=280.0, help="for this whole call")
+    parser.add_argument("--try-only", action="store_true", help="only the --try survey")
     parser.add_argument(
         "--combo", action="append", default=[], help="another plain run's flags (repeatable)"
     )
@@ -121,6 +125,8 @@ def main() -> int:
     def save() -> None:
         (args.out / "results.json").write_text(json.dumps(results, indent=1))
 
+    if args.try_only:
+        return survey(args, extra, deadline, results, save)
     cap = 60 * args.budget + args.tail + 60
     stem = args.out / "imagenet-autopilot"
     summary, first, done = monitored(
@@ -153,21 +159,7 @@ def main() -> int:
     print(json.dumps({k: v for k, v in results["autopilot"].items() if k != "meters"}, indent=1))
     save()
 
-    if time.time() + 100 < deadline:
-        stem = args.out / "imagenet-try"
-        tries = ["--try", "num_workers=16", "--try", "autocast=bf16"]
-        cap = min(TRY_CAP_S, deadline - time.time() - 5)
-        script = [str(SCRIPT), *extra, "--max-seconds", str(cap + 30)]
-        summary, _, _ = monitored(tries, script, stem, 0.0, cap)
-        survey = summary.get("autopilot") or {}
-        results["try"] = {"state": survey.get("state"), "trials": survey.get("trials")}
-        for trial in survey.get("trials") or ():
-            print(f"try {trial['change']}: {trial.get('baseline_samples_per_s')} -> "
-                  f"{trial.get('samples_per_s')} = {trial.get('gain')} ({trial.get('settled')}; "
-                  f"baseline {trial.get('baseline_settled')})", flush=True)  # fmt: skip
-    else:
-        results["try"] = {"skipped": "out of time in this call"}
-    save()
+    survey(args, extra, deadline, results, save)
 
     flags = kept_flags(pilot.get("end_settings") or [])
     if flags and time.time() + args.plain_s + 25 < deadline:
@@ -193,6 +185,35 @@ def main() -> int:
             results["combos"][combo]["autopilot_end_over_plain"] = end / plain
         print(f"plain {combo}: {plain} samples/s; autopilot end {end}", flush=True)
         save()
+    save()
+    return 0
+
+
+def survey(
+    args: argparse.Namespace,
+    extra: list[str],
+    deadline: float,
+    results: dict[str, Any],
+    save: Callable[[], None],
+) -> int:
+    """``--try num_workers=16 --try autocast=bf16``: bf16 after a revert, on the input-bound
+    job it cannot help."""
+    if time.time() + 100 < deadline:
+        stem = args.out / "imagenet-try"
+        tries = ["--try", "num_workers=16", "--try", "autocast=bf16"]
+        cap = min(TRY_CAP_S, deadline - time.time() - 5)
+        script = [str(SCRIPT), *extra, "--max-seconds", str(cap + 30)]
+        summary, _, _ = monitored(tries, script, stem, 0.0, cap)
+        pilot = summary.get("autopilot") or {}
+        results["try"] = {"state": pilot.get("state"), "trials": pilot.get("trials")}
+        results["try_meters"] = meters(stem)
+        for trial in pilot.get("trials") or ():
+            print(f"try {trial['change']}: {trial.get('baseline_samples_per_s')} -> "
+                  f"{trial.get('samples_per_s')} = {trial.get('gain')} ({trial.get('reason')}; "
+                  f"{trial.get('settled')}; baseline {trial.get('baseline_settled')})",
+                  flush=True)  # fmt: skip
+    else:
+        results["try"] = {"skipped": "out of time in this call"}
     save()
     return 0
 
