@@ -1,6 +1,6 @@
 """The recipes "add a GPU field" and "add a metric" of docs/architecture.md, end to end: an
 NVML figure is one row of ``collect.nvml.FIELDS``; a per-GPU metric one row of
-``export.prometheus.GPU_FAMILIES``."""
+``export.families.GPU_FAMILIES`` (per-rank and job metrics: tests/test_recipes_metric.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from gputop_train import events
 from gputop_train.collect import nvml
 from gputop_train.collect.fake import FakeGpu, FakeNvml
-from gputop_train.export import prometheus
+from gputop_train.export import families, prometheus
 from gputop_train.session.model import Session
 from gputop_train.views import status_fields, view_of
 from tests.support.clock import ManualClock
@@ -49,10 +49,10 @@ def test_a_gpu_fields_source_is_one_row_of_the_table(monkeypatch: pytest.MonkeyP
 
 
 def test_a_new_metric_is_one_row_of_the_families(monkeypatch: pytest.MonkeyPatch) -> None:
-    family = prometheus.GpuFamily(
+    family = families.GpuFamily(
         "gpu_temperature_celsius", "GPU temperature (NVML)", lambda g, _: g.temp_c
     )
-    monkeypatch.setattr(prometheus, "GPU_FAMILIES", (*prometheus.GPU_FAMILIES, family))
+    monkeypatch.setattr(families, "GPU_FAMILIES", (*families.GPU_FAMILIES, family))
     text = exposition(_session(FakeNvml([FakeGpu(temp=55), FakeGpu(temp=61)])))
     found = samples(text, prometheus.PREFIX + "gpu_temperature_celsius")
     assert sorted(found.values()) == [55.0, 61.0]
