@@ -172,4 +172,6 @@ def test_a_straggler_whose_gpu_another_process_shares_is_named_with_that_cause()
     view = views.view_of(node_session(node)[0].snapshot())
     straggler = next(f for f in view.findings if f.id == "ranks.straggler")
     assert straggler.title.startswith("Straggler: rank 1 shares its GPU with another process")
-    assert any("PID 900 (alice) take 45% of its SM time" in line for line in straggler.evidence)
+    assert any(
+        "PID 900 (alice, 45% SM) take 45% of its SM time" in line for line in straggler.evidence
+    )

@@ -14,6 +14,7 @@ import statistics
 import subprocess
 import sys
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,7 @@ from gputop_train.samples import GpuProcess, GpuSample
 from gputop_train.session.breakdown import StepParts
 from gputop_train.session.clocks import gpu_clocks
 from gputop_train.session.comm import CommStats
+from gputop_train.session.job_gpus import gpu_figures, select
 from gputop_train.session.stats import RankIdentity, RankStats, StepStats
 from tests.support.metrics import exposition, samples
 from tests.support.observations import observe
@@ -76,6 +78,13 @@ def straggler(*ranks: RankStats, **changes: object) -> rules.Finding | None:
     return rules.straggler(observe(ranks=ranks, **changes))
 
 
+def node(ticks: Sequence[tuple[GpuSample, ...]]) -> dict[str, object]:
+    """Two GPUs' NVML ticks as the observation holds them: clocks, and each GPU's figures
+    with the job's ranks (PIDs 100 and 101, one a GPU) apart from everyone else's."""
+    job = select([None, None], {100: [0], 101: [1]}, [100, 101], {}, None)
+    return {"gpu_clocks": gpu_clocks(ticks), "gpus": gpu_figures(ticks, job)}
+
+
 # -- causes -------------------------------------------------------------------------------
 
 
@@ -116,7 +125,7 @@ def test_a_rank_whose_gpu_another_process_shares_is_named_for_it() -> None:
     found = straggler(
         rank(0, [25.0] * 30, step_ms=60.0, gpu=0),
         rank(1, [2.0] * 30, step_ms=60.0, gpu=1),
-        gpu_clocks=gpu_clocks(ticks),
+        **node(ticks),
     )
     assert found is not None
     assert found.title.startswith("Straggler: rank 1 shares its GPU with another process")
@@ -134,7 +143,7 @@ def test_a_process_on_every_ranks_gpu_is_not_what_sets_one_rank_apart() -> None:
     found = straggler(
         rank(0, [25.0] * 30, step_ms=60.0, gpu=0),
         rank(1, [2.0] * 30, step_ms=60.0, gpu=1),
-        gpu_clocks=gpu_clocks(ticks),
+        **node(ticks),
     )
     assert found is not None and found.title.startswith("Straggler: rank 1 computes slower")
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from .. import format as fmt
 from ..session.clocks import GpuClocks
 from ..session.comm import HOLD_WINDOWS
-from ..session.job_gpus import GpuFigures
+from ..session.job_gpus import GpuFigures, GpuUser
 from ..session.stats import Observation, RankStats
 from .shared_gpu import SHARED_SM_PCT
 
@@ -169,33 +169,11 @@ def cause_of(lag: Lag, o: Observation) -> Cause | None:
             f"{clocks.sm_clock_mhz:.0f} MHz, the other ranks' {others_clock:.0f} MHz (NVML; "
             f"throttle reasons: {reasons}): its compute is that much slower",
         )
-    shared = _shared_on(rank, o)
-    if shared is not None and compute is not None:
-        gpu, share = shared
-        # Another process's kernels take ``share`` of the GPU's time: the rank's compute
-        # waits that long behind them.
-        if compute * share / 100.0 >= CAUSE_COVERS * gap:
-            users = ", ".join(
-                f"PID {u.pid}" + (f" ({u.user})" if u.user else "") for u in gpu.others
-            )
-            return Cause(
-                "shared GPU",
-                f"{rank.label}'s GPU {gpu.index} is shared: {users} take "
-                f"{fmt.pct(share)} of its SM time (NVML per process): its compute waits "
-                "behind theirs",
-            )
+    shared = _shared_cause(rank, o, compute, others_compute, gap)
+    if shared is not None:
+        return shared
     if compute is None or others_compute is None or compute - others_compute < CAUSE_COVERS * gap:
         return None
-    sharers = _sharers(rank, o)
-    if sharers:
-        return Cause(
-            "shared GPU",
-            f"{rank.label}'s GPU {clocks.index if clocks else '?'} also runs "
-            + ", ".join(f"PID {pid} ({sm:.0f}% SM)" for pid, sm in sharers)
-            + f", not of this job (NVML per-process utilization), the other ranks' GPUs no "
-            f"such process; its own work takes {fmt.ms(compute)}, the other ranks' "
-            f"{fmt.ms(others_compute)} (median; hook)",
-        )
     return Cause(
         "compute",
         f"{rank.label}'s own work (its step less its input and collective wait) "
@@ -241,22 +219,6 @@ def compute_ms(rank: RankStats) -> float | None:
     return max(0.0, step - (input_ms(rank) or 0.0) - rank.comm.wait_ms_p50)
 
 
-def _sharers(rank: RankStats, o: Observation) -> list[tuple[int, float]]:
-    """Processes on the rank's GPU that are none of the job's ranks, busy SHARED_SM_PCT or
-    more (NVML per-process SM %), where the other ranks' GPUs have none."""
-    job = {r.who.pid for r in o.ranks}
-
-    def busy(clocks: GpuClocks | None) -> list[tuple[int, float]]:
-        if clocks is None:
-            return []
-        found = clocks.process_sm
-        return [(pid, sm) for pid, sm in found if pid not in job and sm >= SHARED_SM_PCT]
-
-    if any(busy(_clocks_of(r, o)) for r in o.ranks if r is not rank):
-        return []
-    return busy(_clocks_of(rank, o))
-
-
 def _ms_of(rank: RankStats, share: str) -> float | None:
     pct, step = getattr(rank.steps, share), rank.steps.step_ms_p50
     return None if pct is None or step is None else pct / 100.0 * step
@@ -269,13 +231,48 @@ def _clocks_of(rank: RankStats, o: Observation) -> GpuClocks | None:
     return next((c for c in o.gpu_clocks if c.index == rank.gpus[0]), None)
 
 
-def _shared_on(rank: RankStats, o: Observation) -> tuple[GpuFigures, float] | None:
-    """The rank's GPU and the SM share other processes take on it, where they take one."""
+def _gpu_of(rank: RankStats, o: Observation) -> GpuFigures | None:
+    """The figures of the GPU the rank runs on (one GPU per rank; else none is chosen)."""
     if len(rank.gpus) != 1:
         return None
-    gpu = next((g for g in o.gpus if g.index == rank.gpus[0]), None)
-    share = gpu.others_sm_pct if gpu is not None else None
-    return (gpu, share) if gpu is not None and share else None
+    return next((g for g in o.gpus if g.index == rank.gpus[0]), None)
+
+
+def _shared_cause(
+    rank: RankStats,
+    o: Observation,
+    compute: float | None,
+    others_compute: float | None,
+    gap: float,
+) -> Cause | None:
+    """Other processes on the rank's GPU (NVML per process, session/job_gpus.py) taking
+    SHARED_SM_PCT or more of its SM time beyond what they take of the other ranks' GPUs, where
+    that excess covers the gap (the rank's compute waits that much behind their kernels) or
+    the rank's own work is slower by as much: a process on every rank's GPU sets none apart."""
+    gpu = _gpu_of(rank, o)
+    if gpu is None or compute is None:
+        return None
+    share = gpu.others_sm_pct or 0.0
+    others = [g.others_sm_pct or 0.0 for r in o.ranks if r is not rank and (g := _gpu_of(r, o))]
+    others_share = _median(list(others)) or 0.0
+    excess = share - others_share
+    slower = others_compute is not None and compute - others_compute >= CAUSE_COVERS * gap
+    if excess < SHARED_SM_PCT or not (compute * excess / 100.0 >= CAUSE_COVERS * gap or slower):
+        return None
+    users = ", ".join(_user(u) for u in gpu.others)
+    return Cause(
+        "shared GPU",
+        f"{rank.label}'s GPU {gpu.index} is shared: {users} take {fmt.pct(share)} of its SM "
+        f"time, of the other ranks' GPUs {fmt.pct(others_share)} (NVML per process): its "
+        "compute waits behind theirs",
+    )
+
+
+def _user(user: GpuUser) -> str:
+    """"PID 900 (alice, 45% SM)": who, and what of the GPU's SM time it takes."""
+    known = [user.user, None if user.sm_pct is None else f"{user.sm_pct:.0f}% SM"]
+    said = ", ".join(k for k in known if k)
+    return f"PID {user.pid}" + (f" ({said})" if said else "")
 
 
 def _median(values: list[float | None]) -> float | None:

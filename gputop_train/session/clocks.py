@@ -28,9 +28,6 @@ class GpuClocks:
     sm_clock_max_mhz: float | None
     # reason -> share of the samples (0..1) in which NVML reported it
     reasons: tuple[tuple[str, float], ...]
-    # (PID, mean SM % over the samples that listed it) of each compute process NVML saw on
-    # this GPU: another job's or user's process on a rank's GPU slows that rank (stragglers).
-    process_sm: tuple[tuple[int, float], ...] = ()
 
     @property
     def clock_ratio(self) -> float | None:
@@ -68,18 +65,6 @@ def gpu_clocks(ticks: Sequence[tuple[GpuSample, ...]]) -> tuple[GpuClocks, ...]:
                 sm_clock_mhz=statistics.fmean(clocks) if clocks else None,
                 sm_clock_max_mhz=ceiling,
                 reasons=reasons,
-                process_sm=_process_sm(samples),
             )
         )
     return tuple(found)
-
-
-def _process_sm(samples: Sequence[GpuSample]) -> tuple[tuple[int, float], ...]:
-    """Each process's mean SM % on the GPU over the samples that gave it (NVML per-process
-    utilization), by PID."""
-    by_pid: dict[int, list[float]] = {}
-    for sample in samples:
-        for process in sample.processes:
-            if process.sm_pct is not None:
-                by_pid.setdefault(process.pid, []).append(process.sm_pct)
-    return tuple((pid, statistics.fmean(values)) for pid, values in sorted(by_pid.items()))
