@@ -77,3 +77,9 @@ def spans(indices: Sequence[int]) -> str:
         if position + 1 == len(ordered) or ordered[position + 1] != index + 1:
             parts.append(str(index) if start == index else f"{start}-{index}")
     return ",".join(parts)
+
+
+def code_line(file: str, line: int) -> str:
+    """A line of the script as a finding names it, "train.py:212": the file's name, which the
+    user finds in their editor (the hook sends the path Python knows, often absolute)."""
+    return f"{file.rsplit('/', 1)[-1]}:{line}"

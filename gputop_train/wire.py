@@ -574,14 +574,23 @@ class Loader(Frame):
     shape: list[int] | None = None
     bytes: int | None = None
     pinned: bool | None = None
+    # Where the script constructed this DataLoader (the first frame outside torch and
+    # gputop-train); None where the hook did not see it constructed.
+    constructed_at: CodeSite | None = None
 
 
-class SyncSite(TypedDict):
-    """One call site of a sync scan (hook/probes.py): checked key by key on decode."""
+class CodeSite(TypedDict):
+    """A line of the user's script (hook/code_sites.py: the first caller outside torch and
+    gputop-train): checked key by key on decode."""
 
-    file: str
+    file: str  # as Python names the file (absolute where the script was run by path)
     line: int
-    op: str  # the source line, cut to 160 characters
+    op: str  # the source line, cut to 160 characters ("" where unreadable)
+
+
+class SyncSite(CodeSite):
+    """One call site of a sync scan (hook/probes.py)."""
+
     count: int
 
 

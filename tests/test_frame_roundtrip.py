@@ -30,6 +30,7 @@ FACTS: list[wire.Frame] = [
         shape=[32, 3],
         bytes=384,
         pinned=True,
+        constructed_at={"file": "/w/train.py", "line": 40, "op": "loader = DataLoader(ds)"},
     ),
     wire.Syncs(count=2, sites=[{"file": "a.py", "line": 3, "op": "x.item()", "count": 2}], step=4),
     wire.Flops(flops=10**12, samples=32, step=3),
@@ -49,7 +50,12 @@ FACTS: list[wire.Frame] = [
         optimizer_foreach=True,
         optimizer_fused=False,
     ),
-    wire.Workload(step=3, census={"ops": 657}, profile={"kernels": 9}, peak={"tflops": 400.0}),
+    wire.Workload(
+        step=3,
+        census={"ops": 657, "attention_at": {"file": "/w/gpt.py", "line": 87, "op": "softmax"}},
+        profile={"kernels": 9},
+        peak={"tflops": 400.0},
+    ),
     wire.StepParts(step=1, model="GPT", reason="timed"),
     wire.MemoryAudit(
         step=3,

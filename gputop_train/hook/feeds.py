@@ -12,6 +12,7 @@ from typing import Any
 
 from .. import wire
 from .batch_size import describe_batch, infer_batch_size
+from .code_sites import loader_site
 
 
 class Feed:
@@ -58,6 +59,7 @@ class Feeds:
             pin_memory=getattr(loader, "pin_memory", None),
             persistent_workers=getattr(loader, "persistent_workers", None),
             batch_size=getattr(loader, "batch_size", None),
+            constructed_at=loader_site(loader),  # once per epoch, never per batch
         )
 
     def batch(self, seconds: float, batch: Any, iterator: Any) -> None:

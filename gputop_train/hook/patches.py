@@ -1,20 +1,24 @@
 """Wraps the two torch entry points that reveal a training step, without editing the script.
 
 ``_BaseDataLoaderIter.__next__`` (time blocked on data, and the batch) and a global
-optimizer step post-hook (the step boundary). User exceptions pass through untouched; our
-own errors disable the agent and the original call's result is returned as if we were not
-there.
+optimizer step post-hook (the step boundary); ``DataLoader.__init__`` notes where the script
+constructed each loader (code_sites.py), once per construction. User exceptions pass
+through untouched; our own errors disable the agent and the original call's result is
+returned as if we were not there.
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
+import functools
 import importlib
 import os
+import sys
 import time
 from typing import Any
 
-from . import collectives, loader_handover
+from . import code_sites, collectives, loader_handover
 from .agent import Agent
 
 _state: dict[str, Any] = {"agent": None, "installed": False, "undo": []}
@@ -92,6 +96,8 @@ def _patch_dataloader() -> None:
     iterator_cls = dataloader._BaseDataLoaderIter
     original_next = iterator_cls.__next__
     original_iter = dataloader.DataLoader.__iter__
+    original_init = dataloader.DataLoader.__init__
+    torch_root = code_sites.torch_dir(importlib.import_module("torch"))
 
     def __next__(self: Any) -> Any:
         started = time.perf_counter()
@@ -110,14 +116,23 @@ def _patch_dataloader() -> None:
         _guarded("on_iterator_created", time.perf_counter() - started, self, iterator)
         return iterator
 
+    @functools.wraps(original_init)  # inspect.signature(DataLoader) still reads torch's
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        original_init(self, *args, **kwargs)
+        # Once per construction, never per batch: a walk up a few frames.
+        with contextlib.suppress(Exception):
+            code_sites.note_loader(self, sys._getframe(1), torch_root)
+
     __next__.__wrapped__ = original_next  # type: ignore[attr-defined]
     __iter__.__wrapped__ = original_iter  # type: ignore[attr-defined]
     iterator_cls.__next__ = __next__
     dataloader.DataLoader.__iter__ = __iter__
+    dataloader.DataLoader.__init__ = __init__
 
     def undo() -> None:
         iterator_cls.__next__ = original_next
         dataloader.DataLoader.__iter__ = original_iter
+        dataloader.DataLoader.__init__ = original_init
 
     _state["undo"].append(undo)
 

@@ -7,14 +7,13 @@ on sampled steps only, so its cost stays off the common path.
 
 from __future__ import annotations
 
-import linecache
-import os
 import sys
 import warnings
 from collections import Counter
 from typing import Any
 
 from .. import wire
+from .code_sites import code_site, torch_dir, user_line
 
 # One scanned step early on, then one every this many: warn mode slows every sync while on.
 # Step 5, not later: a 40-step gradient-accumulation run on the H100 finished in 4 s and its
@@ -38,7 +37,6 @@ PROFILE_STEP = 4
 COUNT_AFTER_CHANGE_STEPS = 2
 PROFILE_AFTER_CHANGE_STEPS = 4
 _SYNC_WARNING = "synchroniz"  # "called a synchronizing CUDA operation"
-_OUR_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 class SyncScanner:
@@ -51,7 +49,7 @@ class SyncScanner:
 
     def __init__(self, torch_module: Any) -> None:
         self._cuda = torch_module.cuda
-        self._torch_dir = os.path.dirname(getattr(torch_module, "__file__", None) or "/nonexistent")
+        self._torch_dir = torch_dir(torch_module)
         self.requested = False
         self.due_at = FIRST_SYNC_SCAN_STEP  # moved on by a knob change
         self.active = False
@@ -77,12 +75,7 @@ class SyncScanner:
         warnings.showwarning = self._saved_showwarning
         self.active = False
         sites = [
-            wire.SyncSite(
-                file=filename,
-                line=lineno,
-                op=linecache.getline(filename, lineno).strip()[:160],
-                count=count,
-            )
+            wire.SyncSite(**code_site(filename, lineno), count=count)
             for (filename, lineno), count in self._sites.most_common(10)
         ]
         return wire.Syncs(count=sum(self._sites.values()), sites=sites, step=step)
@@ -104,18 +97,9 @@ class SyncScanner:
             self._sites[site] += 1
 
     def _user_frame(self) -> tuple[str, int] | None:
-        """The innermost caller outside torch and the warnings machinery: the user's line
-        that made the sync (torch.unique's own file is not where to fix it). None when the
-        chain starts in gputop-train itself."""
-        frame: Any = sys._getframe(2)
-        while frame is not None:
-            filename = frame.f_code.co_filename
-            if filename.startswith(_OUR_DIR):
-                return None
-            if not filename.startswith(self._torch_dir) and not filename.endswith("warnings.py"):
-                return (filename, frame.f_lineno)
-            frame = frame.f_back
-        return None
+        """The user's line that made the sync (code_sites.user_line), from past this
+        function and the warnings machinery's call into it."""
+        return user_line(sys._getframe(2), self._torch_dir)
 
 
 class FlopCounter:

@@ -20,7 +20,10 @@ sequence. L H Q T are not read from a config: each attention call of the forward
 
 from __future__ import annotations
 
+import sys
 from typing import Any
+
+from . import code_sites
 
 # Fused attention kernels (SDPA's backends: flash, memory-efficient, cuDNN, CPU flash, and the
 # private flash/efficient entry points); their backward ops end in "_backward".
@@ -54,6 +57,9 @@ class Census:
         self.optimizer_ops: int | None = None
         self.fused_attention = 0  # SDPA-backed attention calls in the forward
         self.manual_attention = 0  # softmax over a square (B, H, T, T) tensor of scores
+        # The script's line of the first such softmax (code_sites.user_line): the edit's place.
+        self.attention_at: tuple[str, int] | None = None
+        self._torch_root = code_sites.torch_dir(sys.modules.get("torch"))
         self.attention_flops = 0  # sum of 12 B H Tq Tk Q over the forward's attention calls
         self.convolutions = 0
         self.fp8_matmuls = 0
@@ -112,6 +118,8 @@ class Census:
             if square and dim in (-1, 3) and name == "_softmax":
                 batch, heads, tq, tk = scores.shape
                 self.manual_attention += 1
+                if self.attention_at is None:  # from the caller of __torch_dispatch__ out
+                    self.attention_at = code_sites.user_line(sys._getframe(2), self._torch_root)
                 head = self._score_head_size or 0
                 self.attention_flops += 12 * batch * heads * tq * tk * head
         elif name == "convolution":
@@ -158,6 +166,7 @@ class Census:
             "optimizer_ops": None if self.optimizer_ops is None else self.ops - self.optimizer_ops,
             "fused_attention": self.fused_attention,
             "manual_attention": self.manual_attention,
+            "attention_at": code_sites.code_site(*self.attention_at) if self.attention_at else None,
             "convolutions": self.convolutions,
             "fp8_matmuls": self.fp8_matmuls,
             "params": total,

@@ -16,7 +16,7 @@ from .clocks import gpu_clocks
 from .job_gpus import JobGpus, gpu_figures
 from .phases import WARMUP_STEPS, Phase
 from .steps import Step
-from .workload import Workload
+from .workload import Workload, code_site
 
 # The advisor judges a window only with this many measured (post-warm-up) steps covering this
 # many seconds: short runs on the H100 drew "GPU under-used" and "launch-bound" headlines from
@@ -175,6 +175,7 @@ def observe(
         timed_model=(fact_at(series, "step_parts", end) or {}).get("model"),
         local_ranks=ranks_here,
         worker_run_wait_pct=stats.mean_worker_wait(procs),
+        loader_site=code_site(loader.get("constructed_at")),
     )
 
 

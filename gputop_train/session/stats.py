@@ -7,6 +7,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
 
+from .. import wire
 from ..samples import GpuSample, ProcSample
 from .breakdown import MemoryAudit, StepParts, host_gap_pct, step_parts
 from .clocks import GpuClocks
@@ -353,6 +354,9 @@ class Observation:
     # Mean % of one core each worker was ready to run but waited for a CPU (run-queue wait,
     # collect/run_wait.py); None: not measured.
     worker_run_wait_pct: float | None = None
+    # Where the script constructed the DataLoader of the latest loader fact (hook); None:
+    # not seen (a loader built before the hook, or by a library it could not tell apart).
+    loader_site: wire.CodeSite | None = None
 
     @property
     def precision(self) -> str | None:

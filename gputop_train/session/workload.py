@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from .. import wire
+
 
 @dataclass(frozen=True)
 class Workload:
@@ -15,6 +17,8 @@ class Workload:
     optimizer_ops: int | None = None  # of which inside optimizer.step()
     fused_attention: int | None = None  # SDPA-backed attention calls per step
     manual_attention: int | None = None  # softmax over (B, H, T, T) scores per step
+    # The script's line of the first such softmax (hook/code_sites.py); None: not seen.
+    attention_at: wire.CodeSite | None = None
     convolutions: int | None = None
     fp8_matmuls: int | None = None
     params: int | None = None
@@ -53,6 +57,7 @@ class Workload:
             optimizer_ops=_int(census.get("optimizer_ops")),
             fused_attention=_int(census.get("fused_attention")),
             manual_attention=_int(census.get("manual_attention")),
+            attention_at=code_site(census.get("attention_at")),
             convolutions=_int(census.get("convolutions")),
             fp8_matmuls=_int(census.get("fp8_matmuls")),
             params=_int(census.get("params")),
@@ -74,6 +79,14 @@ class Workload:
             peak_run_ms=_float(peak.get("run_ms")),
             peak_note=_str(peak.get("reason")),
         )
+
+
+def code_site(value: Any) -> wire.CodeSite | None:
+    """A line of the script as the hook sends it (wire.CodeSite), or None."""
+    try:
+        return wire.checked(value, wire.CodeSite, "site") if value is not None else None
+    except TypeError:
+        return None
 
 
 def _dict(value: Any) -> dict[str, Any]:

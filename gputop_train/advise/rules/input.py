@@ -19,7 +19,14 @@ from .loaders import (
     workers_idle,
     workers_starved,
 )
-from .window import gpu_activity, input_bound, main_evidence, wait_evidence, wait_pct
+from .window import (
+    gpu_activity,
+    input_bound,
+    main_evidence,
+    site_evidence,
+    wait_evidence,
+    wait_pct,
+)
 
 # Pageable host-to-device copies: the playbook's rung 2 on the reference GPU took pinned memory
 # from 1,408 to 1,806 img/s (+28%) on 19 MiB batches; batches under 1 MB copy in microseconds.
@@ -46,6 +53,11 @@ def _input_gain(o: Observation) -> float:
     """Removing the wait shortens the step by the wait: at best 1 / (1 - share)."""
     share = min(0.95, wait_pct(o) / 100.0)
     return 1.0 / (1.0 - share)
+
+
+def _loader_line(o: Observation) -> tuple[str, ...]:
+    """Where the script constructs its DataLoader: the line each input edit changes."""
+    return site_evidence(o.loader_site, "the DataLoader's construction")
 
 
 def _batch_evidence(o: Observation) -> str:
@@ -87,7 +99,7 @@ def more_workers(o: Observation) -> Finding | None:
     wait_gain = _input_gain(o)
     gain = wait_gain if not current else min(wait_gain, suggested / current)
     busy = workers_busy(o) or not current or waits
-    evidence.append(gpu_activity(o)[1])
+    evidence += [gpu_activity(o)[1], *_loader_line(o)]
     return Finding(
         "input.more_workers",
         f"Input-bound: {_waiter(o)}",
@@ -172,7 +184,7 @@ def input_saturated(o: Observation) -> Finding | None:
     return Finding(
         finding_id,
         title,
-        tuple(evidence),
+        (*evidence, *_loader_line(o)),
         action,
         f"up to {gain:.1f}x",
         0.7,
@@ -229,7 +241,7 @@ def main_process_bound(o: Observation) -> Finding | None:
         "input.main_process",
         "Input-bound in the training process: it cannot take batches as fast as the workers "
         "make them",
-        tuple(evidence),
+        (*evidence, *_loader_line(o)),
         action,
         f"up to {gain:.1f}x",
         0.7,
@@ -269,7 +281,13 @@ def idle_workers(o: Observation) -> Finding | None:
     return Finding(
         "input.idle_workers",
         "Input-bound, yet the workers are mostly idle",
-        (wait_evidence(o), worker_evidence(o), cores_evidence(o), gpu_activity(o)[1]),
+        (
+            wait_evidence(o),
+            worker_evidence(o),
+            cores_evidence(o),
+            gpu_activity(o)[1],
+            *_loader_line(o),
+        ),
         action,
         f"up to {gain:.1f}x",
         0.6 if restarts else 0.4,
@@ -288,6 +306,7 @@ def pinned_copies(o: Observation) -> Finding | None:
     evidence = [f"DataLoader pin_memory=False, {fmt.size(o.batch_bytes)} batches (hook)"]
     if o.pcie_rx_mibps is not None:
         evidence.append(f"PCIe RX {o.pcie_rx_mibps:.0f} MiB/s (NVML)")
+    evidence += _loader_line(o)
     return Finding(
         "copies.pageable",
         "Host-to-device copies from pageable memory",

@@ -6,7 +6,13 @@ from __future__ import annotations
 from ... import format as fmt
 from ...session.stats import Observation
 from .finding import Change, Finding
-from .window import GPU_BUSY_UTIL_PCT, GPU_UNDERUSED_PCT, INPUT_DOMINANT_PCT, wait_pct
+from .window import (
+    GPU_BUSY_UTIL_PCT,
+    GPU_UNDERUSED_PCT,
+    INPUT_DOMINANT_PCT,
+    site_evidence,
+    wait_pct,
+)
 
 # A GPU busy enough for its arithmetic to matter: GPM SM activity at the under-used line or
 # above (NVML utilization at the busy line without GPM). The ImageNet-style script with 16
@@ -213,6 +219,7 @@ def attention_sdpa(o: Observation) -> Finding | None:
         busy_text,
         f"{w.manual_attention} softmax calls over (B, H, T, T) scores per step, no "
         "scaled_dot_product_attention call (hook census)",
+        *site_evidence(w.attention_at, "the first softmax over (B, H, T, T) scores"),
     ]
     if w.non_math_pct is not None:
         evidence.append(_kernel_evidence(o))

@@ -32,7 +32,7 @@ def host_device_syncs(o: Observation) -> Finding | None:
     if o.syncs_per_step is None or o.syncs_per_step < SYNCS_PER_STEP:
         return None
     sites = [
-        f"{site['file'].rsplit('/', 1)[-1]}:{site['line']} {site['op']} (x{site['count']})"
+        f"{fmt.code_line(site['file'], site['line'])} {site['op']} (x{site['count']})"
         for site in o.sync_sites[:5]
     ]
     evidence = [f"sync scan of one step: {o.syncs_per_step} synchronizing ops (hook)", *sites]
@@ -69,7 +69,7 @@ def per_step_sync(o: Observation) -> Finding | None:
     if bounded is not None:
         gain = min(gain, bounded[0])
     sites = [
-        f"{site['file'].rsplit('/', 1)[-1]}:{site['line']} {site['op']} (x{site['count']})"
+        f"{fmt.code_line(site['file'], site['line'])} {site['op']} (x{site['count']})"
         for site in o.sync_sites[:3]
     ]
     return Finding(

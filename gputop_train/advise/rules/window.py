@@ -5,6 +5,7 @@ syncs and model families agree on one line for "busy" and "input-bound"."""
 from __future__ import annotations
 
 from ... import format as fmt
+from ... import wire
 from ...session.stats import Observation
 
 # The PyTorch profiler's recommendations flag a DataLoader share above 5% of the step
@@ -50,3 +51,13 @@ def wait_evidence(o: Observation) -> str:
 
 def main_evidence(o: Observation) -> str:
     return f"training process at {fmt.pct(o.main_cpu_pct)} CPU (psutil)"
+
+
+def site_evidence(site: wire.CodeSite | None, what: str) -> tuple[str, ...]:
+    """The script's line where an edit goes, as the hook saw it, "train.py:40 loader =
+    DataLoader(...) (the DataLoader's construction, hook)": the autopilot's ledger lists such
+    lines beside an edit (autopilot/ledger.py); none where the hook did not see it."""
+    if site is None:
+        return ()
+    where = fmt.code_line(site["file"], site["line"])
+    return (f"{where} {site['op']} ({what}, hook)" if site["op"] else f"{where} {what} (hook)",)
