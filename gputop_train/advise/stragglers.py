@@ -269,7 +269,7 @@ def _shared_cause(
 
 
 def _user(user: GpuUser) -> str:
-    """"PID 900 (alice, 45% SM)": who, and what of the GPU's SM time it takes."""
+    """Who, and what of the GPU's SM time it takes: "PID 900 (alice, 45% SM)"."""
     known = [user.user, None if user.sm_pct is None else f"{user.sm_pct:.0f}% SM"]
     said = ", ".join(k for k in known if k)
     return f"PID {user.pid}" + (f" ({said})" if said else "")
