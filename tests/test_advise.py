@@ -10,19 +10,16 @@ from gputop_train.advise import rules
 from gputop_train.advise.mfu import efficiency, peak_tflops
 from gputop_train.session.stats import ModelFacts, Observation
 from gputop_train.session.workload import Workload
-from tests.support.observations import BF16_H100, FP32_H100, RUNG0, GiB, headline, ids, observe
-
-# The ImageNet-style script of the diagnosis issue: 4 workers at ~95% on 16 cores, most idle.
-IMAGENET_4_WORKERS = {
-    **RUNG0,
-    "step_data_wait_pct": 78.0,
-    "workers": 4,
-    "worker_cpu_pct": 95.0,
-    "main_cpu_pct": 40.0,
-    "pin_memory": True,
-    "system_cpu_pct": 30.0,
-    "batch_shape": (256, 3, 224, 224),
-}
+from tests.support.observations import (
+    BF16_H100,
+    FP32_H100,
+    IMAGENET_4_WORKERS,
+    RUNG0,
+    GiB,
+    headline,
+    ids,
+    observe,
+)
 
 
 def test_a_gpu_bound_step_is_called_healthy() -> None:

@@ -19,7 +19,7 @@ from gputop_train.autopilot.ledger import edit_of
 from gputop_train.session.workload import Workload
 from gputop_train.views import ledger_lines
 from tests.support.hooked import HookedRun, run_hooked
-from tests.support.observations import BF16_H100, RUNG0, observe
+from tests.support.observations import BF16_H100, IMAGENET_4_WORKERS, observe
 
 torch = pytest.importorskip("torch")
 
@@ -81,18 +81,8 @@ def test_the_sdpa_finding_and_its_edit_name_the_attention_line(run: HookedRun) -
     assert ledger == [f"edit left: model.sdpa ({sdpa.expected_gain}): {sdpa.action} [{line}]"]
 
 
-# An ImageNet-style loader with 4 busy workers and float image batches, input-bound
-# (tests/test_advise.py's case); each change below makes it one of the input edits.
-IMAGENET_4_WORKERS: dict[str, Any] = {
-    **RUNG0,
-    "step_data_wait_pct": 78.0,
-    "workers": 4,
-    "worker_cpu_pct": 95.0,
-    "main_cpu_pct": 40.0,
-    "pin_memory": True,
-    "system_cpu_pct": 30.0,
-    "batch_shape": (256, 3, 224, 224),
-}
+# Each change below makes tests/support/observations.py's input-bound ImageNet-style loader
+# one of the input edits.
 INPUT_EDITS: dict[str, dict[str, Any]] = {
     "input.gpu_preprocessing": {"workers": 16, "worker_cpu_pct": 82.0, "system_cpu_pct": 87.0},
     "input.cpu_bound": {"workers": 16, "system_cpu_pct": 98.0, "batch_shape": (256, 512)},

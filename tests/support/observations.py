@@ -82,3 +82,17 @@ def ids(o: Observation) -> list[str]:
 
 def headline(o: Observation) -> rules.Finding:
     return rules.findings(o)[0]
+
+
+# The ImageNet-style script of the diagnosis issue: 4 workers at ~95% on 16 cores, most idle;
+# input-bound.
+IMAGENET_4_WORKERS: dict[str, Any] = {
+    **RUNG0,
+    "step_data_wait_pct": 78.0,
+    "workers": 4,
+    "worker_cpu_pct": 95.0,
+    "main_cpu_pct": 40.0,
+    "pin_memory": True,
+    "system_cpu_pct": 30.0,
+    "batch_shape": (256, 3, 224, 224),
+}
