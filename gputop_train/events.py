@@ -495,17 +495,33 @@ def _sample(cls: Any, data: object) -> Any:
     thread count, until 2026-11) still plays."""
     if not isinstance(data, dict):
         raise TypeError("not an object")
-    hints = _hints(cls)
-    data = {name: value for name, value in data.items() if name in hints}
+    kinds = _field_kinds(cls)
+    data = {name: value for name, value in data.items() if name in kinds}
     for name, value in data.items():
-        if value is None or name in ("processes", "throttle"):
+        if value is None:
             continue
-        hint = str(hints[name])
-        if ("float" in hint or "int" in hint) and not _finite(value):
+        number, text = kinds[name]
+        if number and not _finite(value):
             raise TypeError(f"{name} is not a number")
-        if hint.startswith("str") and not isinstance(value, str):
+        if text and not isinstance(value, str):
             raise TypeError(f"{name} is not text")
     return cls(**data)
+
+
+_KINDS: dict[type, dict[str, tuple[bool, bool]]] = {}
+
+
+def _field_kinds(cls: type) -> dict[str, tuple[bool, bool]]:
+    """Per field of a sample class: must it be a number, must it be text (once per class: a
+    hint written out per field and sample was most of a replay's decoding, py-spy, dev box,
+    2026-11-27). ``processes`` and ``throttle`` are checked by their own decoders."""
+    if cls not in _KINDS:
+        kinds = {}
+        for name, hint in _hints(cls).items():
+            written = "" if name in ("processes", "throttle") else str(hint)
+            kinds[name] = ("float" in written or "int" in written, written.startswith("str"))
+        _KINDS[cls] = kinds
+    return _KINDS[cls]
 
 
 def _gpu_sample(data: dict[str, Any]) -> GpuSample:

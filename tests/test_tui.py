@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from rich.text import Text
@@ -319,22 +320,55 @@ async def test_start_up_warnings_open_the_tui_whole() -> None:
     assert (warning, "warning") in shown  # whole: a toast wraps its text
 
 
+async def test_workers_that_fit_the_process_panel_are_drawn_without_a_layout() -> None:
+    # The table's box is as tall and wide as its panel (app.tcss): rows that fit it take that
+    # room without laying the screen out again (a layout cost the whole screen a frame).
+    session = scripted_session()
+    every = session.snapshot().processes
+    session.apply(events.ProcsSampled(every[:1]))  # the job alone, its workers not started
+    app = app_under_test(session.snapshot)
+    async with app.run_test(size=(160, 48)) as pilot:
+        table = app.query_one("#overview-procs LiveText", LiveText)
+        await pilot.pause()
+        box = table.size
+        layouts: list[bool] = []
+        original = table.refresh
+
+        def spied(*regions: Any, **options: Any) -> Any:
+            layouts.append(bool(options.get("layout")))
+            return original(*regions, **options)
+
+        table.refresh = spied  # type: ignore[method-assign]
+        session.apply(events.ProcsSampled(every))  # the workers start
+        app.refresh_data()
+        await pilot.pause()
+        assert len(every) > 2 and layouts and not any(layouts)
+        assert table.size == box
+        drawn = "\n".join(table.render_line(y).text for y in range(box.height))
+        assert all(str(proc.pid) in drawn for proc in every)
+
+
 async def test_a_height_only_resize_keeps_the_process_tables_rows_a_new_width_fits_anew() -> None:
     # The table keeps the most rows it has had: starting it afresh at a resize of its height
     # alone (the findings above grew a line) shrank it, then the next worker grew it again,
-    # and each change of extent lays the whole screen out again.
+    # and each change of extent lays the whole screen out again. The rows it keeps are what it
+    # asks of the layout (its box is at least as tall as its panel: app.tcss).
     session = scripted_session()
     app = app_under_test(session.snapshot)
     async with app.run_test(size=(100, 40)) as pilot:
         table = app.query_one("#overview-procs LiveText", LiveText)
         await pilot.pause()
-        rows = table.size.height
+
+        def kept() -> int:
+            return table.get_content_height(table.size, table.size, table.size.width)
+
+        rows = kept()
         first = session.snapshot().processes[0]
         session.apply(events.ProcsSampled((first,)))  # the workers are gone
         app.refresh_data()
         await pilot.resize_terminal(100, 44)
         await pilot.pause()
-        assert table.size.height == rows
+        assert kept() == rows
         await pilot.resize_terminal(120, 44)
         await pilot.pause()
-        assert table.size.height < rows  # a new width: the table is fitted afresh
+        assert kept() < rows  # a new width: the table is fitted afresh

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 
+from rich.segment import Segment
+from rich.style import Style
 from rich.text import Text
 from textual.app import App, ComposeResult
 
@@ -137,6 +140,53 @@ def test_a_changed_figure_marks_only_its_cells_dirty() -> None:
     styled.stylize("red", 4, 6)
     assert regions(0, Text("CPU 9%"), styled) == [Region(4, 0, 2, 1)]
     assert regions(0, Text("GPU 日本"), Text("GPU 日")) == [Region(0, 0, 30, 1)]
+
+
+def spans_cell_by_cell(
+    y: int, before: list[Segment], after: list[Segment], width: int
+) -> list[tuple[int, int, int, int]]:
+    """The dirty spans' definition: each cell (character, style) compared in turn, the padding
+    past a line's end blank; changes at most ``MERGE_GAP_CELLS`` apart in one span."""
+    from gputop_train.tui.widgets.dirty import MERGE_GAP_CELLS
+
+    blank = (" ", Style.null())
+    old = [(c, s.style or Style.null()) for s in before for c in s.text]
+    new = [(c, s.style or Style.null()) for s in after for c in s.text]
+    length = min(max(len(old), len(new)), width)
+    changed = [
+        x
+        for x in range(length)
+        if (old[x] if x < len(old) else blank) != (new[x] if x < len(new) else blank)
+    ]
+    spans: list[tuple[int, int, int, int]] = []
+    for x in changed:
+        if spans and x - (spans[-1][0] + spans[-1][2]) <= MERGE_GAP_CELLS:
+            spans[-1] = (spans[-1][0], y, x + 1 - spans[-1][0], 1)
+        else:
+            spans.append((x, y, 1, 1))
+    return spans
+
+
+def test_dirty_spans_match_the_cell_by_cell_definition() -> None:
+    from gputop_train.tui.widgets.dirty import changed_spans, line_of
+
+    rng = random.Random(11)
+    styles = [None, Style(), Style(color="red"), Style(bold=True), Style(color="red", bold=True)]
+
+    def line(base: str) -> list[Segment]:
+        cuts = sorted(rng.sample(range(len(base) + 1), min(len(base) + 1, rng.randint(1, 5))))
+        bounds = [0, *cuts, len(base)]
+        return [Segment(base[a:b], rng.choice(styles)) for a, b in itertools.pairwise(bounds)]
+
+    for _ in range(3000):
+        text = "".join(rng.choice("ab 1") for _ in range(rng.randint(0, 70)))
+        changed = "".join(c if rng.random() < 0.9 else rng.choice("ab 1") for c in text)
+        changed = changed[: rng.randint(0, len(changed))] if rng.random() < 0.2 else changed
+        before, after, width = line(text), line(changed), rng.randint(0, 80)
+        found = changed_spans(3, line_of(before), line_of(after), width)
+        assert [(r.x, r.y, r.width, r.height) for r in found] == spans_cell_by_cell(
+            3, before, after, width
+        )
 
 
 async def test_a_changed_figure_is_written_only_up_to_where_the_line_changed() -> None:

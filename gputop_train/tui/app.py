@@ -15,6 +15,7 @@ from textual import work
 from textual.actions import SkipAction
 from textual.app import App, ComposeResult
 from textual.binding import Binding
+from textual.driver import Driver
 from textual.widgets import Footer, TabbedContent, TabPane
 
 from .. import format as fmt
@@ -29,6 +30,7 @@ from .messages import ApplyKnob, KnobAnswered, SnapshotTaken
 from .panels.base import FAST, Panel, UiState
 from .panels.knobs import KnobsPanel
 from .panels.overview import HeaderPanel
+from .quiet_input import quiet_input
 from .renderer_guard import install_partial_updates, take_notice
 from .screens import HelpScreen, QuitScreen
 
@@ -102,6 +104,10 @@ class GputopApp(App[str]):
         self._reported_end = False
         self.paused = False
         self.last_view: View | None = None
+
+    def get_driver_class(self) -> type[Driver]:
+        """Textual's driver, its input thread asleep while the keyboard is (tui/quiet_input.py)."""
+        return quiet_input(super().get_driver_class())
 
     @property
     def last_snapshot(self) -> Snapshot | None:

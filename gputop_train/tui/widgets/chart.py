@@ -18,7 +18,7 @@ from textual.geometry import Region
 from textual.strip import Strip
 from textual.widget import Widget
 
-from .dirty import cells_of, changed_spans
+from .dirty import changed_spans, line_of
 
 # Braille dots: each cell is 2 columns x 4 rows of dots; bits per (column, row from top).
 _DOTS = ((0x01, 0x02, 0x04, 0x40), (0x08, 0x10, 0x20, 0x80))
@@ -166,7 +166,7 @@ class BrailleChart(Widget):
             for y, strip in enumerate(self._strips)
             if y >= len(before) or strip != before[y]
             for region in (
-                changed_spans(y, cells_of(before[y]), cells_of(strip), size[0])
+                changed_spans(y, line_of(before[y]), line_of(strip), size[0])
                 if y < len(before)
                 else [Region(0, y, size[0], 1)]
             )

@@ -15,11 +15,12 @@ from rich.console import Console
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
+from textual.containers import ScrollableContainer
 from textual.geometry import Region, Size
 from textual.strip import Strip
 from textual.widget import Widget
 
-from .dirty import cells_of, changed_spans
+from .dirty import changed_spans, line_of
 
 
 def _changed_regions(
@@ -30,7 +31,7 @@ def _changed_regions(
     whole."""
     if len(old.plain) != old.cell_len or len(new.plain) != new.cell_len:
         return [Region(0, y, width, 1)]
-    before, after = (cells_of(segments) for segments in rendered)
+    before, after = (line_of(segments) for segments in rendered)
     return changed_spans(y, before, after, width)
 
 
@@ -38,6 +39,7 @@ def _render(line: Text, console: Console) -> list[Segment]:
     return list(line.render(console, end=""))
 
 
+_EVERY_ROW = range(1 << 31)  # a widget that no parent scrolls: all of it is shown
 _UNSIZED = -1  # a sticky widget whose width is not its text's (not `width: auto`)
 
 
@@ -94,15 +96,29 @@ class LiveText(Widget):
         padded = zip_longest(before, after, fillvalue=blank)
         changed = [(y, old, new) for y, (old, new) in enumerate(padded) if old != new]
         console = self.app.console
+        shown = self._shown_rows()
         regions = []
         for y, old, new in changed:
+            self._strips.pop(y, None)
+            if y not in shown:  # scrolled out of sight: drawn from its text when shown
+                self._rendered.pop(y, None)
+                regions.append(Region(0, y, width, 1))
+                continue
             was = self._rendered.get(y)
             now = self._rendered[y] = _render(new, console)
             rendered = (_render(old, console) if was is None else was, now)
             regions += _changed_regions(y, old, new, rendered, width)
-            self._strips.pop(y, None)
         if regions:
             self.refresh(*regions)
+
+    def _shown_rows(self) -> range:
+        """The rows a scrolling parent shows (a process table of 30 compile workers in a panel
+        of 14 rows): a changed row out of sight is marked whole, not rendered and compared."""
+        parent = self.parent
+        if not isinstance(parent, ScrollableContainer):
+            return _EVERY_ROW
+        top = parent.scroll_offset.y - self.virtual_region.y
+        return range(top, top + parent.scrollable_content_region.height)
 
     def reset_extent(self) -> None:
         """Fit the text again (a sticky widget's new width, say)."""
@@ -110,12 +126,24 @@ class LiveText(Widget):
         self.refresh(layout=True)
 
     def _needs_layout(self, before: list[Text], after: list[Text]) -> bool:
+        """A new extent needs a layout of the screen; a sticky widget's text that still fits
+        the box it was given (a table as tall as its panel, CSS ``min-height: 100%``) takes
+        that room without one: each layout cost the whole screen (docs/benchmarks.md §5)."""
         if not self._sticky:
             return len(before) != len(after)
+        size = self.size
         if len(after) > self._rows:
-            return True
+            if len(after) > size.height:
+                return True
+            self._rows = len(after)
+        if self._columns == _UNSIZED:
+            return False
         widest = max((line.cell_len for line in after), default=0)
-        return self._columns != _UNSIZED and widest > self._columns
+        if widest > self._columns:
+            if widest > size.width:
+                return True
+            self._columns = widest
+        return False
 
     def _wrap(self, width: int) -> list[Text]:
         text = self._text
