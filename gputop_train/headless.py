@@ -354,10 +354,12 @@ def run_headless(
                 err.flush()
 
     def wait_for_job() -> None:
-        code = job.wait()
-        ended_at.append(time.time())
-        ended.append(code)
-        stop_waiting.set()
+        try:
+            code = job.wait()
+            ended_at.append(time.time())
+            ended.append(code)
+        finally:  # a waiter that died must not leave the monitor waiting forever
+            stop_waiting.set()
 
     def copy_output() -> None:
         nonlocal echo

@@ -122,3 +122,66 @@ def test_the_pre_encoded_steps_frame_carries_when_it_was_sent() -> None:
     rows = [[1, 1.5, None, 2.25, 64, 1, None, None, None, None]]
     fast = wire.Steps.encode_rows(9, [wire.encode_row(row) for row in rows], 1700000000.25)
     assert fast == wire.Steps(9, rows, 1700000000.25).encode()
+
+
+# The monitor as the CLI runs it, except that it connects to no hook: the extreme of a niced
+# monitor that a busy machine schedules only after the job has ended (hook/agent.py waits
+# WAIT_FOR_MONITOR_S for it, then exits). 15:19 UTC 2026-11-27, load 6-7 on the 2-core box: a
+# 6-step demo exited 0 and its summary said total_steps 0.
+NEVER_CONNECTS = (
+    "import sys\n"
+    "from gputop_train.monitor import hook_client\n"
+    "hook_client.HookClient._discover = lambda self: None\n"
+    "from gputop_train.cli import main\n"
+    "sys.exit(main())\n"
+)
+
+
+@pytest.mark.torch
+@pytest.mark.timeout(300)
+def test_a_monitor_that_never_reached_the_hook_still_sums_up_every_step(tmp_path: Path) -> None:
+    stem = tmp_path / "run"
+    result = subprocess.run(
+        [sys.executable, "-c", NEVER_CONNECTS, "--headless", "--format", "json",
+         "--record", str(stem), "--", sys.executable, str(SCENARIOS), "knobbed", "steps=6"],
+        capture_output=True, text=True, cwd=REPO, timeout=240,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout.splitlines()[-1])
+    assert summary["type"] == "summary" and summary["total_steps"] == 6
+    assert summary["total_samples"] == 24  # the scenario's 4 samples a step
+    recorded = sorted(_recorded_steps_any(stem.with_suffix(".jsonl")))
+    assert recorded == list(range(1, 7)), "each row recorded once, by the hook"
+    written = json.loads(stem.with_suffix(".summary.json").read_text())
+    assert written["figures"]["total_steps"] == 6
+
+
+def _recorded_steps_any(path: Path) -> list[int]:
+    return [
+        row[0]
+        for line in reader.read(path).events
+        if line.get("kind") == wire.RECORDED_STEPS
+        for row in line["rows"]
+    ]
+
+
+def test_the_rows_read_back_are_those_past_the_steps_held(tmp_path: Path) -> None:
+    path = tmp_path / "run.jsonl"
+
+    def line(pid: int, steps: range) -> bytes:
+        rows = [[s, 1700000000.0 + s] + [None] * (len(wire.STEP_FIELDS) - 2) for s in steps]
+        return wire.recorded_steps_line(pid, 1700000100.0, [wire.encode_row(r) for r in rows])
+
+    header = json.dumps({"kind": "meta", "t": 1700000000.0, "format": 1}).encode() + b"\n"
+    other = b'{"kind": "notice", "t": 1700000001.0, "text": "x"}\n'
+    lines = [line(7, range(1, 4)), other, line(7, range(4, 7)), line(8, range(1, 3))]
+    path.write_bytes(header + b"".join(lines) + line(7, range(7, 9)) + b'{"kind": "ste')
+    read = [(item.pid, [row[0] for row in item.rows]) for item in reader.step_rows(path, {7: 5})]
+    # 7's rows from the line holding step 6 on (5 is held, 6 is not), in order; 8's all; the
+    # torn end skipped.
+    assert sorted(read) == [(7, [4, 5, 6]), (7, [7, 8]), (8, [1, 2])]
+    assert [steps for pid, steps in read if pid == 7] == [[4, 5, 6], [7, 8]]
+    session = Session(started_at=1700000000.0)
+    for item in reader.step_rows(path, session.steps_taken()):
+        session.apply(item, record=False)
+    assert session.steps_taken() == {7: 8, 8: 2}

@@ -148,3 +148,31 @@ def test_ctrl_c_on_a_torchrun_job_with_a_rank_that_never_exits_leaves_no_process
     where = said[said.index(next(s for s in said if s.endswith("where each rank waits:"))) + 1]
     assert "rank 1 " in where and "stacks in " in where  # the hung rank, from its hook
     assert "sent SIGKILL to the job's processes" in err
+
+
+def test_a_job_that_ends_at_once_on_ctrl_c_is_waited_for_whenever_the_ladder_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Beside two CPU hogs (2-core box, 2026-11-27) the niced monitor was preempted between
+    publishing the ladder's thread and starting it, the job had ended at its SIGINT, and the
+    job's waiter joined the unstarted thread: RuntimeError, its thread died, and the headless
+    monitor never exited (1 Ctrl+C of 2-8). Here the waiter runs at that very moment."""
+    log = os.open(tmp_path / "job.log", os.O_WRONLY | os.O_CREAT, 0o600)
+    ready = tmp_path / "ready"
+    script = f"import time; open({str(ready)!r}, 'w').close()\nwhile True: time.sleep(0.05)"
+    job = start_job([sys.executable, "-c", script], log_fd=log)
+    os.close(log)
+    wait_until(ready.exists, what="the job started")
+    waited: list[int | None] = []
+    start = launched.threading.Thread.start
+
+    def start_late(thread: launched.threading.Thread) -> None:
+        if thread.name == "gputop-train-stop":
+            job.process.wait()  # the job ended at its SIGINT before the ladder started
+            waited.append(job.wait())
+        start(thread)
+
+    monkeypatch.setattr(launched.threading.Thread, "start", start_late)
+    job.interrupt()
+    assert waited == [128 + signal.SIGINT]
+    assert job.wait() == 128 + signal.SIGINT

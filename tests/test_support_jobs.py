@@ -99,9 +99,14 @@ def test_the_launchers_environment_arms_the_hook_and_it_says_goodbye(tmp_path: P
 def test_no_forked_job_outlives_the_test_process_that_asked_for_it(tmp_path: Path) -> None:
     script = tmp_path / "probe.py"
     script.write_text(PROBE)
+    # The asker's server preloads nothing: its job only sleeps, and the server's torch import
+    # (15 s of the asker's 16 s at load ~6.7, 2026-11-27) outlasted the test's 120 s at load
+    # 6-7 beside the parallel suite; beside two CPU hogs (load ~7.5) the asker takes 0.6 s
+    # without it, 8 s with. What happens at the asker's exit is the same.
     asker = (
         "import os, sys\n"
         "from tests.support import torch_jobs\n"
+        "os.environ[torch_jobs.PRELOAD_ENV] = ''\n"
         "job = torch_jobs.spawn([sys.argv[1], 'wait'], env=dict(os.environ))\n"
         "print(job.pid, flush=True)\n"
     )

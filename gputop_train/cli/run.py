@@ -84,7 +84,7 @@ def _launch(args: argparse.Namespace, held: HeldInterrupts) -> int:
         return 2
     finally:
         os.close(log_fd)  # the relay holds it now
-    monitor = _start_monitor(args, session, job.pid)
+    monitor = _start_monitor(args, session, job.pid, recording=files.recording)
     monitor.watch_stalls(stall_folder(files.stem, job.pid), args.stall_after)
     _tell_stops(job, session, monitor)
     log = LogTail(files.log)
@@ -309,7 +309,11 @@ def _open_files(args: argparse.Namespace, command: list[str], session: Session) 
 
 
 def _start_monitor(
-    args: argparse.Namespace, session: Session, pid: int, stacks: StackSampler | None = None
+    args: argparse.Namespace,
+    session: Session,
+    pid: int,
+    stacks: StackSampler | None = None,
+    recording: Path | None = None,
 ) -> Monitor:
     if not args.no_nice:  # before the monitor's threads start: they inherit it
         problem = yield_to_job(pid)
@@ -317,7 +321,7 @@ def _start_monitor(
             session.apply(
                 events.NoticeAdded(f"the monitor could not lower its priority ({problem})")
             )
-    monitor = Monitor(session, pid, stacks=stacks, window_s=args.window)
+    monitor = Monitor(session, pid, stacks=stacks, window_s=args.window, recording=recording)
     monitor.start()
     if args.autopilot or args.tries:
         monitor.start_pilot(args.tries, budget_s=60.0 * args.autopilot_budget)

@@ -319,10 +319,14 @@ class LaunchedJob:
         self.tree.refresh()
         _ladder_send(self.process, self.tree, signum)
         if signum == signal.SIGINT and self._escalation is None:
-            self._escalation = threading.Thread(
+            # Started before it is published: ``wait`` joins it from the job's waiter, which
+            # a job that ends at once on SIGINT wakes while this (niced, preempted) thread
+            # may not have started it yet (RuntimeError, the waiter dead, the monitor hung).
+            escalation = threading.Thread(
                 target=self._escalate, name="gputop-train-stop", daemon=True
             )
-            self._escalation.start()
+            escalation.start()
+            self._escalation = escalation
         return signal.Signals(signum).name
 
     def _escalate(self) -> None:

@@ -21,6 +21,7 @@ from ..collect.base import COSTLY, Sampler, SamplerUnavailable
 from ..collect.nvml import GpuSampling
 from ..collect.procs import ProcessSampler, ProcessSampling
 from ..collect.stacks import StackSampler, StackSampling
+from ..record import reader
 from ..session.model import DEFAULT_WINDOW_S, Session
 from ..session.phases import describe_knobs
 from ..views import finding_dict, view_of
@@ -81,8 +82,11 @@ class Monitor:
         stacks: StackSampler | None = None,
         window_s: float = DEFAULT_WINDOW_S,
         samplers: Sequence[Sampler] | None = None,
+        recording: Path | None = None,
     ) -> None:
         self.session = session
+        # The launched job's hooks append their step rows here too (hook/row_log.py).
+        self.recording = recording
         self.root_pid = root_pid
         self.window_s = window_s  # the live window the user chose: the record's findings too
         if samplers is None:
@@ -270,9 +274,22 @@ class Monitor:
         the lines to keep with the end), mark the session, and remove the sockets its killed
         processes left. The TUI's and headless's one way to end a job's session."""
         self.drain(JOB_END_DRAIN_S)
+        self.fold_in_recorded_steps()
         tail = tuple(read_output())
         self.session.apply(events.JobEnded(exit_code, tail, at=ended_at))
         self.forget_sockets()
+
+    def fold_in_recorded_steps(self) -> None:
+        """Take the step rows the hooks appended to the recording that this monitor never
+        read: on a busy machine the yielding monitor may reach a short job's hook only after
+        the hook stopped waiting for it (hook/agent.py WAIT_FOR_MONITOR_S), and the summary
+        said 0 steps of a job that trained (issue 39). Rows already held are skipped by the
+        session; none is recorded again."""
+        if self.recording is None:
+            return
+        with contextlib.suppress(OSError, reader.UnreadableRecording):
+            for rows in reader.step_rows(self.recording, self.session.steps_taken()):
+                self.session.apply(rows, record=False)
 
     def drain(self, seconds: float) -> None:
         """Keep reading hook frames for a moment after the job ended (its last steps)."""

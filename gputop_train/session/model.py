@@ -473,10 +473,18 @@ class Session:
         with self._lock:
             return self._primary_pid_locked()
 
+    def steps_taken(self) -> dict[int, int]:
+        """Each process's last step taken (PID -> its step counter): a step at or below it
+        is skipped when it comes again."""
+        with self._lock:
+            return dict(self._last_step)
+
     def _primary_pid_locked(self) -> int | None:
         current = self._current_locked()
         if not current:
-            return None
+            # Steps but no hello: a hook's own rows in the recording, of a job whose hook
+            # this monitor never reached (Monitor.fold_in_recorded_steps, issue 39).
+            return min(self._step_pids, default=None)
         return min(current, key=lambda p: (p.rank is None, p.rank or 0, p.pid)).pid
 
     def _current_locked(self) -> list[HookedProcess]:

@@ -41,6 +41,10 @@ from .paths import REPO
 # What a hooked training job imports before its first step, whatever its script: torch, the
 # compiler stack any optimizer's constructor imports, the DataLoader, the hook's FLOP count.
 PRELOADED = ("torch", "torch._dynamo", "torch.utils.data", "torch.utils.flop_counter")
+# Set (comma-separated, maybe empty) to preload other modules: a test of the server itself,
+# whose jobs need no torch, starts it in well under a second rather than the 15 s its
+# imports took beside other work (load ~6.7 on the 2-core dev box, 2026-11-27).
+PRELOAD_ENV = "TORCH_JOBS_PRELOAD"
 
 
 class ForkedJob:
@@ -185,7 +189,8 @@ def _serve() -> dict[str, Any] | None:
     the request in a forked child (which then becomes the job), None when stdin closes."""
     # The point: every job forked below has these imported. Building any optimizer imports
     # torch._dynamo (2.0 s of the 4.3 s a fresh job spent before its first step here).
-    for module in PRELOADED:
+    named = os.environ.get(PRELOAD_ENV)
+    for module in PRELOADED if named is None else [m for m in named.split(",") if m]:
         importlib.import_module(module)
     # What was imported stays out of every collection, the one at a job's exit too: a job that
     # trained six steps took 1.58 s from fork to exit without this, 0.53 s with it.
