@@ -25,6 +25,7 @@ from .session.stats import RankStats
 from .views import (
     TRIAL_COLUMNS,
     View,
+    behind_text,
     ledger_lines,
     phase_dicts,
     rank_split_text,
@@ -112,9 +113,8 @@ def status_parts(view: View) -> list[str]:
     parts += [workers, f"main {fmt.pct(procs.main_cpu_pct)} CPU"]
     if snap.autopilot:
         parts.append(f"autopilot: {snap.autopilot['state']}")
-    behind = snap.readings.get("behind") or {}
-    if behind.get("s"):  # the monitor reads the job late (monitor/hook_client.py)
-        parts.append(f"{behind.get('steps')} steps behind the job ({behind['s']:g} s)")
+    if behind := behind_text(snap):
+        parts.append(behind)
     return parts
 
 

@@ -589,3 +589,13 @@ def _round(value: float | None, digits: int) -> float | None:
 def _significant(value: float | None, digits: int = 3) -> float | None:
     """Three significant figures: a small model's 0.004 TFLOP/s must not read 0.0."""
     return None if value is None else float(f"{value:.{digits}g}")
+
+
+def behind_text(snap: Snapshot) -> str:
+    """ "412 steps behind the job (8.2 s)" while the monitor reads the job's frames late (a busy
+    box: monitor/hook_client.py), else nothing: the figures shown are that old. The TUI's
+    header and the headless status say it alike."""
+    late = snap.readings.get("behind") or {}
+    if not late.get("s"):
+        return ""
+    return f"{late.get('steps')} steps behind the job ({late['s']:g} s)"

@@ -25,6 +25,7 @@ from gputop_train.headless import status_parts
 from gputop_train.monitor.hook_client import HookClient, _Connection
 from gputop_train.record import reader
 from gputop_train.session.model import Session
+from gputop_train.tui.panels import text as panels
 from gputop_train.views import status_fields, view_of
 from tests.support.hooked import hooked_child
 from tests.support.paths import REPO, SCENARIOS
@@ -105,12 +106,15 @@ def test_a_status_says_how_far_behind_the_job_the_monitor_reads_it() -> None:
             client._dispatch(connection, raw)
         assert session.snapshot().readings["behind"] == {"pid": 4242, "s": 8.0, "steps": 400}
         assert "400 steps behind the job (8 s)" in status_parts(view_of(session.snapshot()))
+        header = panels.header(session.snapshot(), 4242, paused=False).plain  # the TUI's too
+        assert "│ 400 steps behind the job (8 s) │" in header
         assert status_fields(view_of(session.snapshot()))["behind"]["steps"] == 400
         rows = [[4, *rows[0][1:]]]
         prompt = wire.Steps.encode_rows(4242, [wire.encode_row(r) for r in rows], time.time())
         for raw in wire.FrameDecoder().feed(prompt):
             client._dispatch(connection, raw)
         assert not any("behind" in p for p in status_parts(view_of(session.snapshot())))
+        assert "behind" not in panels.header(session.snapshot(), 4242, paused=False).plain
         assert status_fields(view_of(session.snapshot()))["behind"] is None
     finally:
         ours.close()

@@ -13,7 +13,7 @@ from ...samples import DATA_WAIT, GpuSample
 from ...session.model import Snapshot
 from ...session.phases import KnobState
 from ...session.stats import RankStats
-from ...views import View, data_part_label, warmup_caption
+from ...views import View, behind_text, data_part_label, warmup_caption
 from . import gpus as node_gpus
 
 BAR_WIDTH = 10
@@ -70,6 +70,8 @@ def header(
         text.append(f" {fmt.duration(snap.elapsed_s)} │ phase {snap.phase}")
         if paused:
             text.append(" │ PAUSED", style="bold reverse")
+        if late := behind_text(snap):
+            text.append(f" │ {late}", style="bold yellow")
         text.append(f" │ PID {pid if pid is not None else fmt.NA} │ {gpus}")
         if shown:
             text.append(f" │ {shown}")
