@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import signal
 import statistics
 import subprocess
 import sys
@@ -35,6 +34,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from benchmarks.common.monitored import run_until_pilot_done
 from benchmarks.common.paths import REPO
 
 SCRIPT = REPO / "benchmarks" / "autopilot_any" / "imagenet_style.py"
@@ -58,30 +58,11 @@ TRY_CAP_S = 420.0
 def monitored(options: list[str], script: list[str], stem: Path, tail_s: float, cap_s: float):
     """Run under ``gputop-train --headless --format json``; stop the job ``tail_s`` after the
     pilot is done (or at ``cap_s``). Returns (summary, first change's wall time, done's)."""
-    command = [sys.executable, "-m", "gputop_train", "--headless", "--format", "json"]
-    command += ["--record", f"{stem}.jsonl", *options, "--", sys.executable, *script]
-    first_change = done_at = None
-    summary: dict[str, Any] | None = None
-    started, interrupted = time.time(), False
-    with Path(f"{stem}.monitor.log").open("w") as log:
-        monitor = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=log, text=True)
-        assert monitor.stdout is not None
-        for line in monitor.stdout:
-            fields = json.loads(line)
-            if fields.get("type") == "summary":
-                summary = fields
-                break
-            pilot = fields.get("autopilot") or {}
-            if pilot.get("trials") and first_change is None:
-                first_change = time.time()
-            if pilot.get("done") and done_at is None:
-                done_at = time.time()
-            due = done_at is not None and time.time() - done_at >= tail_s
-            if (due or time.time() - started > cap_s) and not interrupted:
-                monitor.send_signal(signal.SIGINT)
-                interrupted = True
-        monitor.wait(timeout=120)
-    return summary or {}, first_change, done_at
+    try:
+        summary = run_until_pilot_done(options, script, stem, cap_s - tail_s, settle_s=tail_s)
+    except RuntimeError:  # no summary: each step's figures then read as missing
+        return {}, None, None
+    return summary, summary["first_change_t"], summary["done_t"]
 
 
 def meters(stem: Path) -> list[tuple[float, float]]:

@@ -21,7 +21,9 @@ def run_until_pilot_done(
     """The summary line; the recording is ``stem``.jsonl, the job's output ``stem``.log, the
     monitor's own stderr ``stem``.monitor.log. ``settle_s``: how long the job runs on in the
     configuration the autopilot left before it is stopped (its end then measured as a run
-    started in it would be)."""
+    started in it would be). The summary also carries, by the wall clock the job's own meters
+    use, when the first trial showed (``first_change_t``) and when the pilot said it was done
+    (``done_t``), None where it never did."""
     command = [sys.executable, "-m", "gputop_train", "--headless", "--format", "json"]
     command += ["--record", f"{stem}.jsonl", *options, *script]
     with Path(f"{stem}.monitor.log").open("w") as log:
@@ -29,14 +31,18 @@ def run_until_pilot_done(
             command, cwd=REPO, stdout=subprocess.PIPE, stderr=log, text=True, bufsize=1
         )
         started, summary, done_at, interrupted = time.monotonic(), None, None, False
+        wall: dict[str, float | None] = {"first_change_t": None, "done_t": None}
         assert monitor.stdout is not None
         for line in monitor.stdout:
             fields = json.loads(line)
             if fields.get("type") == "summary":
                 summary = fields
                 break
-            if (fields.get("autopilot") or {}).get("done") and done_at is None:
-                done_at = time.monotonic()
+            pilot = fields.get("autopilot") or {}
+            if pilot.get("trials") and wall["first_change_t"] is None:
+                wall["first_change_t"] = time.time()
+            if pilot.get("done") and done_at is None:
+                done_at, wall["done_t"] = time.monotonic(), time.time()
             settled = done_at is not None and time.monotonic() - done_at >= settle_s
             late = time.monotonic() - started > timeout_s + settle_s
             if (settled or late) and not interrupted:
@@ -46,4 +52,4 @@ def run_until_pilot_done(
     if summary is None:
         raise RuntimeError(f"no summary (see {stem}.monitor.log and {stem}.log)")
     summary["wall_s"] = time.monotonic() - started
-    return summary
+    return summary | wall
