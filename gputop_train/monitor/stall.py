@@ -141,30 +141,32 @@ def where_line(reading: dict[str, Any] | None, folder: Path) -> str:
     ranks = (reading or {}).get("ranks") or []
     parts = []
     for entry in ranks:
-        who = f"rank {entry['rank']}" if entry["rank"] is not None else f"PID {entry['pid']}"
-        if not entry["answered"]:
-            where = "did not answer"
-        elif entry["collective"]:
-            where = f"waits in {entry['collective']}"
-        else:
-            where = "is in no collective"
-        parts.append(f"{who} {where} (last step {entry['step']})")
+        where = _where(entry, "did not answer", since=False)
+        parts.append(f"{_who(entry)} {where} (last step {entry['step']})")
     said = "; ".join(parts) or "no rank's hook answered"
     return f"{said}; stacks in {folder}"
 
 
 def _rank_text(entry: dict[str, Any], stack: str) -> str:
-    who = f"rank {entry['rank']}" if entry["rank"] is not None else f"PID {entry['pid']}"
-    if not entry["answered"]:
-        where = "its hook did not answer"
-    elif entry["collective"]:
-        where = f"waits in {entry['collective']} since {time.ctime(entry['since'])}"
-    else:
-        where = "is in no collective"
+    where = _where(entry, "its hook did not answer", since=True)
     return (
-        f"{who} (PID {entry['pid']}, host {entry['host']}): last step {entry['step']}, {where}\n\n"
-        f"{stack}"
+        f"{_who(entry)} (PID {entry['pid']}, host {entry['host']}): last step {entry['step']}, "
+        f"{where}\n\n{stack}"
     )
+
+
+def _who(entry: dict[str, Any]) -> str:
+    return f"rank {entry['rank']}" if entry["rank"] is not None else f"PID {entry['pid']}"
+
+
+def _where(entry: dict[str, Any], silent: str, since: bool) -> str:
+    """Where one rank waits, from its hook's answer: ``silent`` where it gave none."""
+    if not entry["answered"]:
+        return silent
+    if entry["collective"]:
+        started = f" since {time.ctime(entry['since'])}" if since else ""
+        return f"waits in {entry['collective']}{started}"
+    return "is in no collective"
 
 
 def stall_folder(stem: Path | None, pid: int) -> Callable[[int], Path]:
