@@ -22,6 +22,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from benchmarks.common.steps import rank_step_ms
+
 REPO = Path(__file__).resolve().parent.parent
 SCENARIO = REPO / "tests" / "scenarios" / "collectives.py"
 WARMUP = 20  # steps each rank skips: process-group set-up, first allocations
@@ -47,10 +49,7 @@ def run_arm(tree: Path | None, steps: int, width: int) -> list[float]:
         )
         if result.returncode != 0:
             raise SystemExit(f"{tree or 'bare'}: exit {result.returncode}\n{result.stderr[-2000:]}")
-        times: list[float] = []
-        for path in sorted(Path(truth).glob("rank-*.json")):
-            times += json.loads(path.read_text())["step_ms"][WARMUP:]
-        return times
+        return rank_step_ms(truth, WARMUP)
 
 
 def main() -> None:

@@ -25,6 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks.common.steps import rank_step_ms
+
 REPO = Path(__file__).resolve().parent.parent
 SCENARIO = REPO / "tests" / "scenarios" / "collectives.py"
 WARMUP = 50  # steps each rank skips: NCCL's first all-reduces, the allocator's first blocks
@@ -48,10 +50,7 @@ def run(monitored: bool, steps: int, width: int, step_ms: float, nproc: int) -> 
         if result.returncode != 0:
             arm = "monitored" if monitored else "plain"
             raise SystemExit(f"{arm}: exit {result.returncode}\n{result.stderr[-3000:]}")
-        times: list[float] = []
-        for path in sorted(Path(truth).glob("rank-*.json")):
-            times += json.loads(path.read_text())["step_ms"][WARMUP:]
-        return times
+        return rank_step_ms(truth, WARMUP)
 
 
 def main() -> None:

@@ -3,6 +3,7 @@ cost benchmarks take of them."""
 
 from __future__ import annotations
 
+import json
 import random
 import statistics
 import struct
@@ -14,6 +15,16 @@ def step_ends(times: Path) -> list[float]:
     job's perf_counter: the same clock as a benchmark's on this machine)."""
     data = times.read_bytes()
     return list(struct.unpack(f"{len(data) // 8}d", data[: len(data) // 8 * 8]))
+
+
+def rank_step_ms(truth_dir: str | Path, warmup: int) -> list[float]:
+    """Every rank's step times (ms) past its first ``warmup`` steps, as
+    tests/scenarios/collectives.py writes them (``truth_dir``/rank-N.json, each rank's own
+    loop clock)."""
+    times: list[float] = []
+    for path in sorted(Path(truth_dir).glob("rank-*.json")):
+        times += json.loads(path.read_text())["step_ms"][warmup:]
+    return times
 
 
 def mean_step_ms(ends: list[float], start: float, end: float) -> float | None:
