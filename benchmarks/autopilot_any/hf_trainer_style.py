@@ -41,6 +41,23 @@ class RandomTokens(torch.utils.data.Dataset):
         return {"input_ids": ids, "labels": ids}
 
 
+class Meter(TrainerCallback):
+    """The script's own throughput meter, as a user adds one: tokens a second over each
+    logging window (``logging_steps``), printed with the step it ends at."""
+
+    def __init__(self, tokens_per_step: int) -> None:
+        self.tokens_per_step = tokens_per_step
+        self.last: tuple[float, int] | None = None
+
+    def on_log(self, args, state, control, logs=None, **kwargs):  # type: ignore[no-untyped-def]
+        now = time.time()
+        if self.last is not None and state.global_step > self.last[1]:
+            steps, seconds = state.global_step - self.last[1], now - self.last[0]
+            rate = steps * self.tokens_per_step / seconds
+            print(f"meter step {state.global_step} tokens/s {rate:.0f}", flush=True)
+        self.last = (now, state.global_step)
+
+
 class StopAfter(TrainerCallback):
     def __init__(self, seconds: float) -> None:
         self.seconds, self.started = seconds, time.time()
@@ -69,7 +86,7 @@ def main() -> None:
         model=model,
         args=training_args,
         train_dataset=dataset,
-        callbacks=[StopAfter(args.max_seconds)],
+        callbacks=[StopAfter(args.max_seconds), Meter(args.batch_size * args.seq_len)],
     )
     trainer.train()
 

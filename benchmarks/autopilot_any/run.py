@@ -72,7 +72,7 @@ SCRIPTS: dict[str, tuple[str, list[str], str, dict[str, list[str]]]] = {
         "hf_trainer_style.py",
         [],
         "--max-seconds",
-        {"--bf16": ["--bf16"], "--tf32": ["--tf32"]},
+        {"--bf16": ["--bf16"], "--tf32": ["--tf32"], "--bf16 --tf32": ["--bf16", "--tf32"]},
     ),
 }
 
