@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from rich.text import Text
 from textual.message import Message
-from textual.widgets import RichLog, TabbedContent
+from textual.widgets import TabbedContent
 
 from gputop_train import events
 from gputop_train.collect.fake import FakeGpu, FakeNvml, FakeProcess, FakePsutil
@@ -22,6 +22,7 @@ from gputop_train.tui.knob_edit import KnobEditScreen
 from gputop_train.tui.messages import SnapshotTaken
 from gputop_train.tui.panels import text as panels
 from gputop_train.tui.panels.knobs import KnobsPanel
+from gputop_train.tui.panels.log import LogPanel
 from gputop_train.tui.screens import HelpScreen, QuitScreen
 from gputop_train.tui.widgets.live_text import LiveText
 from tests.support.sessions import JOB_PID, scripted_recording, scripted_session
@@ -149,7 +150,7 @@ async def test_a_failed_job_keeps_the_app_open_with_its_exit_code_and_stderr() -
         await pilot.pause()
         assert "failed: exit 1" in text_of(app, "#header")
         await pilot.press("3")  # the log tab
-        log_lines = [str(line.text) for line in app.query_one(RichLog).lines]
+        log_lines = list(app.query_one(LogPanel).lines)
         assert any("exit code 1" in line for line in log_lines)
         await pilot.press("q")  # the job is over: no question to ask
     assert app.return_value == "ended"
