@@ -362,7 +362,7 @@ def main() -> None:
                 f"{mode} / baseline {key}: median {sorted(ratios)[len(ratios) // 2]:.2f} ({shown})"
             )
     if args.screenshot:
-        for svg in args.screenshot.rglob("gputop-train_*.svg"):  # the S key's file, not a chart
+        for svg in args.screenshot.rglob("*.screenshot-*.svg"):  # the S key's file, not a chart
             shutil.copy(svg, args.screenshot / "tui.svg")
             break
     if args.json:

@@ -421,7 +421,7 @@ def _run_tui(
         log=log,
         refresh_s=max(0.1, args.refresh),
         window_s=args.window,
-        screenshot_dir=str(files.log.parent),
+        save_screenshot=files.save_screenshot,
         job_owned=job.owned,
         warnings=tuple(warnings),
     )
