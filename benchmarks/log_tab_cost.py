@@ -158,7 +158,7 @@ def run_keys_arm(tree: Path, presses: int, step_ms: float, folder: Path) -> dict
         monitor = next(
             p.pid
             for p in [psutil.Process(pane), *psutil.Process(pane).children(recursive=True)]
-            if "gputop_train" in p.cmdline()
+            if p.name().startswith("python") and "gputop_train" in p.cmdline()
         )
         time.sleep(10)  # warm-up: the job's output piles up while the Overview is up
         hertz = os.sysconf("SC_CLK_TCK")
