@@ -70,7 +70,7 @@ async def test_a_refresh_of_more_lines_than_the_scrollback_keeps_the_newest(
         assert panel.lines[-1].startswith(f"step {3 * SCROLLBACK_LINES - 1} ")
 
 
-async def test_a_jobs_escape_sequences_reach_the_tab_as_text_never_the_terminal(
+async def test_a_jobs_escape_sequences_are_dropped_never_sent_to_the_terminal(
     tmp_path: Path,
 ) -> None:
     log = tmp_path / "job.log"
