@@ -25,6 +25,11 @@ same pseudo-terminal size, beside the same demo started without gputop-train, al
 with the TUI round after round, and prints the TUI's CPU and bytes over nvitop's: the
 comparison of issue "cost" (TUI ≤ 1.5x nvitop's CPU). nvitop needs NVML: a GPU box only.
 
+``--fake-node`` puts ``benchmarks/frontends/fake_node`` first on every process's PYTHONPATH:
+its ``pynvml`` is a node of 8 busy GPUs on the fake NVML, which gputop-train and nvitop both
+read, so ``--modes tui,nvitop`` runs on a box with no GPU (the job's figures come from its
+CPU steps; nvitop shows the 8 GPUs and no process on them).
+
 ``--baseline DIR`` runs each mode but nvitop from an earlier tree too (``git archive REV | tar
 -x -C DIR``), right after this tree's run, round after round, labelled ``MODE@baseline``, and
 prints this tree's figures over the baseline's: a change's effect side by side in one run.
@@ -321,8 +326,14 @@ def main() -> None:
     parser.add_argument(
         "--baseline", type=Path, help="an earlier tree: each mode but nvitop runs from it too"
     )
+    parser.add_argument(
+        "--fake-node", action="store_true", help="8 fake GPUs for every process (no GPU needed)"
+    )
     parser.add_argument("demo_args", nargs=argparse.REMAINDER)
     args = parser.parse_args()
+    if args.fake_node:  # inherited by the monitor, nvitop and the job alike
+        path = [str(REPO / "benchmarks" / "frontends" / "fake_node"), os.environ.get("PYTHONPATH")]
+        os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, path))
     columns, rows = (int(v) for v in args.size.split("x"))
     demo = [args.script, *[a for a in args.demo_args if a != "--"]]
     runs: dict[str, list[dict[str, float]]] = {}
@@ -362,7 +373,7 @@ def main() -> None:
                 f"{mode} / baseline {key}: median {sorted(ratios)[len(ratios) // 2]:.2f} ({shown})"
             )
     if args.screenshot:
-        for svg in args.screenshot.rglob("gputop-train_*.svg"):  # the S key's file, not a chart
+        for svg in args.screenshot.rglob("*.screenshot-*.svg"):  # the S key's file, not a chart
             shutil.copy(svg, args.screenshot / "tui.svg")
             break
     if args.json:

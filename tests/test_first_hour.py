@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from textual.widgets import RichLog
 
 from gputop_train import events, wire
 from gputop_train.collect import stacks
@@ -22,6 +21,7 @@ from gputop_train.monitor.monitor import Monitor
 from gputop_train.record.reader import read, replay_all
 from gputop_train.session.model import Session
 from gputop_train.tui.panels import text as panels
+from gputop_train.tui.panels.log import LogPanel
 from gputop_train.tui.panels.overview import ChartsPanel
 from gputop_train.tui.screens import HelpScreen, QuitScreen
 from gputop_train.tui.widgets.chart import BrailleChart
@@ -258,7 +258,7 @@ async def test_the_log_stays_where_the_user_scrolled_while_the_job_prints(tmp_pa
     app = app_under_test(session.snapshot, log=LogTail(log))
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("3")
-        richlog = app.query_one(RichLog)
+        richlog = app.query_one(LogPanel)
         richlog.scroll_home(animate=False)
         await pilot.pause()
         with log.open("a") as handle:

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 from rich.text import Text
-from textual.widgets import RichLog
 
 from gputop_train import events, wire
 from gputop_train.advise import rules
@@ -29,6 +28,7 @@ from gputop_train.session.stats import Observation
 from gputop_train.tui import layout
 from gputop_train.tui.boundary import AppOptions
 from gputop_train.tui.panels.base import Panel, UiState
+from gputop_train.tui.panels.log import LogPanel
 from gputop_train.tui.widgets.live_text import LiveText
 from gputop_train.views import View, status_fields, view_of
 from tests.support.sessions import JOB_PID, scripted_session
@@ -181,7 +181,7 @@ async def test_the_newest_notice_reaches_the_log_after_five_hundred() -> None:
                 app.refresh_data()
         app.refresh_data()
         await pilot.press("3")
-        lines = [str(line.text) for line in app.query_one(RichLog).lines]
+        lines = list(app.query_one(LogPanel).lines)
     shown = [line for line in lines if "sampler error" in line]
     assert shown[-1].endswith("sampler error 499")  # the newest, once counted past 200
     assert len(shown) == len(set(shown)) == 200  # the session keeps the last 200; none twice

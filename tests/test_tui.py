@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import stat
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from rich.text import Text
 from textual.message import Message
-from textual.widgets import RichLog, TabbedContent
+from textual.widgets import Static, TabbedContent
 
 from gputop_train import events
 from gputop_train.collect.fake import FakeGpu, FakeNvml, FakeProcess, FakePsutil
@@ -22,9 +24,10 @@ from gputop_train.tui.knob_edit import KnobEditScreen
 from gputop_train.tui.messages import SnapshotTaken
 from gputop_train.tui.panels import text as panels
 from gputop_train.tui.panels.knobs import KnobsPanel
+from gputop_train.tui.panels.log import LogPanel
 from gputop_train.tui.screens import HelpScreen, QuitScreen
 from gputop_train.tui.widgets.live_text import LiveText
-from tests.support.sessions import JOB_PID, scripted_recording, scripted_session
+from tests.support.sessions import JOB_PID, NOW, scripted_recording, scripted_session
 from tests.support.tui import AskedControls, app_under_test, tick
 
 
@@ -149,7 +152,7 @@ async def test_a_failed_job_keeps_the_app_open_with_its_exit_code_and_stderr() -
         await pilot.pause()
         assert "failed: exit 1" in text_of(app, "#header")
         await pilot.press("3")  # the log tab
-        log_lines = [str(line.text) for line in app.query_one(RichLog).lines]
+        log_lines = list(app.query_one(LogPanel).lines)
         assert any("exit code 1" in line for line in log_lines)
         await pilot.press("q")  # the job is over: no question to ask
     assert app.return_value == "ended"
@@ -372,3 +375,80 @@ async def test_a_height_only_resize_keeps_the_process_tables_rows_a_new_width_fi
         await pilot.resize_terminal(120, 44)
         await pilot.pause()
         assert kept() < rows  # a new width: the table is fitted afresh
+
+
+async def test_s_saves_the_screenshot_named_after_its_session_and_private(tmp_path: Path) -> None:
+    """Issue 46: the S key's SVG was "gputop-train_<time>.svg", mode 0644, where every other
+    session file is the user's alone (0600) and named after the session."""
+    from gputop_train.record.files import save_screenshot
+    from gputop_train.tui.app import create_app
+    from gputop_train.tui.boundary import AppOptions
+
+    stem = tmp_path / "2026-12-05T10-00-00-resnet"
+    options = AppOptions(
+        job_pid=JOB_PID,
+        auto_refresh=False,
+        save_screenshot=lambda svg: save_screenshot(stem, svg, NOW),
+    )
+    app = create_app(scripted_session().snapshot, options)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("S")
+        await pilot.press("S")  # a second one in the same second keeps the first
+        await pilot.pause()
+    saved = sorted(tmp_path.glob("*.svg"))
+    clock = time.strftime("%H-%M-%S", time.localtime(NOW))
+    assert [path.name for path in saved] == [
+        f"{stem.name}.screenshot-{clock}-2.svg",
+        f"{stem.name}.screenshot-{clock}.svg",
+    ]
+    assert all(stat.S_IMODE(path.stat().st_mode) == 0o600 for path in saved)
+    assert "<svg" in saved[0].read_text()
+
+
+async def test_s_without_session_files_says_so() -> None:
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("S")
+        await pilot.pause()
+        assert any("no session files" in str(n.message) for n in app._notifications)
+
+
+def _text_lines(static: Static) -> int:
+    return len(str(static.render()).splitlines())
+
+
+@pytest.mark.parametrize("columns", [80, 200])
+async def test_the_help_and_the_quit_question_open_whole_at_80_and_200_columns(
+    columns: int,
+) -> None:
+    """Issue 46: both wrapped at 200 columns (their boxes were capped at 76-78)."""
+    app = make_app()
+    async with app.run_test(size=(columns, 40)) as pilot:
+        await pilot.press("question_mark")
+        await pilot.pause()
+        help_text = app.screen.query_one("#help-text", Static)
+        assert help_text.size.height == _text_lines(help_text)  # no line wrapped
+        await pilot.press("escape")
+        await pilot.press("q")
+        await pilot.pause()
+        question = app.screen.query_one("#quit-text", Static)
+        assert question.size.height == _text_lines(question)
+
+
+async def test_a_knobs_long_help_wraps_in_its_own_column_at_80_columns() -> None:
+    """Issue 46: at 80 columns a long help wrapped under the knob names."""
+    session = scripted_session()
+    knob = {"name": "prefetch_factor", "kind": "int", "value": 2, "minimum": 1, "maximum": 8}
+    help_text = "batches each worker loads ahead of the step: " + "more hides a slow read " * 4
+    session.apply(events.KnobsDeclared(JOB_PID, ({**knob, "help": help_text},)))
+    app = app_under_test(session.snapshot)
+    async with app.run_test(size=(80, 30)) as pilot:
+        await pilot.press("4")
+        await tick(app, pilot, 2)  # the second draw knows the list's width
+        panel = app.query_one(KnobsPanel)
+        rows = [panel.render_line(y).text for y in range(panel.size.height)]
+    first = next(y for y, row in enumerate(rows) if "prefetch_factor" in row)
+    help_column = rows[first].index("batches")
+    continued = rows[first + 1 : first + 4]
+    assert all(row[:help_column].strip() == "" for row in continued), rows
+    assert "more hides a slow read" in continued[0][help_column:]

@@ -316,6 +316,7 @@ def _start_monitor(
     recording: Path | None = None,
 ) -> Monitor:
     if not args.no_nice:  # before the monitor's threads start: they inherit it
+        _import_the_tui_first(args)
         problem = yield_to_job(pid)
         if problem:
             session.apply(
@@ -326,6 +327,14 @@ def _start_monitor(
     if args.autopilot or args.tries:
         monitor.start_pilot(args.tries, budget_s=60.0 * args.autopilot_budget)
     return monitor
+
+
+def _import_the_tui_first(args: argparse.Namespace) -> None:
+    """The TUI's modules (Textual: ~0.15 s of CPU) imported before the monitor yields the
+    CPU to the job: imported after, at nice 10 beside busy loops, they took 2.1 s of a 3.0-s
+    blank screen (issue 46; docs/benchmarks.md §5, "The first frame")."""
+    if not getattr(args, "headless", False) and sys.stdout.isatty():
+        from ..tui import app  # noqa: F401
 
 
 def _headless(args: argparse.Namespace) -> bool:
@@ -421,7 +430,7 @@ def _run_tui(
         log=log,
         refresh_s=max(0.1, args.refresh),
         window_s=args.window,
-        screenshot_dir=str(files.log.parent),
+        save_screenshot=files.save_screenshot,
         job_owned=job.owned,
         warnings=tuple(warnings),
     )

@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -102,11 +103,15 @@ def print_summary(recording: Recording, output: str, write: bool = False) -> int
 
 
 def run_replay(recording: Recording) -> int:
+    from ..record.files import save_screenshot
     from ..record.replay import ReplayController
     from ..tui.app import create_app
+    from ..tui.boundary import AppOptions
 
     controller = ReplayController(recording)
-    create_app(controller.snapshot, timeline=controller).run()
+    stem = recording.path.with_suffix("")
+    options = AppOptions(save_screenshot=lambda svg: save_screenshot(stem, svg, time.time()))
+    create_app(controller.snapshot, options, timeline=controller).run()
     return 0
 
 

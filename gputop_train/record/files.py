@@ -12,6 +12,7 @@ import contextlib
 import errno
 import os
 import tempfile
+import time
 from pathlib import Path
 
 from .. import wire
@@ -42,6 +43,23 @@ def write_private(path: Path, text: str) -> None:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
         raise
+
+
+def save_screenshot(stem: Path, svg: str, now: float) -> Path:
+    """The TUI's screenshot as ``STEM.screenshot-HH-MM-SS.svg`` beside the session's other
+    files, private like them; a second one in the same second gets ``-2``, ``-3``..."""
+    clock = time.strftime("%H-%M-%S", time.localtime(now))
+    for attempt in range(1, 100):
+        suffix = "" if attempt == 1 else f"-{attempt}"
+        path = stem.parent / f"{stem.name}.screenshot-{clock}{suffix}.svg"
+        try:
+            fd = create_private(path)
+        except FileExistsError:
+            continue
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(svg)
+        return path
+    raise FileExistsError(f"{stem}.screenshot-{clock}-*.svg: 99 taken already")
 
 
 def recording_stem(record: str | None, command: list[str]) -> Path:

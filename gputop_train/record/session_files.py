@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .. import events
 from ..session.model import Session
-from .files import RecordError, create_private, describe_os_error, recording_stem
+from .files import RecordError, create_private, describe_os_error, recording_stem, save_screenshot
 from .files import temporary_log_path as _temporary_log_path
 from .recorder import Recorder
 from .summary import write_all
@@ -70,6 +71,10 @@ class SessionFiles:
         except OSError as error:
             message = f"cannot write the job's log: {describe_os_error(error, self.log)}"
             raise RecordError(message) from None
+
+    def save_screenshot(self, svg: str) -> Path:
+        """The TUI's ``S``: beside the job's log, named after the session, private (0600)."""
+        return save_screenshot(self.log.with_suffix(""), svg, time.time())
 
     def finish(self, session: Session, job_running: bool) -> Closed:
         """Close the recording and write the summaries beside it, on every way out; what could

@@ -306,9 +306,17 @@ class GputopApp(App[str]):
         self.refresh_data()
 
     def action_save_svg(self) -> None:
-        """Save the screen as SVG (next to the job's log), to share what you see."""
-        path = self.save_screenshot(path=self._options.screenshot_dir)
-        self.notify(f"screenshot saved: {path}")
+        """Save the screen as SVG beside the session's files, to share what you see."""
+        save = self._options.save_screenshot
+        if save is None:
+            self.notify("no session files here to save a screenshot beside", severity="warning")
+            return
+        try:
+            path = save(self.export_screenshot())
+        except OSError as error:
+            self.notify(f"screenshot not saved: {error}", severity="error", markup=False)
+            return
+        self.notify(f"screenshot saved: {path}", markup=False)
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen())

@@ -8,7 +8,9 @@ build it, for the CLI, the benchmarks and the tests alike.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 from .. import wire
@@ -81,7 +83,9 @@ class AppOptions:
     refresh_s: float = DEFAULT_REFRESH_S
     window_s: float = 10.0
     auto_refresh: bool = True  # off in tests: they post app.take_snapshot() or refresh_data()
-    screenshot_dir: str | None = None
+    # Where S puts the screen's SVG: the session's files keep it, named after the session and
+    # private like them (record/files.save_screenshot); None: this view has no session files.
+    save_screenshot: Callable[[str], Path] | None = None
     job_owned: bool = True  # we launched it: quitting may stop it
     # What went wrong at start-up (a Prometheus port in use): said on stderr before the TUI
     # took the screen, shown again as toasts when it opens, whole (the Log tab cuts lines).

@@ -8,6 +8,10 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
+# Every line of the help and the quit question fits 72 columns: their boxes (border and
+# padding: 6 more) open whole at 80 columns and never wrap on a wider screen (issue 46).
+TEXT_COLUMNS = 72
+
 HELP = """\
 [b]gputop-train keys[/b]
 
@@ -17,12 +21,14 @@ HELP = """\
   [b]tab[/b]     move focus              [b]↑ ↓[/b] scroll tables and the log
   [b]y[/b]       scan the next step for host-device syncs (file:line of each)
   [b]a[/b]       start / stop the autopilot (Knobs tab; docs/autopilot.md)
-  [b]D[/b]       dump each rank's stacks and collective (a stalled job; docs/ranks.md)
-  [b]S[/b]       save an SVG screenshot next to the job's log
+  [b]D[/b]       dump each rank's stacks and the collective it waits in
+          (a stalled job; docs/ranks.md)
+  [b]S[/b]       save an SVG screenshot beside the session's files
   replay: [b]space[/b] play/pause, [b]← →[/b] 10 s, [b]+ -[/b] speed, [b]home end[/b]
 
-Figures carry their source: [b]hook[/b] (in-process step timer), [b]NVML[/b], [b]GPM[/b]
-(Hopper SM/tensor activity), [b]psutil[/b], [b]py-spy[/b]. N/A: not measured, never zero.
+Figures carry their source: [b]hook[/b] (in-process step timer), [b]NVML[/b],
+[b]GPM[/b] (Hopper SM/tensor activity), [b]psutil[/b], [b]py-spy[/b].
+N/A: not measured, never zero.
 
 Press escape, q or ? to close."""
 
@@ -56,9 +62,11 @@ class QuitScreen(ModalScreen[str]):
         with Vertical(id="quit-dialog"):
             yield Static(
                 f"The job (PID {self.pid}) is still running.\n"
-                f"[b]s[/b] stop it ({how})   [b]l[/b] or [b]Ctrl+C[/b] leave it running   "
-                "[b]esc[/b] cancel\n"
-                f"A job left running can be watched again: gputop-train attach {self.pid}"
+                f"  [b]s[/b]         stop it ({how})\n"
+                "  [b]l[/b] [b]Ctrl+C[/b]  leave it running\n"
+                "  [b]esc[/b]       cancel\n"
+                f"A job left running can be watched again: gputop-train attach {self.pid}",
+                id="quit-text",
             )
             with Horizontal():
                 yield Button("Stop job", id="stop", variant="error")

@@ -40,12 +40,16 @@ class KnobsPanel(OptionList, Panel):
         name_width = max((len(k.name) + 1 for k in ordered), default=text.KNOB_NAME_COLUMN)
         values = (len(text.knob_value(k)) + 1 for k in ordered)
         value_width = min(VALUE_COLUMN_MAX, max(values, default=text.KNOB_VALUE_COLUMN))
+        # The help wraps in its own column of the list's width (none yet before the layout).
+        padding = self.get_component_styles("option-list--option").padding.width
+        width = max(0, self.scrollable_content_region.width - padding) or None
         prompts = {
             k.name: text.knob_prompt(
                 k,
                 snap,
                 max(text.KNOB_NAME_COLUMN, name_width),
                 max(text.KNOB_VALUE_COLUMN, value_width),
+                width,
             )
             for k in ordered
         }

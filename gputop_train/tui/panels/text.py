@@ -412,28 +412,54 @@ def knob_prompt(
     snap: Snapshot,
     name_width: int = KNOB_NAME_COLUMN,
     value_width: int = KNOB_VALUE_COLUMN,
+    width: int | None = None,
 ) -> Text:
     """One knob's line: value in force, and pending / warming-up / failed state. The name and
     value columns are ``name_width`` and ``value_width`` wide (the tab passes its widest), and
     always a space wider than what they hold: a name longer than its column ran into its
-    value ("matmul_precisionhighest", issue 39)."""
+    value ("matmul_precisionhighest", issue 39). Given the list's ``width``, the help wraps in
+    its own column: wrapped by the list, it ran under the names at 80 columns (issue 46)."""
     value = knob_value(knob)
     text = Text(f"{knob.name:<{max(name_width, len(knob.name) + 1)}}", style="bold")
     text.append(f"{value:<{max(value_width, len(value) + 1)}}")
+    tail = Text()
     if knob.unavailable and knob.pending is None:
-        text.append(f"n/a: {knob.unavailable}", style="dim")
+        tail.append(f"n/a: {knob.unavailable}", style="dim")
     elif knob.pending is not None:
-        text.append(f"→ {knob.pending} (pending: applies at the next step)", style="yellow")
+        tail.append(f"→ {knob.pending} (pending: applies at the next step)", style="yellow")
     elif knob.error:
-        text.append(f"✗ {knob.error}", style="red")
+        tail.append(f"✗ {knob.error}", style="red")
     elif _warming_up(knob, snap):
         busy = "compiling…" if knob.name == "compile" and knob.value else "warming up…"
-        text.append(busy, style="cyan")
+        tail.append(busy, style="cyan")
     else:
-        text.append(knob.help, style="dim")
+        tail.append(knob.help, style="dim")
         if knob.numerics:
-            text.append(f" ({knob.numerics})", style="dim italic")
-    return text
+            tail.append(f" ({knob.numerics})", style="dim italic")
+    if width is not None:
+        tail = hanging(tail, text.cell_len, width)
+    return text + tail
+
+
+# A help column narrower than this is not worth its own column: the list wraps it instead.
+MIN_HANGING_COLUMN = 16
+
+
+def hanging(tail: Text, indent: int, width: int) -> Text:
+    """``tail`` wrapped at its spaces into ``width - indent`` columns, each line after the
+    first indented by ``indent``: a hanging column beside the name and value."""
+    room = width - indent
+    if room < MIN_HANGING_COLUMN or tail.cell_len <= room:
+        return tail
+    plain, cuts, start = tail.plain, [], 0
+    while len(plain) - start > room:
+        space = plain.rfind(" ", start + 1, start + room + 1)
+        start = space + 1 if space > start else start + room  # a word wider than the column
+        cuts.append(start)
+    lines = list(tail.divide(cuts))
+    for line in lines:
+        line.rstrip()  # the space it was cut at
+    return Text("\n" + " " * indent).join(lines)
 
 
 def _warming_up(knob: KnobState, snap: Snapshot) -> bool:
