@@ -45,6 +45,21 @@ def test_a_shells_signal_status_reads_as_a_stop_and_a_crash_as_none() -> None:
     assert stop_seen(0, TORCHRUN_TAIL) is None
 
 
+def test_an_interrupt_in_the_hooks_start_up_reads_as_a_stop() -> None:
+    """SIGINT while Python imports the hook's sitecustomize: exit status 1 (issue 46)."""
+    tail = (
+        "Fatal Python error: init_import_site: Failed to import the site module",
+        "Python runtime state: initialized",
+        "Traceback (most recent call last):",
+        '  File "<frozen site>", line 548, in execsitecustomize',
+        "KeyboardInterrupt",
+    )
+    assert stop_seen(1, tail) == "SIGINT (seen)"
+    session = Session()
+    session.apply(events.JobEnded(1, tail))
+    assert not session.snapshot().job.failed
+
+
 def _job_stopped(session: Session) -> float | None:
     family = next(f for f in JOB_FAMILIES if isinstance(f, Family) and f.name == "job_stopped")
     return family.value(view_of(session.snapshot()))

@@ -29,6 +29,12 @@ def stop_seen(exit_code: int | None, stderr_tail: Sequence[str]) -> str | None:
     for number in (-exit_code, exit_code - _SHELL_SIGNAL_BASE):
         if number in _STOPS:
             return f"{_STOPS[signal.Signals(number)]} (seen)"
+    last = next((line.strip() for line in reversed(stderr_tail) if line.strip()), "")
+    if last == "KeyboardInterrupt" or last.endswith("]: KeyboardInterrupt"):
+        # Python's last word on a SIGINT, with exit status 1: in the script, or in its start-up
+        # ("Fatal Python error: init_import_site" while the hook's sitecustomize loads:
+        # issue 46), and "[rank0]: KeyboardInterrupt" of a torchrun rank.
+        return "SIGINT (seen)"
     for line in reversed(stderr_tail):
         match = _TORCHRUN.search(line)
         if match is None:
