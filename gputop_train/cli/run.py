@@ -168,17 +168,24 @@ def _watch(
             # Said once, as soon as the job's knobs are known: headless on stderr at once,
             # the TUI in its Log (not again when the hook refuses the entry at its step).
             monitor.check_schedule(args.schedule, say=_say if headless else None)
-        if held.release() and not _pass_on_interrupt(session, job):
-            monitor.stop()
-            _leave(job, files)
-            _report(files.finish(session, job_running=job.running()))
-            return 0
-        if headless:
+        if held.take() and not _pass_on_interrupt(session, job):
+            return _left_while_starting(job, files, session, monitor)
+        if headless:  # its own handlers replace the held one, with no default one between
             return _run_headless(args, session, files, job, monitor, headless_log)
+        if held.release() and not _pass_on_interrupt(session, job):  # Textual's keys from now
+            return _left_while_starting(job, files, session, monitor)
         return _run_tui(args, session, files, job, monitor, log, warnings)
     finally:
         _linger(exporter, job, session, getattr(args, "prometheus_linger", None))
         _close(exporter)
+
+
+def _left_while_starting(job: Job, files: SessionFiles, session: Session, monitor: Monitor) -> int:
+    """Ctrl+C while starting, on an attached job: the monitor leaves, the job runs on."""
+    monitor.stop()
+    _leave(job, files)
+    _report(files.finish(session, job_running=job.running()))
+    return 0
 
 
 def _pass_on_interrupt(session: Session, job: Job) -> bool:
