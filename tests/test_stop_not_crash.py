@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import psutil
+import pytest
 
 from gputop_train import events
 from gputop_train.export.families import JOB_FAMILIES, Family
@@ -74,6 +75,7 @@ def test_the_exporter_serves_a_stop_and_a_crash_apart() -> None:
     assert _job_stopped(crashed) == 0.0
 
 
+@pytest.mark.timeout(300)  # torchrun's start on a loaded 2-core box
 def test_a_torchrun_job_sent_sigint_by_someone_else_ends_stopped(tmp_path: Path) -> None:
     """A real torchrun of two gloo ranks under a headless monitor; its agent is sent SIGINT
     from outside (a user's `kill -INT`, a scheduler): the recording's job ended stopped."""
