@@ -396,8 +396,14 @@ def run_headless(
     if ended:
 
         def last_output() -> tuple[str, ...]:
-            copy_output()  # to the terminal, as every line before it: not kept with the end
-            return ()
+            copy_output()  # to the terminal, as every line before it
+            # Kept with the end too: how it ended (torchrun's "got signal: 2") tells a stop
+            # from a crash (session/job_end.py).
+            if log is None:
+                return ()
+            if not echo:
+                log.read_new()
+            return tuple(log.last(20))
 
         monitor.close_job(ended[0], ended_at[0], last_output)
     monitor.stop()

@@ -309,9 +309,19 @@ def runtime_dir(create: bool = True) -> Path:
     anyone who can connect can change knobs (docs/security.md).
     """
     override = os.environ.get(RUNTIME_DIR_ENV)
+    return _private_dir(Path(override) if override else None, create)
+
+
+def user_runtime_dir(create: bool = True) -> Path:
+    """The user's own runtime directory, whatever ``GPUTOP_TRAIN_RUNTIME_DIR`` says: for what
+    every process of the user must share (the autogroup guards of one terminal session)."""
+    return _private_dir(None, create)
+
+
+def _private_dir(override: Path | None, create: bool) -> Path:
     name = f"gputop-train-{os.getuid()}"
     if override:
-        path = Path(override)
+        path = override
     elif os.environ.get("XDG_RUNTIME_DIR") and Path(os.environ["XDG_RUNTIME_DIR"]).is_dir():
         path = Path(os.environ["XDG_RUNTIME_DIR"]) / name
     else:

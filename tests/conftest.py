@@ -3,6 +3,7 @@ tests/support/)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 from collections.abc import Iterator
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import lanes
+from tests.support import lanes, timeouts
 
 # A suite started in the background of a non-interactive shell (`bash .ci/run &`) inherits
 # SIGINT as ignored, and so would every monitor and job it starts: the Ctrl+C tests then
@@ -43,6 +44,41 @@ def private_runtime_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path
     # in the parallel run and at 100 serially: a test that wants a width sets it itself.
     monkeypatch.delenv("COLUMNS", raising=False)
     return directory
+
+
+_RUNNER_AUTOGROUP = Path("/proc/self/autogroup")
+
+
+def _runner_nice() -> int | None:
+    try:
+        return int(_RUNNER_AUTOGROUP.read_text().split("nice")[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Hold the runner's session priority (autogroup nice): the suite's monitors lower their
+    session's while they run, and the runner's terminal must end as it was (issue 46: it was
+    left at nice 10; monitor/priority.py now gives it back, this holds the line)."""
+    if not hasattr(config, "workerinput"):
+        config.stash[_NICE_KEY] = _runner_nice()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    before = config.stash.get(_NICE_KEY, None)
+    if before is not None and _runner_nice() != before:
+        with contextlib.suppress(OSError):
+            _RUNNER_AUTOGROUP.write_text(str(before))
+        print(f"\nconftest: the suite left its session's autogroup lowered; put back nice {before}")
+
+
+_NICE_KEY = pytest.StashKey[int | None]()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_timeout_set_timer(item: pytest.Item, settings: object) -> bool | None:
+    """A timeout never raised inside pytest's own code (tests/support/timeouts.py)."""
+    return timeouts.set_timer(item, settings)
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:

@@ -47,9 +47,12 @@ sys.stdin.readline()
 # A "terminal": runs in a session of its own (the test's own session is untouched), starts
 # the job in that session (``python train.py &``) or in one of its own (a launched job), runs
 # the monitors of SCRIPT in its session, and reports the session's autogroup nice after each
-# step as JSON. SCRIPT: "start NAME", "end NAME" (a normal exit), "kill NAME" (SIGKILL).
+# step as JSON. SCRIPT: "start NAME", "end NAME" (a normal exit), "kill NAME" (SIGKILL),
+# "killguard NAME" (SIGKILL of its guard alone), "killall NAME" (SIGKILL of its guard, then of
+# it: `kill -9` of every process of ours).
 TERMINAL = """
 import json, os, signal, subprocess, sys, time
+import psutil
 job_in_session, script = sys.argv[1] == "shared", sys.argv[2:]
 sleep = [sys.executable, "-c", "import time; time.sleep(120)"]
 job = subprocess.Popen(sleep, start_new_session=not job_in_session)
@@ -62,14 +65,26 @@ report, monitors = {"before": nice_of(here.pid), "steps": []}, {}
 for step in script:
     action, name = step.split()
     if action == "start":
+        env = dict(os.environ)
+        if RUNTIME_DIRS:
+            env["GPUTOP_TRAIN_RUNTIME_DIR"] = RUNTIME_DIRS[len(monitors) % len(RUNTIME_DIRS)]
         monitor = subprocess.Popen(
             [sys.executable, "-c", sys.argv[0], str(job.pid)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
         )
         problem, own_nice = monitor.stdout.readline().split()
         monitors[name] = monitor
         report["steps"].append([step, nice_of(here.pid), problem, int(own_nice)])
         continue
+    if action in ("killguard", "killall"):
+        guard = psutil.Process(monitors[name].pid).children()[0]
+        guard.kill()
+        while guard.status() != psutil.STATUS_ZOMBIE:  # the monitor reaps it, or nothing
+            time.sleep(0.01)
+        if action == "killguard":
+            report["steps"].append([step, nice_of(here.pid), None, None])
+            continue
+        action = "kill"
     monitor = monitors.pop(name)
     if action == "end":
         monitor.stdin.write("\\n"); monitor.stdin.flush()
@@ -78,7 +93,7 @@ for step in script:
     monitor.wait()
     deadline = time.monotonic() + 15  # a killed monitor's guard restores on its own
     restored = lambda: nice_of(here.pid) == report["before"]
-    while action == "kill" and not restored() and time.monotonic() < deadline:
+    while step.startswith("kill ") and not restored() and time.monotonic() < deadline:
         time.sleep(0.05)
     report["steps"].append([step, nice_of(here.pid), None, None])
 report["job"] = nice_of(job.pid)
@@ -88,9 +103,11 @@ print(json.dumps(report))
 """
 
 
-def _terminal(job: str, *script: str) -> dict[str, object]:
-    """Run TERMINAL with the job ``shared`` or ``apart``; its report."""
+def _terminal(job: str, *script: str, runtime_dirs: tuple[Path, ...] = ()) -> dict[str, object]:
+    """Run TERMINAL with the job ``shared`` or ``apart``, its monitors in turn in each of
+    ``runtime_dirs`` (GPUTOP_TRAIN_RUNTIME_DIR) if given; its report."""
     code = TERMINAL.replace("sys.argv[0]", repr(MONITOR))
+    code = code.replace("RUNTIME_DIRS", repr([str(d) for d in runtime_dirs]))
     result = subprocess.run(
         [sys.executable, "-c", code, job, *script], capture_output=True, text=True,
         timeout=120, start_new_session=True,
@@ -146,4 +163,36 @@ def test_only_the_last_monitor_of_a_session_gives_its_priority_back() -> None:
     assert isinstance(steps, list)
     lowered = [step[1] for step in steps[:3]]
     assert all(nice >= priority.MONITOR_NICENESS for nice in lowered), steps
+    assert steps[3][1] == report["before"]
+
+
+@needs_autogroup
+def test_a_monitor_whose_guard_was_killed_gives_its_session_back_itself() -> None:
+    report = _terminal("apart", "start a", "killguard a", "end a")
+    steps = report["steps"]
+    assert isinstance(steps, list)
+    assert steps[1][1] >= priority.MONITOR_NICENESS  # still yielding while it runs
+    assert steps[2][1] == report["before"]
+
+
+@needs_autogroup
+def test_a_session_left_lowered_by_kill_9_of_everything_is_given_back_by_the_next_monitor() -> None:
+    report = _terminal("apart", "start a", "killall a", "start b", "end b")
+    steps = report["steps"]
+    assert isinstance(steps, list)
+    assert steps[1][1] >= priority.MONITOR_NICENESS  # nothing of ours was left to give it back
+    assert steps[2][1] >= priority.MONITOR_NICENESS  # the next monitor yields in its turn
+    assert steps[3][1] == report["before"]  # and its exit gives back the session's own nice
+
+
+@needs_autogroup
+def test_monitors_of_one_session_with_their_own_runtime_dirs_give_back_its_own_nice(
+    tmp_path: Path,
+) -> None:
+    """The test suite gives each test its own runtime directory: its monitors left the
+    runner's terminal at nice 10 (issue 46), each first guard noting the other's lowering."""
+    script = ("start a", "start b", "end a", "end b")
+    report = _terminal("apart", *script, runtime_dirs=(tmp_path / "a", tmp_path / "b"))
+    steps = report["steps"]
+    assert isinstance(steps, list)
     assert steps[3][1] == report["before"]

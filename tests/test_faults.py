@@ -13,6 +13,7 @@ import stat
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -371,3 +372,31 @@ def test_a_phase_event_records_the_phase_that_changed_not_the_whole_list() -> No
     assert len(phases) == 2000
     assert all(set(p) == {"phase"} for p in phases)
     assert sum(len(json.dumps(p)) for p in phases) < 2000 * 400  # linear, not quadratic
+
+
+@pytest.mark.torch
+def test_the_tui_whose_terminal_went_away_leaves_at_its_sighup(tmp_path: Path) -> None:
+    """The pty is closed and the TUI keeps drawing (every write fails) for seconds before the
+    SIGHUP: Textual's output thread died at the first failed write, its queue filled, and the
+    main thread blocked in ``Queue.put`` for good, SIGTERM ignored (issue 46, 1 of 2 tries).
+    Now the monitor leaves within seconds, with its summaries, and the job runs on."""
+    pytest.importorskip("torch")
+    stem = tmp_path / "gone"
+    terminal = Terminal(
+        [*GPUTOP, "--record", str(stem), "--refresh", "0.2", str(SCENARIOS), "forever"]
+    )
+    monitor = terminal.process
+    job_pid = hooked_child(monitor.pid)
+    try:
+        terminal.read(3.0)  # the TUI is up and drawing
+        terminal.hang_up()
+        time.sleep(8.0)  # 40 refreshes, each a failed write: more than Textual's queue holds
+        monitor.send_signal(signal.SIGHUP)
+        assert monitor.wait(timeout=30) == 0
+        assert Path(f"{stem}.summary.json").is_file()
+        os.kill(job_pid, 0)  # SIGHUP leaves the job running (raises if gone)
+    finally:
+        if monitor.poll() is None:
+            monitor.kill()
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(job_pid, signal.SIGINT)

@@ -5,10 +5,13 @@ path (a patched step of it), so it lands there on any machine, at any load."""
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
+from gputop_train.cli.held_interrupts import HeldInterrupts
 from tests.support.paths import REPO, SCENARIOS
 
 # Runs gputop-train headless with one start-up step wrapped to send SIGINT to itself first.
@@ -51,3 +54,17 @@ def test_ctrl_c_before_the_job_starts_starts_nothing(tmp_path: Path) -> None:
     assert "before the job started: it was not started" in result.stderr, result.stderr
     assert "Traceback" not in result.stderr
     assert result.returncode == 130 and not marker.exists()
+
+
+def test_interrupts_taken_while_starting_stay_held_until_a_front_end_replaces_the_handler() -> None:
+    """Between the start-up's check and the headless front end's own handlers, a Ctrl+C
+    raised KeyboardInterrupt (the default handler was back): the monitor vanished, its job
+    and relay left running (issue 46). ``take`` reads the count and keeps holding."""
+    held = HeldInterrupts().hold()
+    try:
+        os.kill(os.getpid(), signal.SIGINT)
+        assert held.take() == 1
+        os.kill(os.getpid(), signal.SIGINT)  # still held: no KeyboardInterrupt
+        assert held.take() == 1
+    finally:
+        held.release()

@@ -84,8 +84,12 @@ def _launch(args: argparse.Namespace, held: HeldInterrupts) -> int:
         return 2
     finally:
         os.close(log_fd)  # the relay holds it now
-    monitor = _start_monitor(args, session, job.pid, recording=files.recording)
-    monitor.watch_stalls(stall_folder(files.stem, job.pid), args.stall_after)
+    try:
+        monitor = _start_monitor(args, session, job.pid, recording=files.recording)
+        monitor.watch_stalls(stall_folder(files.stem, job.pid), args.stall_after)
+    except Exception:  # our own bug (a sampler that failed to open): the job comes first
+        _hand_over(job, files, session)
+        raise
     _tell_stops(job, session, monitor)
     log = LogTail(files.log)
     return _watch(args, session, files, job, monitor, log, log, exporter, warnings, held)
@@ -164,17 +168,24 @@ def _watch(
             # Said once, as soon as the job's knobs are known: headless on stderr at once,
             # the TUI in its Log (not again when the hook refuses the entry at its step).
             monitor.check_schedule(args.schedule, say=_say if headless else None)
-        if held.release() and not _pass_on_interrupt(session, job):
-            monitor.stop()
-            _leave(job, files)
-            _report(files.finish(session, job_running=job.running()))
-            return 0
-        if headless:
+        if held.take() and not _pass_on_interrupt(session, job):
+            return _left_while_starting(job, files, session, monitor)
+        if headless:  # its own handlers replace the held one, with no default one between
             return _run_headless(args, session, files, job, monitor, headless_log)
+        if held.release() and not _pass_on_interrupt(session, job):  # Textual's keys from now
+            return _left_while_starting(job, files, session, monitor)
         return _run_tui(args, session, files, job, monitor, log, warnings)
     finally:
         _linger(exporter, job, session, getattr(args, "prometheus_linger", None))
         _close(exporter)
+
+
+def _left_while_starting(job: Job, files: SessionFiles, session: Session, monitor: Monitor) -> int:
+    """Ctrl+C while starting, on an attached job: the monitor leaves, the job runs on."""
+    monitor.stop()
+    _leave(job, files)
+    _report(files.finish(session, job_running=job.running()))
+    return 0
 
 
 def _pass_on_interrupt(session: Session, job: Job) -> bool:
@@ -380,6 +391,17 @@ def _report(closed: Any) -> None:
         _say(f"wrote {path}")
     for problem in closed.problems:
         _say(problem)
+
+
+def _hand_over(job: Job, files: SessionFiles, session: Session) -> None:
+    """The monitor failed as it started, after it launched the job: the job runs on, handed
+    over to whoever attaches (it is hooked), and the user is told so, with where its output
+    and the recording are (docs/exits.md). Stopping it would end work the user asked for
+    because of our bug; leaving it unsaid left it running unwatched (issue 46)."""
+    _say("the monitor failed as it started (below); the job it launched is left running")
+    _leave(job, files)
+    with contextlib.suppress(Exception):
+        _report(files.finish(session, job_running=True))
 
 
 def _leave(job: Job, files: SessionFiles | None, monitor: Monitor | None = None) -> None:

@@ -236,6 +236,12 @@ JOB_FAMILIES: tuple[Family[View] | LabelledFamily[View], ...] = (
         "the job's exit status, once it ended",
         lambda v: None if v.snap.job.running else v.snap.job.exit_code,
     ),
+    Family(
+        "job_stopped",
+        "1 once the job ended by a stop someone asked for (Ctrl+C, SIGTERM; torchrun exits 1"
+        " then), 0 once it ended of itself; a stop is not a crash",
+        lambda v: None if v.snap.job.running else (1.0 if v.snap.job.stopped_by else 0.0),
+    ),
     # A process's, not the job's figure, but over the hooked processes (a rank that is gone
     # has no RankStats to be a row of RANK_FAMILIES): a rank's labels as its own.
     LabelledFamily(

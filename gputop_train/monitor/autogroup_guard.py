@@ -47,7 +47,9 @@ def set_nice(nice: int) -> None:
 
 
 def join(holders: int, mutex: int, target: int) -> None:
-    """Become a holder of the session's yielding; the first holder notes the nice before it."""
+    """Become a holder of the session's yielding; the first holder notes the nice before it.
+    A note already there was left by a guard killed with its monitors (SIGKILL of every
+    process of ours): it is the session's own nice, kept, and the last holder puts it back."""
     fcntl.flock(mutex, fcntl.LOCK_EX)
     try:
         try:
@@ -55,10 +57,8 @@ def join(holders: int, mutex: int, target: int) -> None:
             first = True
         except BlockingIOError:
             first = False
-        if first:
-            before = current_nice()
-            os.ftruncate(holders, 0)
-            os.pwrite(holders, str(before).encode(), 0)
+        if first and not os.pread(holders, 16, 0).strip():
+            os.pwrite(holders, str(current_nice()).encode(), 0)
         fcntl.flock(holders, fcntl.LOCK_SH)
         if current_nice() < target:
             set_nice(target)
@@ -66,19 +66,22 @@ def join(holders: int, mutex: int, target: int) -> None:
         fcntl.flock(mutex, fcntl.LOCK_UN)
 
 
-def leave(holders: int, mutex: int) -> None:
-    """Stop holding; the last holder of the session puts its nice back."""
+def leave(holders: int, mutex: int) -> int | None:
+    """Stop holding; the last holder of the session puts its nice back. Also what any process
+    of the session that holds nothing calls to give back a lowering whose holders are all gone
+    (``priority.give_back_abandoned``)."""
     fcntl.flock(mutex, fcntl.LOCK_EX)
     try:
         fcntl.flock(holders, fcntl.LOCK_UN)
         try:
             fcntl.flock(holders, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            return  # another monitor of this session still runs: it stays lowered
+            return None  # another monitor of this session still runs: it stays lowered
         before = os.pread(holders, 16, 0).decode().strip()
         if before:
             set_nice(int(before))
         os.ftruncate(holders, 0)
+        return int(before) if before else None
     finally:
         fcntl.flock(mutex, fcntl.LOCK_UN)
 

@@ -188,6 +188,17 @@ class HookClient:
             self._session.apply(events.FramesDropped(malformed))
             connection.decoder.malformed = connection.decoder.unsupported_version = 0
 
+    def _read_rest(self, connection: _Connection) -> None:
+        """Read what a hook sent before it closed on us: a hook that turns a monitor away
+        sends its reason and closes at once, often before our first send (an ``alive``), which
+        then fails with EPIPE with the reason still unread (the refusal went unsaid, 3 of 3 on
+        a quiet box: tests/test_listener_clients.py)."""
+        with contextlib.suppress(OSError):
+            connection.sock.setblocking(False)
+            while not connection.said_hello and (data := connection.sock.recv(RECV_BYTES)):
+                for frame in connection.decoder.feed(data):
+                    self._dispatch(connection, frame)
+
     def _dispatch(self, connection: _Connection, raw: dict) -> None:
         """One frame to its handler, by its class; an unknown type or a field of the wrong
         type is counted as dropped."""
@@ -287,6 +298,8 @@ class HookClient:
         connection.said_bye = True
 
     def _disconnect(self, connection: _Connection) -> None:
+        if not connection.said_hello and connection.pid in self._connections:
+            self._read_rest(connection)
         self._connections.pop(connection.pid, None)
         if connection.said_bye:
             self._finished.add(connection.pid)

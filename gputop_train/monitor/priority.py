@@ -30,6 +30,7 @@ from pathlib import Path
 import psutil
 
 from .. import wire
+from . import autogroup_guard
 
 # How far below the job the monitor runs: CFS gives nice 0 about 9x the CPU of nice 10.
 MONITOR_NICENESS = 10
@@ -55,6 +56,7 @@ def yield_to_job(job_pid: int) -> str | None:
             problems.append(f"CPU priority: {error.strerror}")
         with contextlib.suppress(psutil.Error, AttributeError, OSError, ValueError):
             psutil.Process(tid).ionice(psutil.IOPRIO_CLASS_IDLE)  # Linux only
+    give_back_abandoned()  # a lowering left by monitors killed with their guard
     autogroup = None if shares_autogroup(job_pid) else _lower_autogroup(target)
     return problems[0] if problems else autogroup
 
@@ -103,6 +105,44 @@ def shares_autogroup(job_pid: int) -> bool:
 GUARD = Path(__file__).with_name("autogroup_guard.py")
 # How long an exiting monitor waits for its guard to give the session its priority back.
 GUARD_EXIT_WAIT_S = 5.0
+BOOT_ID = Path("/proc/sys/kernel/random/boot_id")  # autogroup numbers start again at boot
+
+
+def _guard_files(group: str) -> tuple[Path, Path]:
+    """The holders and mutex files of our session's autogroup: in the user's own runtime
+    directory, whatever GPUTOP_TRAIN_RUNTIME_DIR says. Every monitor of one session must share
+    them: with one folder each (the test suite gives each test its own), each first guard
+    noted the other's lowering as the session's nice, and the last put nice 10 back for good
+    (issue 46: the suite left its terminal at nice 10)."""
+    try:
+        boot = BOOT_ID.read_text().strip()[:8]
+    except OSError:
+        boot = "boot"
+    folder = wire.user_runtime_dir(create=True)
+    return folder / f"{boot}-{group}.holders", folder / f"{boot}-{group}.mutex"
+
+
+def give_back_abandoned() -> int | None:
+    """Put back our session's nice where a lowering has no holder left: its guard was killed
+    with its monitors (``kill -9`` of every process of ours), so nothing gave it back. The nice
+    put back, or None. Called as a monitor starts and by one whose guard died before it."""
+    if not autogroup_in_effect() or (group := autogroup_of("self")) is None:
+        return None
+    try:
+        holders_path, mutex_path = _guard_files(group)
+        if not holders_path.exists():
+            return None
+        holders = os.open(holders_path, os.O_RDWR)
+        mutex = os.open(mutex_path, os.O_RDWR | os.O_CREAT, 0o600)
+    except (OSError, wire.UnsafeRuntimeDir):
+        return None
+    try:
+        return autogroup_guard.leave(holders, mutex)
+    except (OSError, ValueError):
+        return None
+    finally:
+        os.close(holders)
+        os.close(mutex)
 
 
 def _lower_autogroup(target: int) -> str | None:
@@ -114,10 +154,9 @@ def _lower_autogroup(target: int) -> str | None:
     if group is None:
         return "session priority: /proc/self/autogroup cannot be read"
     try:
-        folder = wire.runtime_dir(create=True)
+        holders, mutex = _guard_files(group)
         guard = subprocess.Popen(
-            [sys.executable, "-S", str(GUARD), str(folder / f"{group}.holders"),
-             str(folder / f"{group}.mutex"), str(target)],
+            [sys.executable, "-S", str(GUARD), str(holders), str(mutex), str(target)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
         )  # fmt: skip
     except (OSError, wire.UnsafeRuntimeDir) as error:
@@ -133,12 +172,16 @@ def _lower_autogroup(target: int) -> str | None:
 
 def _release(guard: subprocess.Popen[bytes]) -> None:
     """At a normal exit: end the guard and wait for it, so the shell's prompt comes back at
-    its own priority. (Killed, we close its pipe all the same and it restores alone.)"""
+    its own priority. (Killed, we close its pipe all the same and it restores alone.) A guard
+    that was killed before us restored nothing: we do its part."""
+    died_before = guard.poll() is not None
     with contextlib.suppress(OSError):
         assert guard.stdin is not None
         guard.stdin.close()
     with contextlib.suppress(subprocess.TimeoutExpired):
         guard.wait(GUARD_EXIT_WAIT_S)
+    if died_before or guard.returncode != 0:
+        give_back_abandoned()
 
 
 def _our_threads() -> list[int]:

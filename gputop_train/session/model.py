@@ -21,6 +21,7 @@ from .. import events
 from ..samples import GpuSample, ProcSample, StackShares
 from . import job_gpus, observe, stats
 from .comm import HOLD_WINDOWS
+from .job_end import stop_seen
 from .job_gpus import GpuFigures, JobGpus
 from .phases import KnobState, Phase, PhaseRow, PhaseTable, knob_state
 from .series import ChartBinner, ChartSeries
@@ -430,7 +431,7 @@ class Session:
                 running=False,
                 exit_code=item.exit_code,
                 stderr_tail=tuple(item.stderr_tail),
-                stopped_by=self._job.stopped_by,
+                stopped_by=self._job.stopped_by or stop_seen(item.exit_code, item.stderr_tail),
             )
             now = self.clock()
             self._job_ended_at = min(item.at, now) if item.at is not None else now

@@ -220,6 +220,8 @@ class GputopApp(App[str]):
             self.notify("The job finished (exit 0). Press q to leave.", timeout=10)
         elif code is None:
             self.notify("The job ended (attached: its exit code is its parent's to read).")
+        elif snap.job.stopped_by:  # a stop is not a failure (session/job_end.py)
+            self.notify(f"The job was interrupted ({snap.job.stopped_by}): exit {code}.")
         else:
             tail = "\n".join(snap.job.stderr_tail[-5:])
             self.notify(f"The job failed: exit {code}\n{tail}", severity="error", timeout=30)

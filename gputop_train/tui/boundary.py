@@ -11,37 +11,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from .. import wire
+from ..front_end import JobControls, SnapshotSource
 from ..job.log import LogTail
-from ..session.model import Snapshot
+
+__all__ = ["AppOptions", "JobControls", "RecordingSpan", "SnapshotSource", "Timeline"]
 
 # One redraw per frame the hook sends (2 Hz): fresh enough to watch a step-time change,
 # cheap over SSH; a faster redraw would draw the same figures again.
 DEFAULT_REFRESH_S = wire.SEND_PERIOD_S
-
-
-class SnapshotSource(Protocol):
-    """The session's (or the replay's) state, summarised for the shown panels."""
-
-    def __call__(
-        self, window_s: float, chart_window_s: float, chart_points: int, with_phases: bool
-    ) -> Snapshot: ...
-
-
-class JobControls(Protocol):
-    """What the user may ask of a live job; each answer is one line to show."""
-
-    def request_knob(self, name: str, value: Any) -> str | None:
-        """None when queued for the next step boundary, else why not."""
-        ...
-
-    def scan_syncs(self) -> str: ...
-
-    def toggle_autopilot(self) -> str: ...
-
-    def dump_stall(self) -> str: ...
 
 
 class RecordingSpan(Protocol):

@@ -15,6 +15,7 @@ installed by hand) is caught here:
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import inspect
 import re
@@ -157,10 +158,44 @@ def _versions() -> str:
     return ", ".join(found)
 
 
+def _writes_until_the_terminal_is_gone(self: Any) -> None:
+    """Textual's output thread (``WriterThread.run``), which outlives its terminal: once a
+    write fails (EIO: the pty was closed, an SSH drop) it takes and drops what is queued until
+    it is stopped. Textual's own died at the first failed write; its queue (30 writes) filled,
+    and the app's next write blocked the main thread in ``Queue.put`` for good: a TUI whose
+    terminal went away before its SIGHUP never exited, SIGTERM included (issue 46)."""
+    gone = False
+    while (text := self._queue.get()) is not None:
+        if gone:
+            continue
+        try:
+            self._file.write(text)
+            if self._queue.qsize() == 0:
+                self._file.flush()
+        except (OSError, ValueError):
+            gone = True
+    if not gone:
+        with contextlib.suppress(OSError, ValueError):
+            self._file.flush()
+
+
+def _install_gone_terminal_writes() -> None:
+    """Textual's output thread replaced by one that survives its terminal, where it has the
+    shape ours reads (a ``_queue`` and a ``_file``, set in ``__init__``)."""
+    try:
+        writer = _load("textual.drivers._writer_thread:WriterThread")
+        init = inspect.getsource(writer.__init__)
+    except (ImportError, AttributeError, OSError, TypeError):
+        return
+    if "self._queue" in init and "self._file" in init:
+        writer.run = _writes_until_the_terminal_is_gone
+
+
 def install_partial_updates() -> RendererStatus:
     """Install ours where this Textual has what it needs (idempotent), else keep Textual's own
     and queue a notice saying why; the app calls it before its first frame."""
     global _installed, _reason
+    _install_gone_terminal_writes()
     with _lock:
         problems = missing_internals()
         if not problems:
