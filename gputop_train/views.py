@@ -336,7 +336,12 @@ def job_gpus_dict(snap: Snapshot) -> dict[str, Any] | None:
     job = snap.job_gpus
     if job is None:
         return None
-    return {"indices": list(job.indices), "assumed": job.assumed, "reason": job.reason}
+    return {
+        "indices": list(job.indices),
+        "assumed": job.assumed,
+        "reason": job.reason,
+        "processes_listed": job.processes_listed,
+    }
 
 
 def gpu_dicts(snap: Snapshot) -> list[dict[str, Any]]:
@@ -368,6 +373,7 @@ def gpu_dict(g: GpuFigures) -> dict[str, Any]:
         "throttle": list(g.throttle) if g.throttle is not None else None,
         "pcie_rx_mibps": _round(g.pcie_rx_mibps, 1),
         "pcie_tx_mibps": _round(g.pcie_tx_mibps, 1),
+        "error": g.error,
         "others": [
             {
                 "pid": u.pid,

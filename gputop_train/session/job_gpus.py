@@ -12,7 +12,7 @@ the monitor runs under it (a launched job inherits it), else every GPU.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from ..samples import GpuSample
@@ -28,6 +28,9 @@ class JobGpus:
     job_pids: frozenset[int] = frozenset()  # the job's processes (its tree, its hooks)
     ranks: Mapping[int, int | None] = field(default_factory=dict)  # pid -> rank (hooked)
     uuids: tuple[str | None, ...] = ()  # every GPU's UUID, by index
+    # False where NVML gives no process list (nvmlDeviceGetComputeRunningProcesses N/A):
+    # only a hook's device can then tell the job's GPUs, and no other user is seen.
+    processes_listed: bool = True
 
     def holds(self, index: int) -> bool:
         return index in self.indices
@@ -78,10 +81,14 @@ def select(
     device_uuids: Mapping[int, str],
     visible: str | None,
     ranks: Mapping[int, int | None] | None = None,
+    processes_listed: bool = True,
+    lost: Collection[int] = (),
 ) -> JobGpus:
     """The job's GPUs among ``len(uuids)``: those NVML has seen a process of the job on
     (``pids_on_gpus``: pid -> GPU indices) and those its hooks report (``device_uuids``: pid
-    -> UUID); else assumed from ``visible`` (CUDA_VISIBLE_DEVICES), else every GPU."""
+    -> UUID); else assumed from ``visible`` (CUDA_VISIBLE_DEVICES), else every GPU that NVML
+    still reads (``lost``: those it cannot). Where NVML lists no process
+    (``processes_listed`` false) the reason says that only a hook's device can tell."""
     pids = frozenset(job_pids) | frozenset(device_uuids)
     count = len(uuids)
     reported = {pid: index_of_uuid(uuids, uuid) for pid, uuid in device_uuids.items()}
@@ -93,26 +100,41 @@ def select(
             continue
         seen.update(i for i in pids_on_gpus.get(pid, ()) if 0 <= i < count)
     named = {i for i in reported.values() if i is not None}
-    base = JobGpus((), True, "", pids, dict(ranks or {}), tuple(uuids))
+    base = JobGpus((), True, "", pids, dict(ranks or {}), tuple(uuids), processes_listed)
     if seen or named:
         ways = []
         if named:
             ways.append("the hook reports the device by UUID")
         if seen:
             ways.append("NVML lists the job's processes on it")
+        if not processes_listed:
+            ways.append(f"{NO_PROCESS_LIST}: other users' processes are not seen")
         chosen = tuple(sorted(seen | named))
         return replace(base, indices=chosen, assumed=False, reason="; ".join(ways))
+    until = "until the job touches one" if processes_listed else f"({NO_PROCESS_LIST})"
     if visible is not None:
         listed = visible_indices(visible, uuids)
         if listed == ():
             return replace(base, reason=f"CUDA_VISIBLE_DEVICES={visible!r} shows the job no GPU")
         if listed:
-            reason = f"assumed from CUDA_VISIBLE_DEVICES={visible} until the job touches a GPU"
+            reason = f"assumed from CUDA_VISIBLE_DEVICES={visible} {until}"
             return replace(base, indices=listed, reason=reason)
+    answering = tuple(i for i in range(count) if i not in lost)
     if not count:
         return replace(base, reason="NVML lists no GPU")
-    reason = f"assumed: every GPU ({count}) until the job touches one"
-    return replace(base, indices=tuple(range(count)), reason=reason)
+    if not answering:
+        return replace(base, reason=f"NVML reads none of the {count} GPUs")
+    every = (
+        f"every GPU ({count})"
+        if len(answering) == count
+        else (f"every GPU NVML reads ({len(answering)} of {count})")
+    )
+    return replace(base, indices=answering, reason=f"assumed: {every} {until}")
+
+
+# Why the job's GPUs are assumed where NVML gives no process list (an old driver, a vGPU, a
+# container without the PID's namespace): a hooked job's device UUID is then the only tell.
+NO_PROCESS_LIST = "NVML here lists no GPU's processes, so only a hooked rank's device tells"
 
 
 def only(tick: tuple[GpuSample, ...], job: JobGpus) -> tuple[GpuSample, ...]:
@@ -158,6 +180,7 @@ class GpuFigures:
     pcie_rx_mibps: float | None
     pcie_tx_mibps: float | None
     others: tuple[GpuUser, ...]  # the processes on it that are not the job's
+    error: str | None = None  # why NVML reads nothing of it now ("GPU is lost")
 
     @property
     def mem_free_pct(self) -> float | None:
@@ -226,6 +249,7 @@ def _figures(index: int, samples: list[GpuSample], job: JobGpus) -> GpuFigures:
         pcie_rx_mibps=_mean(s.pcie_rx_mibps for s in samples),
         pcie_tx_mibps=_mean(s.pcie_tx_mibps for s in samples),
         others=others,
+        error=latest.error,
     )
 
 

@@ -317,15 +317,16 @@ class Session:
             for gpu in item.samples:
                 for proc in gpu.processes:
                     self._gpus_by_pid.setdefault(proc.pid, set()).add(gpu.index)
-            self._reselect_gpus_locked(len(item.samples))
+            self._reselect_gpus_locked(item.samples)
             job_tick = job_gpus.only(item.samples, self._job_gpus)
             if job_tick:
                 self._job_gpu.append(job_tick)
 
-    def _reselect_gpus_locked(self, count: int) -> None:
+    def _reselect_gpus_locked(self, tick: tuple[GpuSample, ...]) -> None:
         """Which GPUs are the job's, at each NVML tick; where that changed, the job's ticks
         are taken again from every GPU's, and the charts and phase rows built from them
         anew (lock held)."""
+        count = len(tick)
         uuids = tuple(self._gpu_ids[0])[:count]
         uuids += (None,) * (count - len(uuids))
         hooked = self._current_locked()
@@ -336,6 +337,8 @@ class Session:
             self._device_uuids,
             self._visible_devices,
             {p.pid: p.rank for p in hooked},
+            processes_listed=any(g.processes_listed for g in tick) or not tick,
+            lost={g.index for g in tick if g.error is not None},
         )
         changed = chosen.indices != self._job_gpus.indices
         self._job_gpus = chosen

@@ -62,7 +62,14 @@ def _columns(wide: bool) -> str:
     return f" {'#':>2} {'rank':<5}{'util':>5}{'SM':>5}  {'memory':<8}{'W':>5}"
 
 
+def _lost(gpu: GpuFigures, width: int) -> Text:
+    """A GPU NVML reads nothing of: its row says why ("GPU is lost", as nvitop shows it)."""
+    return Text(f" {gpu.index:>2} {gpu.error}"[:width] + "\n", style="bold red")
+
+
 def _row(gpu: GpuFigures, wide: bool) -> Text:
+    if gpu.error is not None:
+        return _lost(gpu, WIDE_COLUMNS if wide else COMPACT_COLUMNS)
     ranks = fmt.spans(gpu.ranks) or ("job" if gpu.pids else "-")
     throttled = bool(gpu.throttle)
     style = "bold red" if throttled else ""
@@ -94,6 +101,10 @@ def _others(others: list[GpuFigures], wide: bool) -> Text:
     """The GPUs that are not the job's: those in use with who uses them, the idle in one
     line."""
     text = Text()
+    for gpu in others:
+        if gpu.error is not None:
+            text.append_text(_lost(gpu, WIDE_COLUMNS if wide else COMPACT_COLUMNS))
+    others = [g for g in others if g.error is None]
     used = [g for g in others if g.others]
     idle = [g for g in others if not g.others]
     for gpu in used[:OTHER_LINES]:

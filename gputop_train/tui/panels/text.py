@@ -304,6 +304,9 @@ def memory_audit(snap: Snapshot) -> Text:
 def _one_gpu(gpu: GpuSample, util_pct: float | None) -> Text:
     text = Text()
     text.append(f"GPU{gpu.index} {gpu.name or ''}\n", style="bold")
+    if gpu.error is not None:  # NVML reads nothing of it (fallen off the bus)
+        text.append(f" {gpu.index:>2} {gpu.error}\n", style="bold red")
+        return text
     text.append(" util ", style="dim")
     text.append_text(bar(None if util_pct is None else util_pct / 100))
     text.append(f" {fmt.pct(util_pct):>4}\n")
