@@ -11,11 +11,11 @@ the monitor runs under it (a launched job inherits it), else every GPU.
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from ..samples import GpuSample
+from . import gpu_table
 
 
 @dataclass(frozen=True)
@@ -155,8 +155,9 @@ class GpuUser:
 
 @dataclass(frozen=True)
 class GpuFigures:
-    """One GPU over a window. Activity and clocks are means over the window's samples;
-    memory the latest; None is N/A."""
+    """One GPU over a window: who it is, the job's share of it, the others on it, and a
+    figure per row of ``gpu_table.GPU_FIELDS`` (its window there: a mean, the latest, the
+    union); None is N/A."""
 
     index: int
     uuid: str | None
@@ -164,22 +165,27 @@ class GpuFigures:
     job: bool  # one of the job's GPUs
     pids: tuple[int, ...]  # the job's processes on it
     ranks: tuple[int, ...]  # their ranks, where known
-    util_pct: float | None
-    sm_active_pct: float | None
-    tensor_active_pct: float | None
-    mem_used_bytes: int | None
-    mem_total_bytes: int | None
     job_mem_bytes: int | None  # the job's processes' share of mem_used_bytes (NVML)
-    power_w: float | None
-    power_limit_w: float | None
-    sm_clock_mhz: float | None
-    sm_clock_max_mhz: float | None
-    mem_clock_mhz: float | None
-    temp_c: float | None
-    throttle: tuple[str, ...] | None  # the reasons in force at any sample of the window
-    pcie_rx_mibps: float | None
-    pcie_tx_mibps: float | None
     others: tuple[GpuUser, ...]  # the processes on it that are not the job's
+    # The figures, a field per row of gpu_table.GPU_FIELDS, in its order.
+    util_pct: float | None = None
+    sm_active_pct: float | None = None
+    tensor_active_pct: float | None = None
+    mem_used_bytes: int | None = None
+    mem_total_bytes: int | None = None
+    power_w: float | None = None
+    mem_util_pct: float | None = None
+    sm_occupancy_pct: float | None = None
+    dram_bw_pct: float | None = None
+    power_limit_w: float | None = None
+    energy_j: float | None = None
+    sm_clock_mhz: float | None = None
+    sm_clock_max_mhz: float | None = None
+    mem_clock_mhz: float | None = None
+    temp_c: float | None = None
+    throttle: tuple[str, ...] | None = None  # the reasons in force at any sample of the window
+    pcie_rx_mibps: float | None = None
+    pcie_tx_mibps: float | None = None
     error: str | None = None  # why NVML reads nothing of it now ("GPU is lost")
 
     @property
@@ -202,11 +208,9 @@ class GpuFigures:
 
 def gpu_figures(ticks: Sequence[tuple[GpuSample, ...]], job: JobGpus) -> tuple[GpuFigures, ...]:
     """Each GPU's figures over ``ticks``, in index order."""
-    by_index: dict[int, list[GpuSample]] = {}
-    for tick in ticks:
-        for gpu in tick:
-            by_index.setdefault(gpu.index, []).append(gpu)
-    return tuple(_figures(index, samples, job) for index, samples in sorted(by_index.items()))
+    return tuple(
+        _figures(index, samples, job) for index, samples in sorted(gpu_table.by_gpu(ticks).items())
+    )
 
 
 def _figures(index: int, samples: list[GpuSample], job: JobGpus) -> GpuFigures:
@@ -218,13 +222,11 @@ def _figures(index: int, samples: list[GpuSample], job: JobGpus) -> GpuFigures:
             if proc.sm_pct is not None:
                 sm_by_pid.setdefault(proc.pid, []).append(proc.sm_pct)
     others = tuple(
-        GpuUser(p.pid, p.user, p.command, p.mem_bytes, _mean(sm_by_pid.get(p.pid, ())))
+        GpuUser(p.pid, p.user, p.command, p.mem_bytes, gpu_table.mean(sm_by_pid.get(p.pid, ())))
         for p in latest.processes
         if p.pid not in job.job_pids
     )
     pids = tuple(sorted({p.pid for p in mine}))
-    ranks = tuple(sorted(r for pid in pids if (r := job.ranks.get(pid)) is not None))
-    reasons = [s.throttle for s in samples if s.throttle is not None]
     job_mem = [p.mem_bytes for p in mine if p.mem_bytes is not None]
     return GpuFigures(
         index=index,
@@ -232,33 +234,8 @@ def _figures(index: int, samples: list[GpuSample], job: JobGpus) -> GpuFigures:
         name=latest.name,
         job=job.holds(index),
         pids=pids,
-        ranks=ranks,
-        util_pct=_mean(s.util_pct for s in samples),
-        sm_active_pct=_mean(s.sm_active_pct for s in samples),
-        tensor_active_pct=_mean(s.tensor_active_pct for s in samples),
-        mem_used_bytes=latest.mem_used_bytes,
-        mem_total_bytes=latest.mem_total_bytes,
+        ranks=tuple(sorted(r for pid in pids if (r := job.ranks.get(pid)) is not None)),
         job_mem_bytes=sum(job_mem) if job_mem else None,
-        power_w=_mean(s.power_w for s in samples),
-        power_limit_w=latest.power_limit_w,
-        sm_clock_mhz=_mean(s.sm_clock_mhz for s in samples),
-        sm_clock_max_mhz=latest.sm_clock_max_mhz,
-        mem_clock_mhz=_mean(s.mem_clock_mhz for s in samples),
-        temp_c=latest.temp_c,
-        throttle=tuple(dict.fromkeys(r for found in reasons for r in found)) if reasons else None,
-        pcie_rx_mibps=_mean(s.pcie_rx_mibps for s in samples),
-        pcie_tx_mibps=_mean(s.pcie_tx_mibps for s in samples),
         others=others,
-        error=latest.error,
+        **gpu_table.over_window(samples),
     )
-
-
-def fullest(figures: Sequence[GpuFigures]) -> GpuFigures | None:
-    """The job's GPU with the least free memory: the one a larger batch would fill first."""
-    known = [f for f in figures if f.job and f.mem_free_pct is not None]
-    return min(known, key=lambda f: f.mem_free_pct or 0.0) if known else None
-
-
-def _mean(values: Iterable[float | None]) -> float | None:
-    known = [v for v in values if v is not None]
-    return statistics.fmean(known) if known else None

@@ -80,9 +80,6 @@ class Snapshot:
     gpu: stats.GpuStats
     procs: stats.ProcStats
     latest_gpus: tuple[GpuSample, ...]
-    # Per GPU (as in latest_gpus): NVML utilization averaged over the last second. One
-    # reading swings between 0 and 100% on a GPU that waits for data in bursts.
-    recent_util_pct: tuple[float | None, ...]
     processes: tuple[ProcSample, ...]
     notices: tuple[str, ...]  # the last MAX_NOTICES
     dropped_frames: int
@@ -317,15 +314,16 @@ class Session:
             for gpu in item.samples:
                 for proc in gpu.processes:
                     self._gpus_by_pid.setdefault(proc.pid, set()).add(gpu.index)
-            self._reselect_gpus_locked(item.samples)
+            if self._reselect_gpus_locked(item.samples):
+                return  # the job's ticks were taken again from every GPU's, this one's too
             job_tick = job_gpus.only(item.samples, self._job_gpus)
             if job_tick:
                 self._job_gpu.append(job_tick)
 
-    def _reselect_gpus_locked(self, tick: tuple[GpuSample, ...]) -> None:
+    def _reselect_gpus_locked(self, tick: tuple[GpuSample, ...]) -> bool:
         """Which GPUs are the job's, at each NVML tick; where that changed, the job's ticks
         are taken again from every GPU's, and the charts and phase rows built from them
-        anew (lock held)."""
+        anew: True (lock held)."""
         count = len(tick)
         uuids = tuple(self._gpu_ids[0])[:count]
         uuids += (None,) * (count - len(uuids))
@@ -347,6 +345,7 @@ class Session:
             self._job_gpu.extend(t for tick in self._gpu if (t := job_gpus.only(tick, chosen)))
             self._binners.clear()
             self._phase_table = PhaseTable()
+        return changed
 
     def _on_procs(self, item: events.ProcsSampled) -> None:
         """One process sample, and the busy share of all the machine's cores meanwhile. When the
@@ -580,7 +579,6 @@ class Session:
             primary = self._primary_pid_locked()
             figures = stats.step_stats(recent_steps, primary)
             processes = self._processes
-            last_second = observe.ticks_between(self._gpu, end - 1.0, end)
             series = self._series()
             observation, advice_wait = observe.advice_window(
                 series, recent_steps, recent_gpu, since, end, figures
@@ -605,7 +603,6 @@ class Session:
                 gpu=stats.gpu_stats(recent_gpu),
                 procs=stats.proc_stats(processes),
                 latest_gpus=self._gpu[-1] if self._gpu else (),
-                recent_util_pct=_mean_util_per_gpu(last_second),
                 processes=processes,
                 notices=tuple(self._notices),
                 dropped_frames=self._dropped_frames,
@@ -797,14 +794,3 @@ _HANDLERS: dict[type[events.Event], Callable[[Session, Any], None]] = {
     events.StopAsked: Session._on_stop,
     events.JobEnded: Session._on_job_ended,
 }
-
-
-def _mean_util_per_gpu(ticks: list[tuple[GpuSample, ...]]) -> tuple[float | None, ...]:
-    if not ticks:
-        return ()
-    per_gpu = zip(*(tick for tick in ticks if len(tick) == len(ticks[-1])), strict=True)
-    means = []
-    for samples in per_gpu:
-        known = [g.util_pct for g in samples if g.util_pct is not None]
-        means.append(sum(known) / len(known) if known else None)
-    return tuple(means)
