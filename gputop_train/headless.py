@@ -110,6 +110,7 @@ def status_parts(view: View) -> list[str]:
     else:
         parts += [f"GPU time {f.gpu_time}", f"parts {f.breakdown}"]
         parts += [f"{_which_gpus(snap)}util {f.gpu_util}{gpm}", f"mem {f.gpu_mem}"]
+    parts += [f"GPU {g.index}: {g.error}" for g in snap.gpus if g.error is not None]
     parts += [workers, f"main {fmt.pct(procs.main_cpu_pct)} CPU"]
     if snap.autopilot:
         parts.append(f"autopilot: {snap.autopilot['state']}")
@@ -125,6 +126,8 @@ def _which_gpus(snap: Snapshot) -> str:
     if len(snap.latest_gpus) < 2 or job is None:
         return "GPU "
     assumed = " assumed" if job.assumed else ""
+    if not job.processes_listed:  # the assumption's why (docs/gpus.md)
+        assumed += " (NVML lists no processes)"
     return f"GPU {fmt.spans(job.indices) or 'none'} of {len(snap.latest_gpus)}{assumed} "
 
 

@@ -44,6 +44,10 @@ class GpuSample:
     tensor_active_pct: float | None = None
     dram_bw_pct: float | None = None
     processes: tuple[GpuProcess, ...] = field(default_factory=tuple)
+    # False where NVML gave no process list (its function N/A): () is then unknown, not none.
+    processes_listed: bool = True
+    # Why NVML reads nothing of this GPU ("GPU is lost": fallen off the bus); None: read.
+    error: str | None = None
 
 
 @dataclass(frozen=True)

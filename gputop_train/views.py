@@ -13,11 +13,12 @@ from .advise import stragglers
 from .advise.mfu import Efficiency, efficiency, over_phases
 from .advise.rules import Finding, findings
 from .advise.stall import stall_finding
+from .session import gpu_table
 from .session.breakdown import PART_NAMES, MemoryAudit, StepParts
 from .session.job_gpus import GpuFigures
 from .session.model import Snapshot
 from .session.phases import WARMUP_S, WARMUP_STEPS, PhaseRow
-from .session.stats import RankStats
+from .session.stats import GpuStats, RankStats
 
 
 @dataclass(frozen=True)
@@ -283,12 +284,7 @@ def status_fields(view: View) -> dict[str, Any]:
         "data_wait_source": snap.observation.data_wait_source if snap.observation else "hook",
         "stacks": vars(snap.stacks) if snap.stacks else None,
         "gpu_time_pct": _round(steps.gpu_time_pct, 1),
-        "gpu_util_pct": _round(gpu.util_pct, 1),
-        "sm_active_pct": _round(gpu.sm_active_pct, 1),
-        "tensor_active_pct": _round(gpu.tensor_active_pct, 1),
-        "gpu_mem_used_bytes": gpu.mem_used_bytes,
-        "gpu_mem_total_bytes": gpu.mem_total_bytes,
-        "gpu_power_w": _round(gpu.power_w, 1),
+        **job_gpu_fields(gpu),
         "workers": procs.workers,
         "workers_cpu_pct": _round(procs.workers_cpu_pct, 1),
         "main_cpu_pct": _round(procs.main_cpu_pct, 1),
@@ -336,7 +332,12 @@ def job_gpus_dict(snap: Snapshot) -> dict[str, Any] | None:
     job = snap.job_gpus
     if job is None:
         return None
-    return {"indices": list(job.indices), "assumed": job.assumed, "reason": job.reason}
+    return {
+        "indices": list(job.indices),
+        "assumed": job.assumed,
+        "reason": job.reason,
+        "processes_listed": job.processes_listed,
+    }
 
 
 def gpu_dicts(snap: Snapshot) -> list[dict[str, Any]]:
@@ -345,7 +346,18 @@ def gpu_dicts(snap: Snapshot) -> list[dict[str, Any]]:
     return [gpu_dict(g) for g in snap.gpus]
 
 
+def job_gpu_fields(gpu: GpuStats) -> dict[str, Any]:
+    """The job's GPU figures at the JSON's top level, by ``gpu_table.JOB_FIELDS``."""
+    return {
+        row.job_json: gpu_table.rounded(row, getattr(gpu, row.name))
+        for row in gpu_table.JOB_FIELDS
+        if row.job_json
+    }
+
+
 def gpu_dict(g: GpuFigures) -> dict[str, Any]:
+    """One GPU in ``gpus[]``: who it is, the job's share, a key per row of
+    ``gpu_table.GPU_FIELDS`` (its JSON name and rounding there), and the others on it."""
     return {
         "index": g.index,
         "uuid": g.uuid,
@@ -353,21 +365,11 @@ def gpu_dict(g: GpuFigures) -> dict[str, Any]:
         "job": g.job,
         "ranks": list(g.ranks),
         "pids": list(g.pids),
-        "util_pct": _round(g.util_pct, 1),
-        "sm_active_pct": _round(g.sm_active_pct, 1),
-        "tensor_active_pct": _round(g.tensor_active_pct, 1),
-        "mem_used_bytes": g.mem_used_bytes,
-        "mem_total_bytes": g.mem_total_bytes,
         "job_mem_bytes": g.job_mem_bytes,
-        "power_w": _round(g.power_w, 1),
-        "power_limit_w": _round(g.power_limit_w, 1),
-        "sm_clock_mhz": _round(g.sm_clock_mhz, 0),
-        "sm_clock_max_mhz": g.sm_clock_max_mhz,
-        "mem_clock_mhz": _round(g.mem_clock_mhz, 0),
-        "temp_c": g.temp_c,
-        "throttle": list(g.throttle) if g.throttle is not None else None,
-        "pcie_rx_mibps": _round(g.pcie_rx_mibps, 1),
-        "pcie_tx_mibps": _round(g.pcie_tx_mibps, 1),
+        **{
+            row.json_name: gpu_table.rounded(row, getattr(g, row.name))
+            for row in gpu_table.GPU_FIELDS
+        },
         "others": [
             {
                 "pid": u.pid,

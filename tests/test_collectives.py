@@ -171,7 +171,7 @@ def test_prometheus_serves_the_clock_and_each_reason() -> None:
             (
                 GpuSample(
                     0,
-                    1.0,
+                    session.clock(),  # in the live window: the scrape reads the window's
                     name="H100",
                     sm_clock_mhz=1500.0,
                     sm_clock_max_mhz=1980.0,

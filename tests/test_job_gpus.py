@@ -75,7 +75,12 @@ def test_other_processes_on_the_jobs_gpu_and_on_others_are_shown_with_who() -> N
     assert not any("GPU 4" in line for line in shared.evidence)  # not the job's GPU
     fields = views.status_fields(view)
     assert fields["gpus"][1]["others"][0]["user"] == "alice"
-    assert fields["job_gpus"] == {"indices": [1], "assumed": False, "reason": snap.job_gpus.reason}
+    assert fields["job_gpus"] == {
+        "indices": [1],
+        "assumed": False,
+        "reason": snap.job_gpus.reason,
+        "processes_listed": True,
+    }
 
 
 def test_no_shared_finding_when_the_others_are_on_other_gpus() -> None:

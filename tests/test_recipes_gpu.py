@@ -10,6 +10,7 @@ from gputop_train import events
 from gputop_train.collect import nvml
 from gputop_train.collect.fake import FakeGpu, FakeNvml
 from gputop_train.export import families, prometheus
+from gputop_train.session import gpu_table
 from gputop_train.session.model import Session
 from gputop_train.views import status_fields, view_of
 from tests.support.clock import ManualClock
@@ -57,3 +58,28 @@ def test_a_new_metric_is_one_row_of_the_families(monkeypatch: pytest.MonkeyPatch
     found = samples(text, prometheus.PREFIX + "gpu_temperature_celsius")
     assert sorted(found.values()) == [55.0, 61.0]
     assert "# HELP gputop_train_gpu_temperature_celsius GPU temperature (NVML)" in text
+
+
+def test_a_gpu_figures_window_json_name_and_rounding_are_its_row(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # mem_util_pct as the recipe's new field: its row alone says it is the latest sample's,
+    # rounded to whole percent and named memory_busy_pct in gpus[] (tests/test_gpu_table.py
+    # ties the row to GpuSample, GpuFigures and docs/headless.md).
+    row = gpu_table.GpuField("mem_util_pct", gpu_table.LATEST, 0, json="memory_busy_pct")
+    table = tuple(row if r.name == "mem_util_pct" else r for r in gpu_table.GPU_FIELDS)
+    monkeypatch.setattr(gpu_table, "GPU_FIELDS", table)
+    fake = FakeNvml([FakeGpu(), FakeGpu()])
+    clock = ManualClock(1000.0)
+    session = Session(command=("train.py",), clock=clock, started_at=990.0)
+    sampler = nvml.NvmlSampler(fake, clock=clock, wall_clock=clock, owner=fake.owner)
+    session.apply(events.GpusFound(tuple(sampler.open())))
+    for busy in (10, 20, 33):
+        for gpu in fake.gpus:
+            gpu.mem_util = busy
+        session.apply(events.GpuSampled(sampler.sample()))
+        clock.advance(1.0)
+    gpus = status_fields(view_of(session.snapshot()))["gpus"]
+    assert [g["memory_busy_pct"] for g in gpus] == [33, 33]  # the latest, not the mean (21)
+    assert "mem_util_pct" not in gpus[0]
+    assert session.snapshot().gpus[0].mem_util_pct == 33

@@ -82,8 +82,9 @@ def test_snapshot_windows_recent_steps_and_ignores_resent_backlog() -> None:
     assert session.snapshot().dropped_frames == 2  # malformed rows are counted, not kept
 
 
-def test_the_gpu_panel_reads_utilization_over_the_last_second() -> None:
-    # On the H100 at rung 4 one 10 Hz NVML reading said 0% while SM activity was 75%.
+def test_one_gpu_reads_utilization_over_the_window_as_a_node_of_several_does() -> None:
+    # On the H100 at rung 4 one 10 Hz NVML reading said 0% while SM activity was 75%: the GPU
+    # panel reads the window's mean, on one GPU as on eight (session/gpu_table.py).
     clock = ManualClock(1000.0)
     session = Session(clock=clock)
     for i, util in enumerate([90.0] * 9 + [0.0]):
@@ -91,4 +92,4 @@ def test_the_gpu_panel_reads_utilization_over_the_last_second() -> None:
         session.apply(events.GpuSampled((GpuSample(0, clock.now, util_pct=util),)))
     snap = session.snapshot()
     assert snap.latest_gpus[0].util_pct == 0.0
-    assert snap.recent_util_pct == pytest.approx((81.0,))
+    assert snap.gpus[0].util_pct == pytest.approx(81.0) == snap.gpu.util_pct

@@ -14,11 +14,38 @@ from typing import Any
 
 
 class FakeNvmlError(Exception):
-    """Raised like pynvml.NVMLError for calls a fake GPU does not support."""
+    """Raised like pynvml.NVMLError for calls a fake GPU does not support; ``value`` is
+    NVML's return code, as pynvml's errors carry it."""
+
+    value: int | None = None
 
 
 class FakeFunctionNotFound(FakeNvmlError):
     """pynvml's NVMLError_FunctionNotFound: the binding is there, the driver lacks it."""
+
+    value = 13
+
+
+class FakeGpuIsLost(FakeNvmlError):
+    """pynvml's NVMLError_GpuIsLost: the GPU fell off the bus."""
+
+    value = 15
+
+    def __str__(self) -> str:
+        return "GPU is lost"
+
+
+class FakeUnknownError(FakeNvmlError):
+    """pynvml's NVMLError_Unknown."""
+
+    value = 999
+
+    def __str__(self) -> str:
+        return "Unknown Error"
+
+
+# How a broken fake GPU fails: every call on it, its handle's included, raises this.
+BROKEN = {"lost": FakeGpuIsLost, "unknown": FakeUnknownError}
 
 
 @dataclass
@@ -45,6 +72,9 @@ class FakeGpu:
     # GPM metric id -> value; None means the GPU has no GPM (pre-Hopper).
     gpm: dict[int, float] | None = None
     unsupported: set[str] = field(default_factory=set)
+    # "lost" (fallen off the bus) or "unknown": every call on the GPU raises that error
+    # (set before ``open``: its handle cannot be had; after: it fails mid-run). None: works.
+    broken: str | None = None
 
 
 class _GpmRequest:
@@ -99,6 +129,8 @@ class FakeNvml:
     def _gpu(self, handle: int, call: str) -> FakeGpu:
         self.calls[call] = self.calls.get(call, 0) + 1
         gpu = self.gpus[handle]
+        if gpu.broken is not None:
+            raise BROKEN[gpu.broken]()
         if call in gpu.unsupported:
             raise FakeNvmlError(f"{call}: Not Supported")
         return gpu
@@ -117,6 +149,7 @@ class FakeNvml:
         return len(self.gpus)
 
     def nvmlDeviceGetHandleByIndex(self, index: int) -> int:
+        self._gpu(index, "handle")
         return index
 
     def nvmlDeviceGetName(self, h: int) -> str:
@@ -181,12 +214,13 @@ class FakeNvml:
         ]
 
     def nvmlGpmQueryDeviceSupport(self, h: int) -> Any:
-        return SimpleNamespace(isSupportedDevice=int(self.gpus[h].gpm is not None))
+        return SimpleNamespace(isSupportedDevice=int(self._gpu(h, "gpm").gpm is not None))
 
     def nvmlGpmSampleAlloc(self) -> Any:
         return SimpleNamespace(handle=None)
 
     def nvmlGpmSampleGet(self, h: int, sample: Any) -> Any:
+        self._gpu(h, "gpm")
         sample.handle = h
         return sample
 
@@ -199,6 +233,19 @@ class FakeNvml:
             metric = request.metrics[slot]
             metric.value = gpm.get(metric.metricId, float("nan"))
         return request
+
+
+class OldBindingNvml(FakeNvml):
+    """An older nvidia-ml-py (pynvml 11.4.1, still pinned in many environments): its memory
+    call takes no version argument (a TypeError if given one) and it has no
+    ``nvmlMemory_v2``, so memory comes from v1, the driver's reserved memory counted."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.absent = self.absent | {"nvmlMemory_v2"}
+
+    def nvmlDeviceGetMemoryInfo(self, h: int) -> Any:  # type: ignore[override]
+        return super().nvmlDeviceGetMemoryInfo(h)
 
 
 def _function_not_found(name: str) -> Any:

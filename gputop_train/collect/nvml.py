@@ -59,15 +59,24 @@ class NvmlUnavailable(RuntimeError):
 FAST, MEDIUM, SLOW = "fast", "medium", "slow"  # every sample; MEDIUM_PERIOD_S; SLOW_PERIOD_S
 
 
+# NVML_ERROR_GPU_IS_LOST: the GPU fell off the bus (every later call on it fails alike).
+GPU_IS_LOST = 15
+
+
+class GpuLost(Exception):
+    """A GPU NVML can no longer reach: its row says why, the other GPUs are still read."""
+
+
 class Nvml:
     """pynvml by function name (nvitop's ``nvmlQuery`` habit): a function this nvidia-ml-py or
-    driver lacks, or an ``NVMLError`` it raises, is N/A for the figures it gives alone, logged
-    once per function; any other exception is our own bug and raises."""
+    driver lacks, or any exception the binding's call raises (an ``NVMLError``; a
+    ``TypeError`` of an older binding's signature, pynvml 11.4.1's memory call without a
+    version; a ``UnicodeDecodeError`` of a name), is N/A for the figures it gives alone,
+    logged once per function. A GPU fallen off the bus raises ``GpuLost`` instead: no figure
+    of it can be read again. Our own code around the call (a conversion) still raises."""
 
     def __init__(self, module: Any) -> None:
         self.module = module
-        error = getattr(module, "NVMLError", None)
-        self._errors: tuple[type[BaseException], ...] = (error,) if isinstance(error, type) else ()
         self.unavailable: dict[str, str] = {}  # function -> why it read N/A (first time)
 
     def has(self, name: str) -> bool:
@@ -83,8 +92,10 @@ class Nvml:
                 continue
             try:
                 return getattr(self.module, name)(*args)
-            except self._errors as error:
-                reason = str(error) or type(error).__name__
+            except Exception as error:  # the binding's, whatever its kind (docstring)
+                if is_lost(error):
+                    raise GpuLost(reason_of(error)) from error
+                reason = reason_of(error)
         self._once(options[0], reason)
         return None
 
@@ -92,6 +103,20 @@ class Nvml:
         if name not in self.unavailable:
             self.unavailable[name] = reason
             _log.info("NVML %s is N/A: %s", name, reason)
+
+
+def is_lost(error: BaseException) -> bool:
+    """NVMLError_GpuIsLost, by its code (a binding's class names vary)."""
+    return getattr(error, "value", None) == GPU_IS_LOST
+
+
+def reason_of(error: BaseException) -> str:
+    """An NVML error as its row or note says it: NVML's own words ("GPU is lost", "Unknown
+    Error"), else the exception's kind and text."""
+    text = str(error)
+    if getattr(error, "value", None) is not None and text:
+        return text
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
 def _milli(value: Any) -> float:
@@ -172,9 +197,11 @@ GPM_FUNCTIONS = (
 
 
 class _Device:
-    def __init__(self, index: int, handle: Any) -> None:
+    def __init__(self, index: int, handle: Any, error: str | None = None) -> None:
         self.index = index
         self.handle = handle
+        # Why NVML reads nothing of this GPU ("GPU is lost"); None while it answers.
+        self.error = error
         self.name: str | None = None
         # Who the GPU is, as dcgm-exporter labels it (UUID, pci_bus_id): read once.
         self.uuid: str | None = None
@@ -224,13 +251,26 @@ class NvmlSampler:
         query = self.nvml.query
         self.driver = _text(query("nvmlSystemGetDriverVersion"))
         for index in range(count):
+            self._devices.append(self._open_device(index))
+        return [d.name for d in self._devices]
+
+    def _open_device(self, index: int) -> _Device:
+        """One GPU and who it is; a GPU NVML cannot open (fallen off the bus, an unknown
+        error) is a device with its reason, and the others are opened still."""
+        try:
             device = _Device(index, self._module.nvmlDeviceGetHandleByIndex(index))
+        except Exception as error:  # the binding's, of one GPU (Nvml's docstring)
+            _log.info("NVML GPU %d: %s", index, reason_of(error))  # its row says it
+            return _Device(index, None, reason_of(error))
+        query = self.nvml.query
+        try:
             device.name = _text(query("nvmlDeviceGetName", device.handle))
             device.uuid = _text(query("nvmlDeviceGetUUID", device.handle))
             device.pci_bus_id = _text(_attr(query("nvmlDeviceGetPciInfo", device.handle), "busId"))
             device.gpm_supported = self._gpm_supported(device)
-            self._devices.append(device)
-        return [d.name for d in self._devices]
+        except GpuLost as lost:
+            device.error = str(lost)
+        return device
 
     def identities(self) -> list[tuple[str | None, str | None]]:
         """Each GPU's UUID and PCI bus id (None: N/A), in index order, after ``open``."""
@@ -238,10 +278,13 @@ class NvmlSampler:
 
     def close(self) -> None:
         for device in self._devices:
-            if device.gpm_previous is not None:
-                self.nvml.query("nvmlGpmSampleFree", device.gpm_previous)
-                device.gpm_previous = None
+            self._free_gpm(device)
         self.nvml.query("nvmlShutdown")
+
+    def _free_gpm(self, device: _Device) -> None:
+        if device.gpm_previous is not None:
+            self.nvml.query("nvmlGpmSampleFree", device.gpm_previous)
+            device.gpm_previous = None
 
     def sample(self) -> tuple[GpuSample, ...]:
         now = self._clock()
@@ -257,12 +300,29 @@ class NvmlSampler:
     def _sample_device(
         self, device: _Device, wall: float, now: float, medium: bool, slow: bool
     ) -> GpuSample:
+        """One GPU's figures; a GPU NVML has lost is a sample that says so, and is asked
+        nothing more (a lost GPU's calls can take seconds each)."""
+        if device.error is None:
+            try:
+                return self._read_device(device, wall, now, medium, slow)
+            except GpuLost as lost:
+                _log.info("NVML GPU %d: %s", device.index, lost)  # its row says it
+                device.error = str(lost)
+                self._free_gpm(device)
+        why = device.error
+        return GpuSample(device.index, wall, device.name, error=why, processes_listed=False)
+
+    def _read_device(
+        self, device: _Device, wall: float, now: float, medium: bool, slow: bool
+    ) -> GpuSample:
         answers: dict[tuple[Any, ...], Any] = {}  # one call per function and arguments
         if slow:
             self._refresh_process_utilization(device)
         if medium:
             device.fields[MEDIUM] = self._tier(device, MEDIUM, answers)
-            device.fields[MEDIUM]["processes"] = self._processes(device)
+            processes = self._processes(device)
+            device.fields[MEDIUM]["processes"] = processes or ()
+            device.fields[MEDIUM]["processes_listed"] = processes is not None
             if device.gpm_supported:
                 device.fields[MEDIUM].update(self._gpm(device, now))
         if slow:  # after GPM: where GPM failed, PCIe comes from the slow call at once
@@ -315,10 +375,13 @@ class NvmlSampler:
             device.process_util_ts = max(device.process_util_ts, int(sample.timeStamp))
         device.sm_by_pid = sm_by_pid
 
-    def _processes(self, device: _Device) -> tuple[GpuProcess, ...]:
+    def _processes(self, device: _Device) -> tuple[GpuProcess, ...] | None:
+        """The compute processes on the GPU; None where NVML gives no list (N/A, not none)."""
         running = self.nvml.query("nvmlDeviceGetComputeRunningProcesses", device.handle)
+        if running is None:
+            return None
         processes = []
-        for p in running or []:
+        for p in running:
             if p.pid not in self._owners:
                 self._owners[p.pid] = self._owner(p.pid)
             user, command = self._owners[p.pid]

@@ -65,15 +65,19 @@ class LabelledFamily(Generic[S]):
         return self.values(subject)
 
 
+GpuValue = Callable[[GpuSample, GpuFigures | None], float | None]
+
+
 @dataclass(frozen=True)
 class GpuFamily:
     """One per-GPU gauge: its name (after PREFIX), its help, and its value from the GPU's
     latest NVML sample and its figures over the window (session/job_gpus.py; None before
-    the first window). A value of None is no sample: N/A is never a 0."""
+    the first window). A figure reads the window's (``_figure``), as the screen does. A
+    value of None is no sample: N/A is never a 0."""
 
     name: str
     documentation: str
-    value: Callable[[GpuSample, GpuFigures | None], float | None]
+    value: GpuValue
 
 
 def _parts(rank: RankStats) -> Iterator[Series]:
@@ -134,24 +138,36 @@ def _others(figures: GpuFigures | None) -> tuple[GpuUser, ...]:
     return () if figures is None else figures.others
 
 
+def _figure(name: str, scale: float = 1.0) -> GpuValue:
+    """A GPU's figure of ``gpu_table.GPU_FIELDS`` over the live window, as the screen and the
+    JSON show it (one window per figure), times ``scale`` into the metric's unit."""
+
+    def value(_: GpuSample, figures: GpuFigures | None) -> float | None:
+        found = None if figures is None else getattr(figures, name)
+        return None if found is None else found * scale
+
+    return value
+
+
+PER_PCT, HZ_PER_MHZ = 0.01, 1e6  # a % as a ratio; MHz as Hz
+
+
 # Every per-GPU family, in the order served (the clock-event reasons, a series per reason
-# NVML knows, follow them: prometheus.py).
+# NVML knows, follow them: prometheus.py). The figures are each GPU's over the live window.
 GPU_FAMILIES: tuple[GpuFamily, ...] = (
-    GpuFamily("gpu_utilization_ratio", "NVML utilization", lambda g, _: ratio(g.util_pct)),
-    GpuFamily("gpu_sm_active_ratio", "GPM SM activity", lambda g, _: ratio(g.sm_active_pct)),
+    GpuFamily("gpu_utilization_ratio", "NVML utilization", _figure("util_pct", PER_PCT)),
+    GpuFamily("gpu_sm_active_ratio", "GPM SM activity", _figure("sm_active_pct", PER_PCT)),
     GpuFamily(
-        "gpu_tensor_active_ratio",
-        "GPM tensor-core activity",
-        lambda g, _: ratio(g.tensor_active_pct),
+        "gpu_tensor_active_ratio", "GPM tensor-core activity", _figure("tensor_active_pct", PER_PCT)
     ),
-    GpuFamily("gpu_memory_used_bytes", "GPU memory used (NVML)", lambda g, _: g.mem_used_bytes),
-    GpuFamily("gpu_memory_total_bytes", "GPU memory (NVML)", lambda g, _: g.mem_total_bytes),
-    GpuFamily("gpu_power_watts", "GPU power draw (NVML)", lambda g, _: g.power_w),
-    GpuFamily("gpu_sm_clock_hertz", "SM clock (NVML)", lambda g, _: hertz(g.sm_clock_mhz)),
+    GpuFamily("gpu_memory_used_bytes", "GPU memory used (NVML)", _figure("mem_used_bytes")),
+    GpuFamily("gpu_memory_total_bytes", "GPU memory (NVML)", _figure("mem_total_bytes")),
+    GpuFamily("gpu_power_watts", "GPU power draw (NVML)", _figure("power_w")),
+    GpuFamily("gpu_sm_clock_hertz", "SM clock (NVML)", _figure("sm_clock_mhz", HZ_PER_MHZ)),
     GpuFamily(
         "gpu_sm_clock_max_hertz",
         "the SM clock's ceiling (NVML)",
-        lambda g, _: hertz(g.sm_clock_max_mhz),
+        _figure("sm_clock_max_mhz", HZ_PER_MHZ),
     ),
     GpuFamily(
         "gpu_job",

@@ -196,7 +196,7 @@ class JobCollector(Collector):
         # GpuFamily's one value per GPU cannot say.
         reasons = _gauge(
             "gpu_clock_event_reason",
-            "1 while NVML reports this clock-event (throttle) reason, else 0",
+            "1 where NVML reported this clock-event (throttle) reason in the window, else 0",
             (*self._gpu_labels, "reason"),
         )
         snap = view.snap
@@ -204,11 +204,14 @@ class JobCollector(Collector):
         for gpu in snap.latest_gpus:
             who = [at(snap.gpu_uuids, gpu.index), at(snap.gpu_pci_bus_ids, gpu.index)]
             labels = [*self._job, str(gpu.index), gpu.name or "", *who]
+            window = figures.get(gpu.index)
             for spec, gauge in zip(rows, gauges, strict=True):
-                _add(gauge, labels, spec.value(gpu, figures.get(gpu.index)))
-            if gpu.throttle is not None:  # N/A: no series, never a 0
+                _add(gauge, labels, spec.value(gpu, window))
+            # The reasons seen in the window, as the screen and the JSON say them.
+            seen = window.throttle if window is not None else None
+            if seen is not None:  # N/A: no series, never a 0
                 for reason in SLOWDOWN_REASONS:
-                    reasons.add_metric([*labels, reason], float(reason in gpu.throttle))
+                    reasons.add_metric([*labels, reason], float(reason in seen))
         yield from (*gauges, reasons)
 
     def _job_metrics(self, view: View) -> Iterator[Metric]:

@@ -11,11 +11,11 @@ the monitor runs under it (a launched job inherits it), else every GPU.
 
 from __future__ import annotations
 
-import statistics
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from ..samples import GpuSample
+from . import gpu_table
 
 
 @dataclass(frozen=True)
@@ -28,6 +28,9 @@ class JobGpus:
     job_pids: frozenset[int] = frozenset()  # the job's processes (its tree, its hooks)
     ranks: Mapping[int, int | None] = field(default_factory=dict)  # pid -> rank (hooked)
     uuids: tuple[str | None, ...] = ()  # every GPU's UUID, by index
+    # False where NVML gives no process list (nvmlDeviceGetComputeRunningProcesses N/A):
+    # only a hook's device can then tell the job's GPUs, and no other user is seen.
+    processes_listed: bool = True
 
     def holds(self, index: int) -> bool:
         return index in self.indices
@@ -78,10 +81,14 @@ def select(
     device_uuids: Mapping[int, str],
     visible: str | None,
     ranks: Mapping[int, int | None] | None = None,
+    processes_listed: bool = True,
+    lost: Collection[int] = (),
 ) -> JobGpus:
     """The job's GPUs among ``len(uuids)``: those NVML has seen a process of the job on
     (``pids_on_gpus``: pid -> GPU indices) and those its hooks report (``device_uuids``: pid
-    -> UUID); else assumed from ``visible`` (CUDA_VISIBLE_DEVICES), else every GPU."""
+    -> UUID); else assumed from ``visible`` (CUDA_VISIBLE_DEVICES), else every GPU that NVML
+    still reads (``lost``: those it cannot). Where NVML lists no process
+    (``processes_listed`` false) the reason says that only a hook's device can tell."""
     pids = frozenset(job_pids) | frozenset(device_uuids)
     count = len(uuids)
     reported = {pid: index_of_uuid(uuids, uuid) for pid, uuid in device_uuids.items()}
@@ -93,26 +100,41 @@ def select(
             continue
         seen.update(i for i in pids_on_gpus.get(pid, ()) if 0 <= i < count)
     named = {i for i in reported.values() if i is not None}
-    base = JobGpus((), True, "", pids, dict(ranks or {}), tuple(uuids))
+    base = JobGpus((), True, "", pids, dict(ranks or {}), tuple(uuids), processes_listed)
     if seen or named:
         ways = []
         if named:
             ways.append("the hook reports the device by UUID")
         if seen:
             ways.append("NVML lists the job's processes on it")
+        if not processes_listed:
+            ways.append(f"{NO_PROCESS_LIST}: other users' processes are not seen")
         chosen = tuple(sorted(seen | named))
         return replace(base, indices=chosen, assumed=False, reason="; ".join(ways))
+    until = "until the job touches one" if processes_listed else f"({NO_PROCESS_LIST})"
     if visible is not None:
         listed = visible_indices(visible, uuids)
         if listed == ():
             return replace(base, reason=f"CUDA_VISIBLE_DEVICES={visible!r} shows the job no GPU")
         if listed:
-            reason = f"assumed from CUDA_VISIBLE_DEVICES={visible} until the job touches a GPU"
+            reason = f"assumed from CUDA_VISIBLE_DEVICES={visible} {until}"
             return replace(base, indices=listed, reason=reason)
+    answering = tuple(i for i in range(count) if i not in lost)
     if not count:
         return replace(base, reason="NVML lists no GPU")
-    reason = f"assumed: every GPU ({count}) until the job touches one"
-    return replace(base, indices=tuple(range(count)), reason=reason)
+    if not answering:
+        return replace(base, reason=f"NVML reads none of the {count} GPUs")
+    every = (
+        f"every GPU ({count})"
+        if len(answering) == count
+        else (f"every GPU NVML reads ({len(answering)} of {count})")
+    )
+    return replace(base, indices=answering, reason=f"assumed: {every} {until}")
+
+
+# Why the job's GPUs are assumed where NVML gives no process list (an old driver, a vGPU, a
+# container without the PID's namespace): a hooked job's device UUID is then the only tell.
+NO_PROCESS_LIST = "NVML here lists no GPU's processes, so only a hooked rank's device tells"
 
 
 def only(tick: tuple[GpuSample, ...], job: JobGpus) -> tuple[GpuSample, ...]:
@@ -133,8 +155,9 @@ class GpuUser:
 
 @dataclass(frozen=True)
 class GpuFigures:
-    """One GPU over a window. Activity and clocks are means over the window's samples;
-    memory the latest; None is N/A."""
+    """One GPU over a window: who it is, the job's share of it, the others on it, and a
+    figure per row of ``gpu_table.GPU_FIELDS`` (its window there: a mean, the latest, the
+    union); None is N/A."""
 
     index: int
     uuid: str | None
@@ -142,22 +165,28 @@ class GpuFigures:
     job: bool  # one of the job's GPUs
     pids: tuple[int, ...]  # the job's processes on it
     ranks: tuple[int, ...]  # their ranks, where known
-    util_pct: float | None
-    sm_active_pct: float | None
-    tensor_active_pct: float | None
-    mem_used_bytes: int | None
-    mem_total_bytes: int | None
     job_mem_bytes: int | None  # the job's processes' share of mem_used_bytes (NVML)
-    power_w: float | None
-    power_limit_w: float | None
-    sm_clock_mhz: float | None
-    sm_clock_max_mhz: float | None
-    mem_clock_mhz: float | None
-    temp_c: float | None
-    throttle: tuple[str, ...] | None  # the reasons in force at any sample of the window
-    pcie_rx_mibps: float | None
-    pcie_tx_mibps: float | None
     others: tuple[GpuUser, ...]  # the processes on it that are not the job's
+    # The figures, a field per row of gpu_table.GPU_FIELDS, in its order.
+    util_pct: float | None = None
+    sm_active_pct: float | None = None
+    tensor_active_pct: float | None = None
+    mem_used_bytes: int | None = None
+    mem_total_bytes: int | None = None
+    power_w: float | None = None
+    mem_util_pct: float | None = None
+    sm_occupancy_pct: float | None = None
+    dram_bw_pct: float | None = None
+    power_limit_w: float | None = None
+    energy_j: float | None = None
+    sm_clock_mhz: float | None = None
+    sm_clock_max_mhz: float | None = None
+    mem_clock_mhz: float | None = None
+    temp_c: float | None = None
+    throttle: tuple[str, ...] | None = None  # the reasons in force at any sample of the window
+    pcie_rx_mibps: float | None = None
+    pcie_tx_mibps: float | None = None
+    error: str | None = None  # why NVML reads nothing of it now ("GPU is lost")
 
     @property
     def mem_free_pct(self) -> float | None:
@@ -179,11 +208,9 @@ class GpuFigures:
 
 def gpu_figures(ticks: Sequence[tuple[GpuSample, ...]], job: JobGpus) -> tuple[GpuFigures, ...]:
     """Each GPU's figures over ``ticks``, in index order."""
-    by_index: dict[int, list[GpuSample]] = {}
-    for tick in ticks:
-        for gpu in tick:
-            by_index.setdefault(gpu.index, []).append(gpu)
-    return tuple(_figures(index, samples, job) for index, samples in sorted(by_index.items()))
+    return tuple(
+        _figures(index, samples, job) for index, samples in sorted(gpu_table.by_gpu(ticks).items())
+    )
 
 
 def _figures(index: int, samples: list[GpuSample], job: JobGpus) -> GpuFigures:
@@ -195,13 +222,11 @@ def _figures(index: int, samples: list[GpuSample], job: JobGpus) -> GpuFigures:
             if proc.sm_pct is not None:
                 sm_by_pid.setdefault(proc.pid, []).append(proc.sm_pct)
     others = tuple(
-        GpuUser(p.pid, p.user, p.command, p.mem_bytes, _mean(sm_by_pid.get(p.pid, ())))
+        GpuUser(p.pid, p.user, p.command, p.mem_bytes, gpu_table.mean(sm_by_pid.get(p.pid, ())))
         for p in latest.processes
         if p.pid not in job.job_pids
     )
     pids = tuple(sorted({p.pid for p in mine}))
-    ranks = tuple(sorted(r for pid in pids if (r := job.ranks.get(pid)) is not None))
-    reasons = [s.throttle for s in samples if s.throttle is not None]
     job_mem = [p.mem_bytes for p in mine if p.mem_bytes is not None]
     return GpuFigures(
         index=index,
@@ -209,32 +234,8 @@ def _figures(index: int, samples: list[GpuSample], job: JobGpus) -> GpuFigures:
         name=latest.name,
         job=job.holds(index),
         pids=pids,
-        ranks=ranks,
-        util_pct=_mean(s.util_pct for s in samples),
-        sm_active_pct=_mean(s.sm_active_pct for s in samples),
-        tensor_active_pct=_mean(s.tensor_active_pct for s in samples),
-        mem_used_bytes=latest.mem_used_bytes,
-        mem_total_bytes=latest.mem_total_bytes,
+        ranks=tuple(sorted(r for pid in pids if (r := job.ranks.get(pid)) is not None)),
         job_mem_bytes=sum(job_mem) if job_mem else None,
-        power_w=_mean(s.power_w for s in samples),
-        power_limit_w=latest.power_limit_w,
-        sm_clock_mhz=_mean(s.sm_clock_mhz for s in samples),
-        sm_clock_max_mhz=latest.sm_clock_max_mhz,
-        mem_clock_mhz=_mean(s.mem_clock_mhz for s in samples),
-        temp_c=latest.temp_c,
-        throttle=tuple(dict.fromkeys(r for found in reasons for r in found)) if reasons else None,
-        pcie_rx_mibps=_mean(s.pcie_rx_mibps for s in samples),
-        pcie_tx_mibps=_mean(s.pcie_tx_mibps for s in samples),
         others=others,
+        **gpu_table.over_window(samples),
     )
-
-
-def fullest(figures: Sequence[GpuFigures]) -> GpuFigures | None:
-    """The job's GPU with the least free memory: the one a larger batch would fill first."""
-    known = [f for f in figures if f.job and f.mem_free_pct is not None]
-    return min(known, key=lambda f: f.mem_free_pct or 0.0) if known else None
-
-
-def _mean(values: Iterable[float | None]) -> float | None:
-    known = [v for v in values if v is not None]
-    return statistics.fmean(known) if known else None

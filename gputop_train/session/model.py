@@ -21,15 +21,15 @@ from .. import events
 from ..samples import GpuSample, ProcSample, StackShares
 from . import job_gpus, observe, stats
 from .comm import HOLD_WINDOWS
+from .gpu_tracking import GpuTracking
 from .job_end import stop_seen
 from .job_gpus import GpuFigures, JobGpus
 from .phases import KnobState, Phase, PhaseRow, PhaseTable, knob_state
 from .series import ChartBinner, ChartSeries
 from .steps import Step
 
-# 100k steps is hours of a fast loop at ~100 bytes each; GPU samples at 2 Hz: 5 h.
+# 100k steps is hours of a fast loop at ~100 bytes each.
 MAX_STEPS = 100_000
-MAX_GPU_TICKS = 36_000
 MAX_NOTICES = 200
 MAX_PROC_TICKS = 7200  # two hours of 1 Hz process samples
 MAX_FACTS = 10_000  # of each kind: one per epoch, scan or knob change; years of those
@@ -81,9 +81,6 @@ class Snapshot:
     gpu: stats.GpuStats
     procs: stats.ProcStats
     latest_gpus: tuple[GpuSample, ...]
-    # Per GPU (as in latest_gpus): NVML utilization averaged over the last second. One
-    # reading swings between 0 and 100% on a GPU that waits for data in bursts.
-    recent_util_pct: tuple[float | None, ...]
     processes: tuple[ProcSample, ...]
     notices: tuple[str, ...]  # the last MAX_NOTICES
     dropped_frames: int
@@ -139,12 +136,8 @@ class Session:
         self._lock = threading.Lock()
         self.started_at = self.started_at or self.clock()
         self._steps: deque[Step] = deque(maxlen=MAX_STEPS)
-        self._gpu: deque[tuple[GpuSample, ...]] = deque(maxlen=MAX_GPU_TICKS)
-        # The same ticks, the job's GPUs only: every figure of the job reads these.
-        self._job_gpu: deque[tuple[GpuSample, ...]] = deque(maxlen=MAX_GPU_TICKS)
-        self._job_gpus = job_gpus.select((), {}, (), {}, None)
-        self._visible_devices: str | None = None
-        self._device_uuids: dict[int, str] = {}  # per hooked PID, its device's UUID
+        # Every GPU's ticks, the job's apart, and which GPUs are the job's.
+        self._gpus = GpuTracking()
         self._processes: tuple[ProcSample, ...] = ()
         self._hooked: dict[int, HookedProcess] = {}
         self._notices: deque[str] = deque(maxlen=MAX_NOTICES)
@@ -152,15 +145,11 @@ class Session:
         self._notice_count = 0
         self._readings: dict[str, dict[str, Any]] = {}
         self._job = JobState()
-        self._gpu_names: tuple[str | None, ...] = ()
-        self._gpu_ids: tuple[tuple[str | None, ...], tuple[str | None, ...]] = ((), ())
-        self._nvml_error: str | None = None
         self._total_samples: int | None = None
         self._dropped_frames = 0
         self._last_step: dict[int, int] = {}
         self._steps_before: dict[int, int] = {}  # per PID: its last step before started_at
         self._samples_by_pid: dict[int, int] = {}  # every process's samples so far
-        self._gpus_by_pid: dict[int, set[int]] = {}  # the GPUs NVML saw each PID on, so far
         self._step_pids: set[int] = set()  # every process that has sent a step
         self._knobs: dict[str, KnobState] = {}
         self._knob_seq: dict[int, int] = {}
@@ -205,10 +194,7 @@ class Session:
     def _on_gpus(self, item: events.GpusFound) -> None:
         self.driver = item.driver
         with self._lock:
-            self._gpu_names = tuple(item.names)
-            self._gpu_ids = (tuple(item.uuids), tuple(item.pci_bus_ids))
-            self._nvml_error = item.error
-            self._visible_devices = item.visible_devices
+            self._gpus.found(item)
 
     def _on_hello(self, item: events.ProcessHello) -> None:
         process = HookedProcess(
@@ -313,38 +299,14 @@ class Session:
             self._dropped_frames += len(parsed) - len(good)
 
     def _on_gpu(self, item: events.GpuSampled) -> None:
+        """One NVML tick; where the job's GPUs changed with it, the charts and phase rows are
+        built anew from the job's ticks taken again (session/gpu_tracking.py)."""
         with self._lock:
-            self._gpu.append(item.samples)
-            for gpu in item.samples:
-                for proc in gpu.processes:
-                    self._gpus_by_pid.setdefault(proc.pid, set()).add(gpu.index)
-            self._reselect_gpus_locked(len(item.samples))
-            job_tick = job_gpus.only(item.samples, self._job_gpus)
-            if job_tick:
-                self._job_gpu.append(job_tick)
-
-    def _reselect_gpus_locked(self, count: int) -> None:
-        """Which GPUs are the job's, at each NVML tick; where that changed, the job's ticks
-        are taken again from every GPU's, and the charts and phase rows built from them
-        anew (lock held)."""
-        uuids = tuple(self._gpu_ids[0])[:count]
-        uuids += (None,) * (count - len(uuids))
-        hooked = self._current_locked()
-        chosen = job_gpus.select(
-            uuids,
-            self._gpus_by_pid,
-            {p.pid for p in self._processes} | {p.pid for p in hooked},
-            self._device_uuids,
-            self._visible_devices,
-            {p.pid: p.rank for p in hooked},
-        )
-        changed = chosen.indices != self._job_gpus.indices
-        self._job_gpus = chosen
-        if changed:
-            self._job_gpu.clear()
-            self._job_gpu.extend(t for tick in self._gpu if (t := job_gpus.only(tick, chosen)))
-            self._binners.clear()
-            self._phase_table = PhaseTable()
+            hooked = self._current_locked()
+            job_pids = {p.pid for p in self._processes} | {p.pid for p in hooked}
+            if self._gpus.sampled(item.samples, job_pids, {p.pid: p.rank for p in hooked}):
+                self._binners.clear()
+                self._phase_table = PhaseTable()
 
     def _on_procs(self, item: events.ProcsSampled) -> None:
         """One process sample, and the busy share of all the machine's cores meanwhile. When the
@@ -389,7 +351,7 @@ class Session:
         known = {name: value for name, value in item.frame.fields().items() if value is not None}
         with self._lock:
             if isinstance(known.get("device_uuid"), str):  # a model frame: every rank's device
-                self._device_uuids[item.pid] = known["device_uuid"]
+                self._gpus.device_reported(item.pid, known["device_uuid"])
             if item.pid == self._primary_pid_locked():
                 facts = self._facts.setdefault(kind, [])
                 facts.append((self.clock(), known))
@@ -514,11 +476,11 @@ class Session:
     def gpu_ticks(self) -> list[tuple[GpuSample, ...]]:
         """The NVML ticks of the job's GPUs (``all_gpu_ticks``: every GPU's)."""
         with self._lock:
-            return list(self._job_gpu)
+            return list(self._gpus.job)
 
     def all_gpu_ticks(self) -> list[tuple[GpuSample, ...]]:
         with self._lock:
-            return list(self._gpu)
+            return list(self._gpus.every)
 
     def steps(self) -> list[Step]:
         with self._lock:
@@ -568,17 +530,16 @@ class Session:
             if chart_points:
                 key = (chart_window_s, chart_points)
                 binner = self._binners.setdefault(key, ChartBinner(*key))
-                charts = binner.series(self._steps, self._job_gpu, now, self._primary_pid_locked())
+                charts = binner.series(self._steps, self._gpus.job, now, self._primary_pid_locked())
             recent_steps = observe.tail_between(self._steps, since, end)
             replaced = self._replaced_locked()
             if replaced:  # a restart's dead generation adds nothing to the live figures
                 recent_steps = [s for s in recent_steps if s.pid not in replaced]
-            recent_gpu = observe.ticks_between(self._job_gpu, since, end)
-            every_gpu = observe.ticks_between(self._gpu, since, end)
+            recent_gpu = observe.ticks_between(self._gpus.job, since, end)
+            every_gpu = observe.ticks_between(self._gpus.every, since, end)
             primary = self._primary_pid_locked()
             figures = stats.step_stats(recent_steps, primary)
             processes = self._processes
-            last_second = observe.ticks_between(self._gpu, end - 1.0, end)
             series = self._series()
             observation, advice_wait = observe.advice_window(
                 series, recent_steps, recent_gpu, since, end, figures
@@ -588,10 +549,10 @@ class Session:
                 started_at=self.started_at,
                 command=self.command,
                 job=self._job,
-                gpu_names=self._gpu_names,
-                gpu_uuids=self._gpu_ids[0],
-                gpu_pci_bus_ids=self._gpu_ids[1],
-                nvml_error=self._nvml_error,
+                gpu_names=self._gpus.names,
+                gpu_uuids=self._gpus.uuids,
+                gpu_pci_bus_ids=self._gpus.pci_bus_ids,
+                nvml_error=self._gpus.nvml_error,
                 hooked=tuple(self._current_locked()),
                 # The job's steps: the primary process's own counter (every rank of a DDP
                 # job takes the same steps), which also counts steps before a late connect.
@@ -602,8 +563,7 @@ class Session:
                 steps=self._window_steps(figures, observation),
                 gpu=stats.gpu_stats(recent_gpu),
                 procs=stats.proc_stats(processes),
-                latest_gpus=self._gpu[-1] if self._gpu else (),
-                recent_util_pct=_mean_util_per_gpu(last_second),
+                latest_gpus=self._gpus.every[-1] if self._gpus.every else (),
                 processes=processes,
                 notices=tuple(self._notices),
                 dropped_frames=self._dropped_frames,
@@ -613,7 +573,7 @@ class Session:
                     self._phase_table.rows(
                         self._phases,
                         self._steps,
-                        self._job_gpu,
+                        self._gpus.job,
                         primary,
                         functools.partial(observe.observe_measured, series),
                     )
@@ -637,8 +597,8 @@ class Session:
                 ended_at=None if self._job.running else self._job_ended_at,
                 memory=stats.MemoryAudit.from_frame(observe.fact_at(series, "memory_audit", end)),
                 step_parts_fact=observe.fact_at(series, "step_parts", end),
-                job_gpus=self._job_gpus,
-                gpus=job_gpus.gpu_figures(every_gpu, self._job_gpus),
+                job_gpus=self._gpus.chosen,
+                gpus=job_gpus.gpu_figures(every_gpu, self._gpus.chosen),
             )
         return snapshot
 
@@ -691,16 +651,16 @@ class Session:
             primary=self._primary_pid_locked(),
             phases=self._phases,
             last_step=self._last_step,
-            gpu=self._job_gpu,
+            gpu=self._gpus.job,
             proc_ticks=self._proc_ticks,
             facts=self._facts,
             stacks=self._stacks,
             hooked=len(self._hooked),
             world_size=max((p.world_size or 0 for p in self._hooked.values()), default=0) or None,
-            gpu_names=self._gpu_names,
+            gpu_names=self._gpus.names,
             cpu_count=self.cpu_count,
             rank_stats=self._rank_stats,
-            job_gpus=self._job_gpus,
+            job_gpus=self._gpus.chosen,
         )
 
     def _known_figures(
@@ -734,21 +694,10 @@ class Session:
             ],
             self._last_step,
             self._samples_by_pid,
-            self._rank_gpus_locked(),
+            self._gpus.rank_gpus(),
             known,
             held_steps,
         )
-
-    def _rank_gpus_locked(self) -> dict[int, set[int]]:
-        """The GPUs each process is on: the one its hook names, else those NVML lists it on
-        (lock held)."""
-        uuids = self._job_gpus.uuids
-        named = {
-            pid: {index}
-            for pid, uuid in self._device_uuids.items()
-            if (index := job_gpus.index_of_uuid(uuids, uuid)) is not None
-        }
-        return {**self._gpus_by_pid, **named}
 
     def _run_steps(self, primary: int | None) -> stats.StepStats | None:
         """The whole run's step figures once the job has ended (cached: no step comes later
@@ -795,14 +744,3 @@ _HANDLERS: dict[type[events.Event], Callable[[Session, Any], None]] = {
     events.StopAsked: Session._on_stop,
     events.JobEnded: Session._on_job_ended,
 }
-
-
-def _mean_util_per_gpu(ticks: list[tuple[GpuSample, ...]]) -> tuple[float | None, ...]:
-    if not ticks:
-        return ()
-    per_gpu = zip(*(tick for tick in ticks if len(tick) == len(ticks[-1])), strict=True)
-    means = []
-    for samples in per_gpu:
-        known = [g.util_pct for g in samples if g.util_pct is not None]
-        means.append(sum(known) / len(known) if known else None)
-    return tuple(means)

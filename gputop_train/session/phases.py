@@ -18,7 +18,7 @@ from typing import Any
 
 from ..samples import GpuSample
 from ..wire import KNOB_KINDS, KnobValue
-from . import stats
+from . import gpu_table, stats
 from .steps import Step
 
 # Five steps cover worker start-up and compile (both land in the first one or two steps);
@@ -294,11 +294,8 @@ def _window(measured: Sequence[Step]) -> tuple[float, float] | None:
 def _peak_memory(ticks: Sequence[tuple[GpuSample, ...]], measured: Sequence[Step]) -> int | None:
     """Peak GPU memory over the phase's ticks: NVML's used memory of the fullest of the job's
     GPUs (per GPU, never a sum), else the allocator peak."""
-    used = [
-        max((g.mem_used_bytes for g in tick if g.mem_used_bytes is not None), default=0)
-        for tick in ticks
-    ]
-    if used:
-        return max(used)
+    fullest = [full for tick in ticks if (full := gpu_table.fullest([vars(g) for g in tick]))]
+    if fullest:
+        return max(int(full["mem_used_bytes"]) for full in fullest)
     peaks = [s.mem_peak for s in measured if s.mem_peak is not None]
     return max(peaks) if peaks else None

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..samples import GpuSample
+from . import gpu_table
 from .steps import Step
 
 # Hook frames arrive within ~0.5 s of their steps: a completed bucket is binned again until
@@ -52,6 +53,9 @@ class _Bucket:
             self.steps += 1
 
     def add_tick(self, tick: tuple[GpuSample, ...]) -> None:
+        """One NVML tick of the job's GPUs, as ``gpu_table`` forms the job's figures: activity
+        the mean over samples and GPUs, memory the fullest GPU's at the bucket's latest tick
+        (ticks are walked newest first)."""
         for gpu in tick:
             if gpu.util_pct is not None:
                 self.util += gpu.util_pct
@@ -59,10 +63,12 @@ class _Bucket:
             if gpu.tensor_active_pct is not None:
                 self.tensor += gpu.tensor_active_pct
                 self.tensor_n += 1
-        used = [g.mem_used_bytes for g in tick if g.mem_used_bytes is not None]
-        if used:  # the fullest of the job's GPUs: headroom is per GPU, never a sum
-            self.mem += max(used)
-            self.mem_n += 1
+        if self.mem_n:
+            return  # the bucket's memory is its latest tick's
+        full = gpu_table.fullest([vars(g) for g in tick])
+        if full is not None:  # the fullest of the job's GPUs: headroom is per GPU, never a sum
+            self.mem = full["mem_used_bytes"]
+            self.mem_n = 1
 
 
 def _mean(total: float, count: int) -> float | None:

@@ -9,6 +9,7 @@ from operator import attrgetter
 
 from .. import wire
 from ..samples import GpuSample, ProcSample
+from . import gpu_table
 from .breakdown import MemoryAudit, StepParts, host_gap_pct, step_parts
 from .clocks import GpuClocks
 from .comm import CommStats, comm_by_pid
@@ -37,9 +38,10 @@ class StepStats:
 
 @dataclass(frozen=True)
 class GpuStats:
-    """NVML figures of the job's GPUs over a window: activity is the mean over samples and
-    GPUs; memory is the fullest GPU's (the headroom a larger batch has: per GPU, never a
-    sum); power is the sum over the job's GPUs."""
+    """NVML figures of the job's GPUs over a window, a field per row of
+    ``gpu_table.JOB_FIELDS``: activity the mean over GPUs and samples; memory the fullest
+    GPU's (the headroom a larger batch has: per GPU, never a sum); power the sum over the
+    job's GPUs of each one's mean."""
 
     util_pct: float | None
     sm_active_pct: float | None
@@ -194,37 +196,16 @@ def _mean(values: Iterable[float | None]) -> float | None:
 
 
 def gpu_stats(samples: Sequence[tuple[GpuSample, ...]]) -> GpuStats:
-    """Over the job's GPUs' samples (session/job_gpus.py): utilization and activity, mean
-    over time and GPUs; memory, the fullest GPU's latest; power, the latest summed."""
-    if not samples:
+    """The job's figures over its GPUs' samples (session/job_gpus.py), each formed as
+    ``gpu_table.JOB_FIELDS`` says: a GPU's window figure, then over the GPUs (activity the
+    mean, memory the fullest GPU's, power the sum)."""
+    per_gpu = [
+        gpu_table.over_window(own, gpu_table.JOB_FIELDS)
+        for own in gpu_table.by_gpu(samples).values()
+    ]
+    if not per_gpu:
         return GpuStats(None, None, None, None, None, None)
-    flat = [gpu for tick in samples for gpu in tick]
-    latest = samples[-1]
-    fullest = _fullest(latest)
-    return GpuStats(
-        util_pct=_mean(g.util_pct for g in flat),
-        sm_active_pct=_mean(g.sm_active_pct for g in flat),
-        tensor_active_pct=_mean(g.tensor_active_pct for g in flat),
-        mem_used_bytes=fullest.mem_used_bytes if fullest else None,
-        mem_total_bytes=fullest.mem_total_bytes if fullest else None,
-        power_w=_sum_known(g.power_w for g in latest),
-        gpus=len(latest),
-    )
-
-
-def _fullest(tick: tuple[GpuSample, ...]) -> GpuSample | None:
-    """The GPU with the least free memory (by share, where its total is known; else the
-    most used), of those whose memory NVML read."""
-    known = [g for g in tick if g.mem_used_bytes is not None]
-    if not known:
-        return None
-    return max(known, key=lambda g: (_used_share(g), g.mem_used_bytes or 0))
-
-
-def _used_share(gpu: GpuSample) -> float:
-    if not gpu.mem_total_bytes or gpu.mem_used_bytes is None:
-        return 0.0
-    return gpu.mem_used_bytes / gpu.mem_total_bytes
+    return GpuStats(**gpu_table.over_gpus(per_gpu), gpus=len(per_gpu))
 
 
 def _sum_known(values: Iterable[float | int | None]) -> float | int | None:

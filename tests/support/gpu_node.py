@@ -35,6 +35,9 @@ class Node:
     main_cpu_pct: float = 99.0  # a GPU-bound loop spins in the CUDA sync
     facts: list[dict[str, object]] = field(default_factory=list)  # each rank's fact frames
     comm_ms: dict[int, float] = field(default_factory=dict)  # pid -> its wait in collectives
+    broken: dict[int, str] = field(default_factory=dict)  # GPU index -> "lost" / "unknown"
+    absent: frozenset[str] = frozenset()  # NVML functions this binding lacks
+    binding: type[FakeNvml] = FakeNvml  # OldBindingNvml: pynvml 11.4.1
 
 
 def uuid(index: int) -> str:
@@ -46,7 +49,8 @@ def node_session(node: Node, seconds: float = 20.0) -> tuple[Session, FakeNvml]:
     clock = ManualClock(NOW - seconds)
     session = Session(command=("python", "train.py"), clock=clock, started_at=NOW - seconds - 5)
     session.cpu_count = 16
-    fake = FakeNvml([FakeGpu(uuid=uuid(i), gpm={}) for i in range(node.gpus)])
+    gpus = [FakeGpu(uuid=uuid(i), gpm={}, broken=node.broken.get(i)) for i in range(node.gpus)]
+    fake = node.binding(gpus, absent=node.absent)
     sampler = NvmlSampler(fake, clock=clock, wall_clock=clock, owner=fake.owner)
     names = sampler.open()
     ids = sampler.identities()

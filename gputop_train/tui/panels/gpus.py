@@ -1,6 +1,7 @@
 """The GPU panel on a node of several GPUs: a row per job GPU (8 fit at 80x24), the GPUs
 that are not the job's apart, each with who uses it (issue 37); a wider panel shows more
-columns. A one-GPU machine keeps its detailed panel (text.gpu_panel)."""
+columns. A one-GPU machine keeps a detailed panel (``one_gpu``) of the same figures over the
+same window (session/gpu_table.py)."""
 
 from __future__ import annotations
 
@@ -38,6 +39,32 @@ def node_panel(snap: Snapshot, width: int) -> Text:
     return text
 
 
+def one_gpu(gpu: GpuFigures) -> Text:
+    """A one-GPU machine's GPU in detail."""
+    text = Text()
+    text.append(f"GPU{gpu.index} {gpu.name or ''}\n", style="bold")
+    if gpu.error is not None:  # NVML reads nothing of it (fallen off the bus)
+        text.append_text(_lost(gpu, WIDE_COLUMNS))
+        return text
+    text.append(" util ", style="dim")
+    text.append_text(_bar(gpu.util_pct))
+    text.append(f" {fmt.pct(gpu.util_pct):>4}\n")
+    text.append(" GPM  SM ", style="dim")
+    text.append(fmt.pct(gpu.sm_active_pct))
+    text.append("  tensor ", style="dim")
+    text.append(fmt.pct(gpu.tensor_active_pct) + "\n")
+    used, total = gpu.mem_used_bytes, gpu.mem_total_bytes
+    text.append(" mem  ", style="dim")
+    text.append_text(_bar(100.0 * used / total if used is not None and total else None))
+    text.append(f" {fmt.mem_pair(used, total)}\n")
+    text.append(" pwr  ", style="dim")
+    text.append(f"{_power(gpu)}  {_temp(gpu)}  SM {_clock_mhz(gpu)}")
+    if gpu.throttle:
+        text.append(f"  throttled: {','.join(gpu.throttle)}", style="yellow")
+    text.append("\n")
+    return text
+
+
 def _heading(job: JobGpus | None, count: int, width: int) -> Text:
     """Which GPUs are the job's; why, where it fits (always where they are only assumed)."""
     if job is None:
@@ -62,7 +89,14 @@ def _columns(wide: bool) -> str:
     return f" {'#':>2} {'rank':<5}{'util':>5}{'SM':>5}  {'memory':<8}{'W':>5}"
 
 
+def _lost(gpu: GpuFigures, width: int) -> Text:
+    """A GPU NVML reads nothing of: its row says why ("GPU is lost", as nvitop shows it)."""
+    return Text(f" {gpu.index:>2} {gpu.error}"[:width] + "\n", style="bold red")
+
+
 def _row(gpu: GpuFigures, wide: bool) -> Text:
+    if gpu.error is not None:
+        return _lost(gpu, WIDE_COLUMNS if wide else COMPACT_COLUMNS)
     ranks = fmt.spans(gpu.ranks) or ("job" if gpu.pids else "-")
     throttled = bool(gpu.throttle)
     style = "bold red" if throttled else ""
@@ -94,6 +128,10 @@ def _others(others: list[GpuFigures], wide: bool) -> Text:
     """The GPUs that are not the job's: those in use with who uses them, the idle in one
     line."""
     text = Text()
+    for gpu in others:
+        if gpu.error is not None:
+            text.append_text(_lost(gpu, WIDE_COLUMNS if wide else COMPACT_COLUMNS))
+    others = [g for g in others if g.error is None]
     used = [g for g in others if g.others]
     idle = [g for g in others if not g.others]
     for gpu in used[:OTHER_LINES]:
@@ -146,6 +184,10 @@ def _clock(gpu: GpuFigures) -> str:
         return fmt.NA
     ceiling = f"/{gpu.sm_clock_max_mhz:.0f}" if gpu.sm_clock_max_mhz else ""
     return f"{gpu.sm_clock_mhz:.0f}{ceiling}"
+
+
+def _clock_mhz(gpu: GpuFigures) -> str:
+    return fmt.NA if gpu.sm_clock_mhz is None else f"{gpu.sm_clock_mhz:.0f} MHz"
 
 
 def _temp(gpu: GpuFigures) -> str:

@@ -9,7 +9,7 @@ from rich.text import Text
 
 from ... import format as fmt
 from ... import tables
-from ...samples import DATA_WAIT, GpuSample
+from ...samples import DATA_WAIT
 from ...session.model import Snapshot
 from ...session.phases import KnobState
 from ...session.stats import RankStats
@@ -262,22 +262,19 @@ def stacks_panel(snap: Snapshot) -> Text:
 
 
 def gpu_panel(snap: Snapshot, width: int = 0) -> Text:
-    """One GPU in detail; several, a row each (panels/gpus.py), ``width`` columns wide."""
+    """One GPU in detail; several, a row each (panels/gpus.py), ``width`` columns wide: the
+    same figures over the same window either way (session/gpu_table.py)."""
     text = Text()
     if snap.nvml_error:
         text.append("GPU (NVML)\n", style="bold")
         text.append(f" N/A: {snap.nvml_error}", style="yellow")
         return text
-    if not snap.latest_gpus:
+    if not snap.gpus:
         return Text("GPU (NVML)\n waiting for the first sample…", style="dim")
-    if len(snap.latest_gpus) > 1 and snap.gpus:
+    if len(snap.gpus) > 1:
         text = node_gpus.node_panel(snap, width)
-        text.append_text(memory_audit(snap))
-        return text
-    recent = snap.recent_util_pct
-    for index, gpu in enumerate(snap.latest_gpus):
-        util_pct = recent[index] if index < len(recent) else gpu.util_pct
-        text.append_text(_one_gpu(gpu, util_pct))
+    else:
+        text = node_gpus.one_gpu(snap.gpus[0])
     text.append_text(memory_audit(snap))
     return text
 
@@ -298,32 +295,6 @@ def memory_audit(snap: Snapshot) -> Text:
     style = "yellow" if audit.alloc_retries or audit.ooms else ""
     text.append(" alloc retries ", style="dim")
     text.append(f"{retries}  OOMs {ooms}\n", style=style)
-    return text
-
-
-def _one_gpu(gpu: GpuSample, util_pct: float | None) -> Text:
-    text = Text()
-    text.append(f"GPU{gpu.index} {gpu.name or ''}\n", style="bold")
-    text.append(" util ", style="dim")
-    text.append_text(bar(None if util_pct is None else util_pct / 100))
-    text.append(f" {fmt.pct(util_pct):>4}\n")
-    text.append(" GPM  SM ", style="dim")
-    text.append(fmt.pct(gpu.sm_active_pct))
-    text.append("  tensor ", style="dim")
-    text.append(fmt.pct(gpu.tensor_active_pct) + "\n")
-    used, total = gpu.mem_used_bytes, gpu.mem_total_bytes
-    text.append(" mem  ", style="dim")
-    text.append_text(bar(used / total if used is not None and total else None))
-    text.append(f" {fmt.mem_pair(used, total)}\n")
-    power = fmt.NA if gpu.power_w is None else f"{gpu.power_w:.0f}"
-    limit = fmt.NA if gpu.power_limit_w is None else f"{gpu.power_limit_w:.0f}"
-    temp = fmt.NA if gpu.temp_c is None else f"{gpu.temp_c:.0f}°C"
-    clock = fmt.NA if gpu.sm_clock_mhz is None else f"{gpu.sm_clock_mhz:.0f} MHz"
-    text.append(" pwr  ", style="dim")
-    text.append(f"{power}/{limit} W  {temp}  SM {clock}")
-    if gpu.throttle:
-        text.append(f"  throttled: {','.join(gpu.throttle)}", style="yellow")
-    text.append("\n")
     return text
 
 
