@@ -12,12 +12,12 @@ import math
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from dataclasses import replace as _replace
 from typing import Any
 
-from .. import events
+from .. import events, wire
 from ..samples import GpuSample, ProcSample, StackShares
 from . import job_gpus, observe, stats
 from .comm import HOLD_WINDOWS
@@ -119,7 +119,7 @@ class Snapshot:
     # The hook's latest memory audit, and its step_parts fact: the module whose forwards
     # are counted and timed, or why none is (docs/steps.md).
     memory: stats.MemoryAudit | None = None
-    step_parts_fact: dict[str, Any] | None = None
+    step_parts_fact: wire.StepParts | None = None
 
     @property
     def elapsed_s(self) -> float:
@@ -163,8 +163,8 @@ class Session:
         self._step_pids: set[int] = set()  # every process that has sent a step
         self._knobs: dict[str, KnobState] = {}
         self._knob_seq: dict[int, int] = {}
-        # loader / syncs / flops frames as they came, to find the one in force at any time
-        self._facts: dict[str, list[tuple[float, dict[str, Any]]]] = {}
+        # the fact frames (events.FACT_FRAMES) as they came, by class, with when each was seen
+        self._facts: dict[type[wire.Frame], list[tuple[float, wire.Frame]]] = {}
         self._proc_ticks: deque[stats.ProcTick] = deque(maxlen=MAX_PROC_TICKS)
         self.cpu_count: int | None = None
         self.driver: str | None = None
@@ -366,6 +366,7 @@ class Session:
                 for p in processes
                 if p.role == "worker" and p.run_wait_pct is not None
             ),
+            main_wait=_sum_or_none(p.run_wait_pct for p in processes if p.role == "main"),
             loaders=sum(1 for p in processes if p.role == "main"),
         )
         with self._lock:
@@ -382,16 +383,14 @@ class Session:
             self._stacks = (self.clock(), item.stacks)
 
     def _on_fact(self, item: events.FactSeen) -> None:
-        """The primary process's latest fact frames, kept as their known fields (a field the
-        hook did not send is absent): ``wire.decode_frame`` checked each already."""
-        kind = item.frame.TYPE
-        known = {name: value for name, value in item.frame.fields().items() if value is not None}
+        """The primary process's fact frames, typed as the wire decoded them, by class."""
+        frame = item.frame
         with self._lock:
-            if isinstance(known.get("device_uuid"), str):  # a model frame: every rank's device
-                self._device_uuids[item.pid] = known["device_uuid"]
+            if isinstance(frame, wire.Model) and frame.device_uuid:  # every rank's device
+                self._device_uuids[item.pid] = frame.device_uuid
             if item.pid == self._primary_pid_locked():
-                facts = self._facts.setdefault(kind, [])
-                facts.append((self.clock(), known))
+                facts = self._facts.setdefault(type(frame), [])
+                facts.append((self.clock(), frame))
                 del facts[:-MAX_FACTS]
 
     def _on_autopilot(self, item: events.AutopilotChanged) -> None:
@@ -523,10 +522,10 @@ class Session:
         with self._lock:
             return list(self._steps)
 
-    def facts(self, kind: str) -> list[dict[str, Any]]:
-        """The primary process's ``kind`` frames (loader, syncs, flops, model), oldest first."""
+    def facts(self, kind: type[observe.F]) -> list[observe.F]:
+        """The primary process's frames of a fact class (``wire.Loader``, ...), oldest first."""
         with self._lock:
-            return [frame for _, frame in self._facts.get(kind, ())]
+            return [frame for _, frame in self._facts.get(kind, ())]  # type: ignore[misc]
 
     def common_step(self, ahead_s: float, min_ahead: int) -> int | None:
         """A step every rank of a multi-process job has still to reach: the furthest step
@@ -634,8 +633,8 @@ class Session:
                     self._held_steps(end, window_s, replaced),
                 ),
                 ended_at=None if self._job.running else self._job_ended_at,
-                memory=stats.MemoryAudit.from_frame(observe.fact_at(series, "memory_audit", end)),
-                step_parts_fact=observe.fact_at(series, "step_parts", end),
+                memory=stats.MemoryAudit.from_frame(observe.fact_at(series, wire.MemoryAudit, end)),
+                step_parts_fact=observe.fact_at(series, wire.StepParts, end),
                 job_gpus=self._job_gpus,
                 gpus=job_gpus.gpu_figures(every_gpu, self._job_gpus),
             )
@@ -700,7 +699,15 @@ class Session:
             cpu_count=self.cpu_count,
             rank_stats=self._rank_stats,
             job_gpus=self._job_gpus,
+            workers_max=self._workers_max_locked(),
         )
+
+    def _workers_max_locked(self) -> int | None:
+        """The most workers the job's workers knob takes: the script's knob before the hook's
+        built-in one, as the autopilot picks the knob that carries a change (lock held)."""
+        usable = [k for k in self._knobs.values() if k.role == "workers" and not k.unavailable]
+        usable.sort(key=lambda k: k.builtin)
+        return usable[0].maximum if usable else None
 
     def _known_figures(
         self, primary: int | None, figures: stats.StepStats
@@ -794,6 +801,11 @@ _HANDLERS: dict[type[events.Event], Callable[[Session, Any], None]] = {
     events.StopAsked: Session._on_stop,
     events.JobEnded: Session._on_job_ended,
 }
+
+
+def _sum_or_none(values: Iterable[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
 
 
 def _mean_util_per_gpu(ticks: list[tuple[GpuSample, ...]]) -> tuple[float | None, ...]:
