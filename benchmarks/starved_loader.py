@@ -16,6 +16,18 @@ under ``gputop-train --headless`` that reads the advice's headline and its state
 ("up to 1.9x"), so that the measured gain is set beside the one the advice states.
 
     python -m benchmarks.starved_loader --workers 2 2 --give-cores --pairs 3 --seconds 20
+
+``--by-hand SCRIPT`` applies the advice by hand to a loader with no workers (issue 46) on the
+corpus's scenario (``scenario``: the same CPU-bound Dataset), on a script not written for
+the monitor (``imagenet``: benchmarks/autopilot_any/imagenet_style.py, pytorch/examples'
+loop on FakeData, mobilenet_v3_small, batch 16) or on the CPU demo (``demo``). Each ARM is
+``WORKERS:HOGS``; every run goes under ``gputop-train --headless --format json`` (both arms
+alike), its rate is the summary's phase 1 samples/s (the hook's step clock, warm-up
+excluded), and the run beside hogs prints the headline the monitor gave. The hogs are
+spinning processes in sessions of their own, started for each run and stopped after it.
+
+    python -m benchmarks.starved_loader --by-hand scenario --arms 0:2 0:0 --pairs 2
+    python -m benchmarks.starved_loader --by-hand imagenet --arms 0:2 1:2 --pairs 2
 """
 
 from __future__ import annotations
@@ -23,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import statistics
 import struct
 import subprocess
@@ -69,13 +82,83 @@ def advice(workers: int, seconds: float) -> dict:
     return status[-1]["findings"][0] if status else {}
 
 
+REPO = Path(__file__).resolve().parents[1]
+HOG = "import time\nwhile True:\n    time.monotonic()\n"
+BY_HAND = {
+    "scenario": lambda workers: [
+        str(SCENARIO), "--workers", str(workers), "--read-ms", "0", "--cpu-ms", "5", "--hog", "0",
+    ],
+    "imagenet": lambda workers: [
+        str(REPO / "benchmarks" / "autopilot_any" / "imagenet_style.py"),
+        "-j", str(workers), "-a", "mobilenet_v3_small", "-b", "16", "--meter-s", "0",
+    ],
+    "demo": lambda workers: [str(REPO / "demos" / "resnet.py"), "--workers", str(workers)],
+}  # fmt: skip
+
+
+def monitored(script: str, workers: int, hogs: int, seconds: float) -> tuple[float, dict]:
+    """One run under the monitor beside ``hogs`` spinning processes: (phase 1 samples/s,
+    the last headline the monitor gave while the job ran)."""
+    spinners = [
+        subprocess.Popen([sys.executable, "-c", HOG], start_new_session=True) for _ in range(hogs)
+    ]
+    command = [sys.executable, "-m", "gputop_train", "--headless", "--format", "json", "--"]
+    command += [sys.executable, *BY_HAND[script](workers)]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    try:
+        monitor = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, text=True)
+        try:
+            out, _ = monitor.communicate(timeout=seconds)
+        except subprocess.TimeoutExpired:
+            monitor.send_signal(signal.SIGINT)  # passed on to the job, which stops
+            out, _ = monitor.communicate(timeout=120)
+    finally:
+        for spinner in spinners:
+            spinner.kill()
+            spinner.wait()
+    lines = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    summary: dict = next((line for line in lines if line.get("type") == "summary"), {})
+    phases = summary.get("phases") or [{}]
+    rate = phases[0].get("samples_per_s") or 0.0
+    said = [line["findings"][0] for line in lines if line.get("findings") and line["job_running"]]
+    return rate, (said[-1] if said else {})
+
+
+def by_hand(script: str, arms: list[str], pairs: int, seconds: float) -> int:
+    """Arm B against arm A, ABBA, each run monitored."""
+    a, b = (tuple(int(x) for x in arm.split(":")) for arm in arms)
+    ratios = []
+    for index in range(pairs):
+        rates = {}
+        for arm in (a, b) if index % 2 == 0 else (b, a):
+            rates[arm] = rate, headline = monitored(script, arm[0], arm[1], seconds)
+            print(f"pair {index + 1}: {arm[0]} workers beside {arm[1]} hogs: "
+                  f"{rate:.2f} samples/s", flush=True)  # fmt: skip
+            if arm[1]:
+                print(f"  headline: {headline.get('id')}: {headline.get('expected_gain')}: "
+                      f"{headline.get('action')}", flush=True)  # fmt: skip
+        rate_a, rate_b = rates[a][0], rates[b][0]
+        ratios.append(rate_b / rate_a if rate_a else float("nan"))
+        print(f"pair {index + 1}: {arms[1]} / {arms[0]} = {ratios[-1]:.3f}", flush=True)
+    print(
+        f"{script}: {arms[1]} / {arms[0]} (workers:hogs): median {statistics.median(ratios):.3f}, "
+        f"range {min(ratios):.3f}-{max(ratios):.3f} ({os.cpu_count()} cores, {pairs} pairs of "
+        f"{seconds:g} s runs)"
+    )
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, nargs=2, default=(2, 3), metavar=("A", "B"))
     parser.add_argument("--pairs", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--give-cores", action="store_true", help="hogs against none")
+    parser.add_argument("--by-hand", choices=sorted(BY_HAND), help="a 0-worker loader, monitored")
+    parser.add_argument("--arms", nargs=2, default=("0:2", "0:0"), metavar=("A", "B"))
     args = parser.parse_args()
+    if args.by_hand:
+        return by_hand(args.by_hand, list(args.arms), args.pairs, args.seconds)
     if args.give_cores:
         return give_cores(args.workers[0], args.pairs, args.seconds)
     a, b = args.workers

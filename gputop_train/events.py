@@ -63,25 +63,28 @@ class Event:
 
 
 EVENTS: dict[str, type[Event]] = {}  # kind -> class: the recording's schema, in one place
-# Frame class -> the event a hook's frame of that class becomes (the hook client applies it,
-# with the socket's PID, for a frame it has no handler of its own for).
+# Frame class -> the event a hook's frame of that class becomes: the hook client applies it,
+# with the socket's PID, for every frame it has no handler of its own for (the facts among them).
 FROM_FRAME: dict[type[wire.Frame], type[Event]] = {}
 E = TypeVar("E", bound=type[Event])
 
 
 def event(
-    kind: str, informational: bool = False, frame: type[wire.Frame] | None = None
+    kind: str,
+    informational: bool = False,
+    frame: type[wire.Frame] | tuple[type[wire.Frame], ...] = (),
 ) -> Callable[[E], E]:
     """Register an event class under ``kind`` (its name in a recording; never reuse one);
-    with ``frame``, the wire frame class that becomes this event (``from_frame``)."""
+    with ``frame``, the wire frame class (or classes) that become this event
+    (``from_frame``): the one route of a hook's frame into the session."""
+    frames = frame if isinstance(frame, tuple) else (frame,)
 
     def register(cls: E) -> E:
-        if kind in EVENTS or (frame is not None and frame in FROM_FRAME):
+        if kind in EVENTS or any(f in FROM_FRAME for f in frames):
             raise ValueError(f"event kind {kind!r} or its frame registered twice")
         cls.kind, cls.informational = kind, informational
         EVENTS[kind] = cls
-        if frame is not None:
-            FROM_FRAME[frame] = cls
+        FROM_FRAME.update(dict.fromkeys(frames, cls))
         return cls
 
     return register
@@ -329,7 +332,8 @@ class ProcsSampled(Event):
         )
 
 
-# The frames that carry a fact about the job; the session keeps the latest of each.
+# The frames that carry a fact about the job, each one ``FactSeen``; the session keeps them, by
+# class, to find the one in force at any time (session/observe.py ``fact_at``).
 FACT_FRAMES: tuple[type[wire.Frame], ...] = (
     wire.Loader,
     wire.Syncs,
@@ -341,7 +345,7 @@ FACT_FRAMES: tuple[type[wire.Frame], ...] = (
 )
 
 
-@event("fact")
+@event("fact", frame=FACT_FRAMES)
 @dataclass(frozen=True)
 class FactSeen(Event):
     """A fact frame (FACT_FRAMES), typed: ``wire.decode_frame`` checked every field, live

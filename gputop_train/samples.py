@@ -64,7 +64,8 @@ class ProcSample:
     io_write_bps: float | None
     status: str | None
     # % of one core the process was ready to run but waited for a CPU (run-queue wait,
-    # collect/run_wait.py); measured for DataLoader workers only; None: not measured.
+    # collect/run_wait.py); measured for DataLoader workers and training processes (a loader
+    # with no workers loads in the training process); None: not measured.
     run_wait_pct: float | None = None
 
 

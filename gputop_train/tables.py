@@ -144,13 +144,13 @@ class PhaseLine:
                     row.phase.failed,
                     row.steps,
                     row.warmup_s,
-                    row.samples_per_s,
+                    phase.samples_per_s,
                     row.step_ms_p50,
                     row.data_wait_pct,
                     row.gpu_util_pct,
                     row.tensor_active_pct,
                     row.peak_mem_bytes,
-                    row.speedup,
+                    phase.speedup,
                     phase.headline,
                 )
             )

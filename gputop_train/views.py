@@ -5,7 +5,7 @@ the summary (so the record says what the screen said). Plain-data serialisers to
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from . import format as fmt
@@ -28,6 +28,10 @@ class PhaseView:
     row: PhaseRow
     findings: tuple[Finding, ...]
     efficiency: Efficiency
+    # The phase's throughput and its speed-up over the first phase's: the autopilot's settled
+    # figure where it judged the phase (the ledger's), else the row's measured steps'.
+    samples_per_s: float | None = None
+    speedup: float | None = None
 
     @property
     def headline(self) -> str:
@@ -74,20 +78,73 @@ class View:
 
 
 def view_of(snap: Snapshot) -> View:
-    phases = tuple(
-        PhaseView(row, tuple(findings(row.observation)), efficiency(row.observation))
-        for row in snap.phases
-    )
+    phases = _phase_views(snap)
     measure = over_phases(efficiency(snap.observation, snap.steps), [p.efficiency for p in phases])
     achieved, mfu = measure.achieved_tflops, measure.mfu_pct
+    advice = [_after_trials(f, snap.autopilot) for f in findings(snap.observation)]
     return View(
         snap=snap,
-        findings=tuple(_stalled(snap) + findings(snap.observation)),
+        findings=tuple(_stalled(snap) + advice),
         achieved_tflops=achieved,
         mfu_pct=mfu,
         phases=phases,
         figures=_figures(snap, achieved, mfu),
         efficiency=measure,
+    )
+
+
+def _phase_views(snap: Snapshot) -> tuple[PhaseView, ...]:
+    """Each phase with its findings, and one throughput: where the autopilot judged the phase,
+    its settled figure, so the phase table and the ledger read one figure for one phase
+    (issue 46: 1.24x in the table beside 0.72x in the ledger)."""
+    judged = pilot_rates(snap.autopilot)
+    rates = [judged.get(row.phase.index, row.samples_per_s) for row in snap.phases]
+    first = next((rate for rate in rates if rate), None)
+    return tuple(
+        PhaseView(
+            row,
+            tuple(findings(row.observation)),
+            efficiency(row.observation),
+            rate,
+            rate / first if rate and first else None,
+        )
+        for row, rate in zip(snap.phases, rates, strict=True)
+    )
+
+
+def pilot_rates(autopilot: dict[str, Any] | None) -> dict[int, float]:
+    """The settled samples/s the autopilot judged each phase on (a trial's and its
+    baseline's), by phase; none where its rates are steps/s (the job's samples unknown)."""
+    if not isinstance(autopilot, dict) or autopilot.get("unit", "samples/s") != "samples/s":
+        return {}
+    rates: dict[int, float] = {}
+    for trial in _dicts(autopilot.get("trials")):
+        for phase, rate in (
+            (trial.get("baseline_phase"), trial.get("baseline_samples_per_s")),
+            (trial.get("phase"), trial.get("samples_per_s")),
+        ):
+            figure = _number(rate)
+            if isinstance(phase, int) and figure:
+                rates[phase] = figure
+    return rates
+
+
+def _after_trials(finding: Finding, autopilot: dict[str, Any] | None) -> Finding:
+    """A finding whose change the autopilot measured and took back says so, with what it
+    measured, and promises no gain (issue 46: "up to 2.4x" stood beside a revert at 0.98x)."""
+    if not isinstance(autopilot, dict):
+        return finding
+    mine = [t for t in _dicts(autopilot.get("trials")) if t.get("source") == finding.id]
+    last = mine[-1] if mine else None
+    if last is None or last.get("decision") not in ("reverted", "failed"):
+        return finding
+    gain = _number(last.get("gain"))
+    measured = f"measured {gain:.2f}x" if gain is not None else "not measured"
+    said = f"{last.get('change')} {measured} and {last.get('decision')} (autopilot)"
+    return replace(
+        finding,
+        expected_gain=said,
+        action=f"{finding.action}; the autopilot tried {said}: {last.get('reason')}",
     )
 
 
@@ -131,7 +188,7 @@ def _data_wait_text(data_wait_pct: float | None, host_gap_pct: float | None) -> 
 
 
 def parts_reason(snap: Snapshot) -> str | None:
-    return (snap.step_parts_fact or {}).get("reason")
+    return snap.step_parts_fact.reason if snap.step_parts_fact else None
 
 
 _PART_LABELS = {
@@ -295,7 +352,7 @@ def status_fields(view: View) -> dict[str, Any]:
         "tokens_per_s": _round(steps.tokens_per_s, 1),
         "host_gap_pct": _round(steps.host_gap_pct, 1),
         "step_parts": breakdown_dict(steps.parts, parts_reason(snap)),
-        "timed_model": (snap.step_parts_fact or {}).get("model"),
+        "timed_model": snap.step_parts_fact.model if snap.step_parts_fact else None,
         "memory": memory_dict(snap.memory),
         "ranks": rank_dicts(snap),
         "job_gpus": job_gpus_dict(snap),
@@ -463,13 +520,13 @@ def phase_dicts(view: View) -> list[dict[str, Any]]:
             "warmup_steps": p.row.warmup_steps,
             "warmup_s": _round(p.row.warmup_s, 2),
             "measured_s": _round(p.row.measured_s, 2),
-            "samples_per_s": _round(p.row.samples_per_s, 1),
+            "samples_per_s": _round(p.samples_per_s, 1),
             "step_ms_p50": _round(p.row.step_ms_p50, 2),
             "data_wait_pct": _round(p.row.data_wait_pct, 1),
             "gpu_util_pct": _round(p.row.gpu_util_pct, 1),
             "tensor_active_pct": _round(p.row.tensor_active_pct, 1),
             "peak_mem_bytes": p.row.peak_mem_bytes,
-            "speedup": _round(p.row.speedup, 3),
+            "speedup": _round(p.speedup, 3),
             "achieved_tflops": _significant(p.efficiency.achieved_tflops),
             "mfu_pct": _significant(p.efficiency.mfu_pct),
             "headline": p.headline,
@@ -541,7 +598,7 @@ def ledger_lines(autopilot: dict[str, Any] | None) -> list[str]:
                 f"{_times(_number(trial.get('gain')))}" + _settled_note(trial)
             )
         elif decision in ("reverted", "failed", "refused"):
-            lines.append(f"{decision} {trial.get('change')}: {trial.get('reason')}")
+            lines.append(f"{decision} {trial.get('change')}{_phases(trial)}: {trial.get('reason')}")
     for edit in _dicts(autopilot.get("edits_left")):
         gain = edit.get("expected_gain") or "gain not estimated"
         lines_in = edit.get("lines")
@@ -551,6 +608,12 @@ def ledger_lines(autopilot: dict[str, Any] | None) -> list[str]:
     if autopilot.get("replay"):
         lines.append(f"replay: {autopilot['replay']}")
     return lines
+
+
+def _phases(trial: dict[str, Any]) -> str:
+    """Which phase a trial measured against which: the phase table's rows of the figures."""
+    phase, baseline = trial.get("phase"), trial.get("baseline_phase")
+    return f" (phase {phase} against phase {baseline})" if phase and baseline else ""
 
 
 def _dicts(value: Any) -> list[dict[str, Any]]:

@@ -49,7 +49,7 @@ def test_the_summaries_and_the_knobs_tab_show_the_ledger() -> None:
     assert "- start -> end: 320 -> 640 samples/s (2.00x, both settled)" in text
     kept = "- kept precision=bf16 (from gpu.mixed_precision): predicted 2.00x, settled 2.00x"
     assert kept in text
-    assert "- reverted compile=true: 1.00x < 1.03x: does not pay" in text
+    assert "- reverted compile=true (phase 3 against phase 2): 1.00x < 1.03x: does not pay" in text
     assert (
         "- edit left: model.sdpa (up to 1.6x): torch.nn.functional.scaled_dot_product_attention"
         "(q, k, v, is_causal=True) [gpt.py:88 softmax (x12)]"

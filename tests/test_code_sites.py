@@ -46,15 +46,17 @@ def marked(run: HookedRun, tag: str) -> str:
 
 
 def test_the_loader_fact_says_where_the_script_constructed_the_dataloader(run: HookedRun) -> None:
-    (fact, *_) = run.session.facts("loader")
-    site = fact["constructed_at"]
+    (fact, *_) = run.session.facts(wire.Loader)
+    site = fact.constructed_at
+    assert site is not None
     assert site["file"] == str(SCRIPT) and f"code_sites.py:{site['line']}" == marked(run, "loader")
     assert site["op"].startswith("return DataLoader(data, batch_size=4")
 
 
 def test_the_census_says_where_the_hand_written_attention_is_called(run: HookedRun) -> None:
-    (workload,) = [f for f in run.session.facts("workload") if f.get("census")]
-    census = workload["census"]
+    (workload,) = [f for f in run.session.facts(wire.Workload) if f.census]
+    census = workload.census
+    assert census is not None
     assert census["manual_attention"] == 1
     site = census["attention_at"]
     assert site["file"] == str(SCRIPT) and f"code_sites.py:{site['line']}" == marked(
@@ -64,7 +66,7 @@ def test_the_census_says_where_the_hand_written_attention_is_called(run: HookedR
 
 
 def test_the_sdpa_finding_and_its_edit_name_the_attention_line(run: HookedRun) -> None:
-    seen = Workload.from_frame(run.session.facts("workload")[-1])
+    seen = Workload.from_frame(run.session.facts(wire.Workload)[-1].fields())
     assert seen.attention_at is not None
     # The CPU run's own window has no GPU to be busy: the GPU figures are the rule tests'.
     o = observe(

@@ -183,7 +183,7 @@ def test_the_live_session_equals_its_replay(sequence: list[tuple[float, events.E
         assert a == b
     assert live.steps() == replayed.steps()
     assert live.gpu_ticks() == replayed.gpu_ticks()
-    for kind in ("loader", "syncs", "flops", "model"):
+    for kind in events.FACT_FRAMES:
         assert live.facts(kind) == replayed.facts(kind)
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from gputop_train import wire
 from gputop_train.hook.forward_probe import count_inputs
 from gputop_train.session import stats
 from tests.support.hooked import HookedRun, run_hooked
@@ -29,8 +30,8 @@ def truth(run: HookedRun) -> list[dict]:
 
 
 def reason(run: HookedRun) -> str | None:
-    facts = run.session.facts("step_parts")
-    return facts[-1].get("reason") if facts else None
+    facts = run.session.facts(wire.StepParts)
+    return facts[-1].reason if facts else None
 
 
 def test_a_nanogpt_loop_counts_batch_x_block_x_accumulation(tmp_path: Path) -> None:
@@ -68,7 +69,7 @@ def test_count_samples_and_count_tokens_override_the_forward(tmp_path: Path) -> 
 def test_a_compiled_model_is_counted_through_its_wrapper(tmp_path: Path) -> None:
     run = hooked(tmp_path, "compiled", "steps=5")
     assert [(s.samples, s.tokens) for s in run.steps[1:]] == [(4, 64)] * 4
-    assert run.session.facts("step_parts")[-1]["model"] == "OptimizedModule(TinyGPT)"
+    assert run.session.facts(wire.StepParts)[-1].model == "OptimizedModule(TinyGPT)"
 
 
 def test_a_model_compiled_in_place_is_counted(tmp_path: Path) -> None:
@@ -81,7 +82,7 @@ def test_a_model_compiled_in_place_is_counted(tmp_path: Path) -> None:
 def test_ddp_is_counted_through_its_wrapper(tmp_path: Path) -> None:
     run = hooked(tmp_path, "ddp", "accum=2", "steps=5")
     assert [(s.samples, s.tokens) for s in run.steps[1:]] == [(8, 128)] * 4
-    assert run.session.facts("step_parts")[-1]["model"] == "DistributedDataParallel(TinyGPT)"
+    assert run.session.facts(wire.StepParts)[-1].model == "DistributedDataParallel(TinyGPT)"
 
 
 def test_evaluation_forwards_are_not_training_samples(tmp_path: Path) -> None:
@@ -106,7 +107,7 @@ def test_bad_input_reads_na_with_its_reason(tmp_path: Path, loop: str, why: str)
 
 def test_backward_without_an_optimizer_makes_no_step_and_no_error(tmp_path: Path) -> None:
     run = hooked(tmp_path, "backward_only", "steps=6")
-    assert run.steps == [] and run.session.facts("step_parts") == []
+    assert run.steps == [] and run.session.facts(wire.StepParts) == []
 
 
 def test_what_a_forward_receives() -> None:

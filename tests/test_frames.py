@@ -128,8 +128,9 @@ def test_the_hook_client_hands_the_session_typed_events_by_frame_class() -> None
     assert snap.hooked[0].pid == connection.pid and snap.hooked[0].argv == ("train.py",)
     assert snap.total_steps == 2
     assert session.knob("num_workers").value == 4
-    assert session.facts("loader") == [{"type": "loader", "num_workers": 4, "pin_memory": False}]
-    assert session.facts("flops") == [FLOPS]  # the hello's latest, for a late monitor
+    assert session.facts(wire.Loader) == [wire.Loader(num_workers=4, pin_memory=False)]
+    # the hello's latest, for a late monitor
+    assert [f.fields() for f in session.facts(wire.Flops)] == [FLOPS]
     assert any("knob num_workers: busy" in n for n in snap.notices)
     assert any(n.endswith("] hi") for n in snap.notices)
     assert connection.said_bye and snap.dropped_frames == 0

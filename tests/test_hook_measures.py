@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from gputop_train import wire
 from tests.support.hooked import run_hooked
 
 pytest.importorskip("torch")
@@ -64,18 +65,18 @@ def test_a_validation_pass_between_steps_is_not_training_data(tmp_path: Path) ->
     assert [s.batches for s in run.steps] == [1] * 30
     after_eval = [s for s in run.steps if s.step in (11, 21)]
     assert all(s.step_ms >= 100.0 and s.data_ms < 50.0 for s in after_eval)
-    loaders = run.session.facts("loader")  # the training loader's epoch only
-    assert [frame["shape"] for frame in loaders] == [[8, 4]]
+    loaders = run.session.facts(wire.Loader)  # the training loader's epoch only
+    assert [frame.shape for frame in loaders] == [[8, 4]]
 
 
 def test_the_precision_facts_come_from_the_forward_pass(tmp_path: Path) -> None:
     run = run_hooked("autocast_loop", "steps=6", tmp_path=tmp_path)
-    frames = run.session.facts("model")
-    assert frames and frames[0]["step"] == 2
-    assert frames[0]["autocast"] == "bfloat16" and frames[0]["param_dtype"] == "float32"
-    assert frames[0]["cuda"] is False and frames[0]["compiled"] is False
+    frames = run.session.facts(wire.Model)
+    assert frames and frames[0].step == 2
+    assert frames[0].autocast == "bfloat16" and frames[0].param_dtype == "float32"
+    assert frames[0].cuda is False and frames[0].compiled is False
     plain = run_hooked("sleepy", "batch_ms=0", "step_ms=1", "steps=3", tmp_path=tmp_path)
-    assert [frame["autocast"] for frame in plain.session.facts("model")] == ["off"]
+    assert [frame.autocast for frame in plain.session.facts(wire.Model)] == ["off"]
 
 
 def test_threads_training_side_by_side_are_not_merged_into_one_step(tmp_path: Path) -> None:

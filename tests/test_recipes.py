@@ -23,6 +23,7 @@ from gputop_train.monitor.monitor import Monitor, default_samplers
 from gputop_train.record.reader import read, replay_all
 from gputop_train.record.recorder import Recorder
 from gputop_train.session import model
+from gputop_train.session import observe as observing
 from gputop_train.session.model import Session
 from gputop_train.session.stats import Observation
 from gputop_train.tui import layout
@@ -126,6 +127,46 @@ def test_a_new_fact_is_one_frame_one_event_and_one_handler(
     replayed = replay_all(read(tmp_path / "run.jsonl")).snapshot()
     assert replayed.readings["tokens"] == live.readings["tokens"]
     assert replayed.dropped_frames == 1
+
+
+def test_a_new_fact_the_advisor_reads_is_one_frame_and_its_line_in_fact_frames(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same one route (``events.FROM_FRAME``): a fact frame becomes ``FactSeen``, and the
+    session keeps it typed, by its class, for ``observe.fact_at`` to read by attribute."""
+    monkeypatch.setattr(wire, "FRAMES", dict(wire.FRAMES))
+    monkeypatch.setattr(events, "FROM_FRAME", dict(events.FROM_FRAME))
+
+    @wire.frame("batch_tokens")  # 1. the frame (and its row in docs/protocol.md)
+    @dataclass(frozen=True)
+    class BatchTokens(wire.Frame):
+        tokens: int | None = None
+
+    # 2. its line in events.FACT_FRAMES (which @event("fact", frame=FACT_FRAMES) registers)
+    monkeypatch.setattr(events, "FACT_FRAMES", (*events.FACT_FRAMES, BatchTokens))
+    monkeypatch.setitem(events.FROM_FRAME, BatchTokens, events.FactSeen)
+
+    clock = [100.0]
+    session = Session(command=("train.py",), clock=lambda: clock[0])
+    recorder = Recorder(tmp_path / "run.jsonl", {"command": ["train.py"]})
+    session.listener = recorder.record_event
+    session.apply(events.ProcessHello.of(JOB_PID, {"rank": None}))
+    client = HookClient(session, set, directory=tmp_path)
+    ours, theirs = socket.socketpair()
+    connection = _Connection(JOB_PID, ours)
+    sent = BatchTokens(tokens=4096).encode() + BatchTokens(tokens="many").encode()  # type: ignore[arg-type]
+    for raw in connection.decoder.feed(sent):
+        client._dispatch(connection, raw)
+    for sock in (ours, theirs):
+        sock.close()
+    client.close()
+    recorder.close()
+    seen = observing.fact_at(session._series(), BatchTokens, clock[0])
+    assert seen == BatchTokens(tokens=4096) and seen.tokens == 4096  # typed, by attribute
+    assert session.facts(BatchTokens) == [BatchTokens(tokens=4096)]
+    assert session.snapshot().dropped_frames == 1  # the frame whose tokens were a string
+    replayed = replay_all(read(tmp_path / "run.jsonl"))
+    assert replayed.facts(BatchTokens) == session.facts(BatchTokens)
 
 
 # -- Add a rule: a function of an Observation in its family's module, one entry in RULES ----

@@ -175,10 +175,10 @@ def test_the_memory_audit_splits_the_peak() -> None:
         400,
         800,
     )
-    audit = MemoryAudit.from_frame(frame.fields())
+    audit = MemoryAudit.from_frame(frame)
     assert audit is not None and audit.activations == 5000 - 1800 and audit.cache == 3000
     assert audit.alloc_retries == 2 and audit.ooms == 0 and audit.peak_pct == 50.0
-    assert MemoryAudit.from_frame({"params_bytes": True}) == MemoryAudit()  # bool: N/A
+    assert MemoryAudit.from_frame(None) is None  # not audited yet
     assert MemoryAudit().activations is None  # not audited: N/A, not 0
 
 

@@ -226,13 +226,7 @@ class HookClient:
             )
         for fact in frame.latest or ():
             if fact.get("type") in FACTS:
-                self._on_fact(connection, wire.decode_frame(fact))
-
-    def _on_fact(self, connection: _Connection, frame: wire.Frame | None) -> None:
-        if frame is None:
-            self._session.apply(events.FramesDropped(1))
-            return
-        self._session.apply(events.FactSeen.from_frame(connection.pid, frame))
+                self._dispatch(connection, fact)
 
     def _on_waiting(self, connection: _Connection, frame: wire.Waiting) -> None:
         """A stall's question, answered (monitor/stall.py reads it)."""
@@ -325,5 +319,4 @@ _HANDLERS: dict[type[wire.Frame], Callable[[HookClient, _Connection, Any], None]
     wire.Knobs: HookClient._on_knobs,
     wire.KnobApplied: HookClient._on_knob_applied,
     wire.Waiting: HookClient._on_waiting,
-    **{cls: HookClient._on_fact for cls in events.FACT_FRAMES},
 }

@@ -182,8 +182,8 @@ class Monitor:
         snap = self.session.snapshot()
         if not snap.hooked:
             return "sync scans need the hook: this job runs without it (docs/advisor.md)"
-        model = self.session.facts("model")
-        if model and model[-1].get("cuda") is False:
+        model = self.session.facts(wire.Model)
+        if model and model[-1].cuda is False:
             return "the job runs on the CPU: it has no host-device syncs to scan"
         self.client.send(wire.ScanSyncs().encode())
         return "sync scan requested: the next step is scanned (file:line of each sync)"

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from .. import wire
 from .steps import Step
 
 PART_NAMES = ("data", "forward", "backward", "optimizer", "rest")
@@ -85,23 +86,19 @@ class MemoryAudit:
     device_total: int | None = None
 
     @classmethod
-    def from_frame(cls, frame: dict | None) -> MemoryAudit | None:
-        if not frame:
+    def from_frame(cls, frame: wire.MemoryAudit | None) -> MemoryAudit | None:
+        """The frame's figures, as the wire checked them; None before the first audit."""
+        if frame is None:
             return None
-
-        def number(name: str) -> int | None:
-            value = frame.get(name)
-            return value if isinstance(value, int) and not isinstance(value, bool) else None
-
         return cls(
-            params=number("params_bytes"),
-            grads=number("grads_bytes"),
-            optimizer=number("optimizer_bytes"),
-            allocated_peak=number("allocated_peak"),
-            reserved_peak=number("reserved_peak"),
-            alloc_retries=number("alloc_retries"),
-            ooms=number("ooms"),
-            device_total=number("device_total"),
+            params=frame.params_bytes,
+            grads=frame.grads_bytes,
+            optimizer=frame.optimizer_bytes,
+            allocated_peak=frame.allocated_peak,
+            reserved_peak=frame.reserved_peak,
+            alloc_retries=frame.alloc_retries,
+            ooms=frame.ooms,
+            device_total=frame.device_total,
         )
 
     @property

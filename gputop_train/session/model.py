@@ -12,20 +12,21 @@ import math
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from dataclasses import replace as _replace
 from typing import Any
 
-from .. import events
+from .. import events, wire
 from ..samples import GpuSample, ProcSample, StackShares
 from . import job_gpus, observe, stats
 from .comm import HOLD_WINDOWS
 from .gpu_tracking import GpuTracking
 from .job_end import stop_seen
-from .job_gpus import GpuFigures, JobGpus
-from .phases import KnobState, Phase, PhaseRow, PhaseTable, knob_state
-from .series import ChartBinner, ChartSeries
+from .knob_phases import KnobPhases
+from .phases import KnobState, PhaseTable
+from .series import ChartBinner
+from .snapshot import HookedProcess, JobState, Snapshot
 from .steps import Step
 
 # 100k steps is hours of a fast loop at ~100 bytes each.
@@ -35,95 +36,6 @@ MAX_PROC_TICKS = 7200  # two hours of 1 Hz process samples
 MAX_FACTS = 10_000  # of each kind: one per epoch, scan or knob change; years of those
 # The default window for the live figures: long enough to hold several slow steps.
 DEFAULT_WINDOW_S = 10.0
-
-
-@dataclass(frozen=True)
-class HookedProcess:
-    """A training process that the monitor is connected to (from its hello frame)."""
-
-    pid: int
-    argv: tuple[str, ...]
-    rank: int | None
-    torch_version: str | None
-    host: str | None
-    connected: bool
-    local_rank: int | None = None
-    world_size: int | None = None
-
-
-@dataclass(frozen=True)
-class JobState:
-    running: bool = True
-    exit_code: int | None = None
-    stderr_tail: tuple[str, ...] = ()
-    stopped_by: str | None = None  # a stop asked for (q, Ctrl+C, a closed pipe): not a failure
-
-    @property
-    def failed(self) -> bool:
-        return not self.running and self.exit_code not in (0, None) and self.stopped_by is None
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """Everything a front end draws, at one instant. Immutable: safe to hand across threads."""
-
-    t: float
-    started_at: float
-    command: tuple[str, ...]
-    job: JobState
-    gpu_names: tuple[str | None, ...]
-    nvml_error: str | None
-    hooked: tuple[HookedProcess, ...]
-    total_steps: int
-    total_samples: int | None
-    window_s: float
-    steps: stats.StepStats
-    gpu: stats.GpuStats
-    procs: stats.ProcStats
-    latest_gpus: tuple[GpuSample, ...]
-    processes: tuple[ProcSample, ...]
-    notices: tuple[str, ...]  # the last MAX_NOTICES
-    dropped_frames: int
-    charts: ChartSeries | None = None
-    knobs: tuple[KnobState, ...] = ()
-    phases: tuple[PhaseRow, ...] = ()
-    # What the advisor judges: the current phase's measured steps in the window, with the GPU
-    # and CPU figures of the time they ran. None while there are too few (``advice_wait``).
-    observation: stats.Observation | None = None
-    phase: int = 1  # the number of the phase now running
-    stacks: StackShares | None = None  # the latest py-spy window, for a job without the hook
-    advice_wait: str | None = None  # why there is no observation yet
-    # The autopilot's (or --try's) state and trial table, as plain data; None when off.
-    autopilot: dict[str, Any] | None = None
-    notice_count: int = 0  # notices ever made: new ones are those past the count last shown
-    readings: dict[str, dict[str, Any]] = field(default_factory=dict)  # latest per sampler
-    # Who each GPU is (index order), as dcgm-exporter labels it: UUID and PCI bus id.
-    gpu_uuids: tuple[str | None, ...] = ()
-    gpu_pci_bus_ids: tuple[str | None, ...] = ()
-    # The job's GPUs and why (session/job_gpus.py); every GPU's figures over the window,
-    # the job's and the others (marked), in index order.
-    job_gpus: JobGpus | None = None
-    gpus: tuple[GpuFigures, ...] = ()
-    # What is happening while there are no figures to show ("waiting for the first
-    # optimizer.step() (12 s)..."): the screen explains itself as it happens.
-    activity_note: str | None = None
-    # The primary process's steps made before this monitor started (an attach, a replay of
-    # one): total_steps counts from the job's start, the elapsed time from the monitor's.
-    steps_before_start: int = 0
-    run_steps: stats.StepStats | None = None  # the whole run's figures, once the job ended
-    # Each hooked process's own figures over the window, by rank (torchrun), then PID.
-    ranks: tuple[stats.RankStats, ...] = ()
-    ended_at: float | None = None  # when the job ended (Unix s); None while it runs
-    # The hook's latest memory audit, and its step_parts fact: the module whose forwards
-    # are counted and timed, or why none is (docs/steps.md).
-    memory: stats.MemoryAudit | None = None
-    step_parts_fact: dict[str, Any] | None = None
-
-    @property
-    def elapsed_s(self) -> float:
-        """The run's duration so far; once the job has ended, its whole run (the clock stops
-        with the job, however long the screen stays open)."""
-        return (self.ended_at if self.ended_at is not None else self.t) - self.started_at
 
 
 @dataclass
@@ -151,16 +63,14 @@ class Session:
         self._steps_before: dict[int, int] = {}  # per PID: its last step before started_at
         self._samples_by_pid: dict[int, int] = {}  # every process's samples so far
         self._step_pids: set[int] = set()  # every process that has sent a step
-        self._knobs: dict[str, KnobState] = {}
-        self._knob_seq: dict[int, int] = {}
-        # loader / syncs / flops frames as they came, to find the one in force at any time
-        self._facts: dict[str, list[tuple[float, dict[str, Any]]]] = {}
+        self._knob_phases = KnobPhases(self.started_at)
+        # the fact frames (events.FACT_FRAMES) as they came, by class, with when each was seen
+        self._facts: dict[type[wire.Frame], list[tuple[float, wire.Frame]]] = {}
         self._proc_ticks: deque[stats.ProcTick] = deque(maxlen=MAX_PROC_TICKS)
         self.cpu_count: int | None = None
         self.driver: str | None = None
         # Called with every event applied: the recorder's way in.
         self.listener: Callable[[events.Event], None] | None = None
-        self._phases: list[Phase] = [Phase(1, "start", 1, self.started_at)]
         self._binners: dict[tuple[float, int], ChartBinner] = {}  # per chart window
         self._phase_table = PhaseTable()
         self._stacks: tuple[float, StackShares] | None = None
@@ -223,58 +133,18 @@ class Session:
     def _on_knobs(self, item: events.KnobsDeclared) -> None:
         """The knobs a process advertised (hello or knobs frame); the primary's are shown."""
         with self._lock:
-            if item.pid != self._primary_pid_locked():
-                return
-            for spec in item.knobs:
-                state = knob_state(spec)
-                if state is not None:
-                    old = self._knobs.get(state.name)
-                    pending = old.pending if old else None
-                    self._knobs[state.name] = KnobState(**{**state.__dict__, "pending": pending})
+            if item.pid == self._primary_pid_locked():
+                self._knob_phases.declared(item.knobs)
 
     def _on_knob_requested(self, item: events.KnobRequested) -> None:
         with self._lock:
-            if item.name in self._knobs:
-                self._knobs[item.name] = _replace(
-                    self._knobs[item.name], pending=item.value, error=None
-                )
+            self._knob_phases.requested(item.name, item.value)
 
     def _on_knob_outcome(self, item: events.KnobOutcome) -> None:
         """The value in force; a real change opens a phase."""
-        pid, name, seq, step = item.pid, item.name, item.seq, item.step
         with self._lock:
-            if pid != self._primary_pid_locked() or name not in self._knobs:
-                return
-            if seq is not None:  # the hello's history and a live frame can overlap
-                if seq <= self._knob_seq.get(pid, 0):
-                    return
-                self._knob_seq[pid] = seq
-            ok, value = item.ok, item.value
-            if not isinstance(value, (bool, int, str)):
-                return  # not an outcome a hook sends: no value in force to show
-            error = None if ok else (item.error or "refused")
-            self._knobs[name] = _replace(self._knobs[name], value=value, pending=None, error=error)
-            if step is None:
-                return
-            t = item.t if item.t is not None else self.clock()
-            before = list(self._phases)
-            if item.reverted:
-                current = self._phases[-1]
-                revert = f"revert {name}={value}"
-                if current.first_step == step + 1 and current.change.startswith("revert"):
-                    self._phases[-1] = _replace(current, change=f"{current.change}, {revert}")
-                else:
-                    self._phases[-1] = _replace(current, failed=error)
-                    self._phases.append(Phase(len(self._phases) + 1, revert, step + 1, t))
-            elif ok and value != item.previous:
-                current = self._phases[-1]
-                change = f"{name}={value}"
-                if current.first_step == step + 1:  # several changes at one boundary
-                    self._phases[-1] = _replace(current, change=f"{current.change}, {change}")
-                else:
-                    self._phases.append(Phase(len(self._phases) + 1, change, step + 1, t))
-            for index, phase in enumerate(self._phases):  # only the phases that changed
-                if index >= len(before) or phase != before[index]:
+            if item.pid == self._primary_pid_locked():
+                for phase in self._knob_phases.outcome(item, self.clock()):
                     self._tell(events.PhaseOpened(asdict(phase)))
 
     def _on_steps(self, item: events.StepRows) -> None:
@@ -329,6 +199,7 @@ class Session:
                 for p in processes
                 if p.role == "worker" and p.run_wait_pct is not None
             ),
+            main_wait=_sum_or_none(p.run_wait_pct for p in processes if p.role == "main"),
             loaders=sum(1 for p in processes if p.role == "main"),
         )
         with self._lock:
@@ -345,16 +216,14 @@ class Session:
             self._stacks = (self.clock(), item.stacks)
 
     def _on_fact(self, item: events.FactSeen) -> None:
-        """The primary process's latest fact frames, kept as their known fields (a field the
-        hook did not send is absent): ``wire.decode_frame`` checked each already."""
-        kind = item.frame.TYPE
-        known = {name: value for name, value in item.frame.fields().items() if value is not None}
+        """The primary process's fact frames, typed as the wire decoded them, by class."""
+        frame = item.frame
         with self._lock:
-            if isinstance(known.get("device_uuid"), str):  # a model frame: every rank's device
-                self._gpus.device_reported(item.pid, known["device_uuid"])
+            if isinstance(frame, wire.Model) and frame.device_uuid:  # every rank's device
+                self._gpus.device_reported(item.pid, frame.device_uuid)
             if item.pid == self._primary_pid_locked():
-                facts = self._facts.setdefault(kind, [])
-                facts.append((self.clock(), known))
+                facts = self._facts.setdefault(type(frame), [])
+                facts.append((self.clock(), frame))
                 del facts[:-MAX_FACTS]
 
     def _on_autopilot(self, item: events.AutopilotChanged) -> None:
@@ -486,10 +355,10 @@ class Session:
         with self._lock:
             return list(self._steps)
 
-    def facts(self, kind: str) -> list[dict[str, Any]]:
-        """The primary process's ``kind`` frames (loader, syncs, flops, model), oldest first."""
+    def facts(self, kind: type[observe.F]) -> list[observe.F]:
+        """The primary process's frames of a fact class (``wire.Loader``, ...), oldest first."""
         with self._lock:
-            return [frame for _, frame in self._facts.get(kind, ())]
+            return [frame for _, frame in self._facts.get(kind, ())]  # type: ignore[misc]
 
     def common_step(self, ahead_s: float, min_ahead: int) -> int | None:
         """A step every rank of a multi-process job has still to reach: the furthest step
@@ -509,7 +378,7 @@ class Session:
 
     def knob(self, name: str) -> KnobState | None:
         with self._lock:
-            return self._knobs.get(name)
+            return self._knob_phases.knobs.get(name)
 
     def snapshot(
         self,
@@ -568,10 +437,10 @@ class Session:
                 notices=tuple(self._notices),
                 dropped_frames=self._dropped_frames,
                 charts=charts,
-                knobs=tuple(self._knobs.values()),
+                knobs=tuple(self._knob_phases.knobs.values()),
                 phases=tuple(
                     self._phase_table.rows(
-                        self._phases,
+                        self._knob_phases.phases,
                         self._steps,
                         self._gpus.job,
                         primary,
@@ -581,7 +450,7 @@ class Session:
                 if with_phases
                 else (),
                 observation=observation,
-                phase=len(self._phases),
+                phase=len(self._knob_phases.phases),
                 stacks=self._stacks[1] if self._stacks else None,
                 advice_wait=advice_wait,
                 autopilot=self._autopilot,
@@ -595,8 +464,8 @@ class Session:
                     self._held_steps(end, window_s, replaced),
                 ),
                 ended_at=None if self._job.running else self._job_ended_at,
-                memory=stats.MemoryAudit.from_frame(observe.fact_at(series, "memory_audit", end)),
-                step_parts_fact=observe.fact_at(series, "step_parts", end),
+                memory=stats.MemoryAudit.from_frame(observe.fact_at(series, wire.MemoryAudit, end)),
+                step_parts_fact=observe.fact_at(series, wire.StepParts, end),
                 job_gpus=self._gpus.chosen,
                 gpus=job_gpus.gpu_figures(every_gpu, self._gpus.chosen),
             )
@@ -649,7 +518,7 @@ class Session:
         """The series an observation reads (lock held)."""
         return observe.Series(
             primary=self._primary_pid_locked(),
-            phases=self._phases,
+            phases=self._knob_phases.phases,
             last_step=self._last_step,
             gpu=self._gpus.job,
             proc_ticks=self._proc_ticks,
@@ -661,6 +530,7 @@ class Session:
             cpu_count=self.cpu_count,
             rank_stats=self._rank_stats,
             job_gpus=self._gpus.chosen,
+            workers_max=self._knob_phases.workers_max(),
         )
 
     def _known_figures(
@@ -744,3 +614,8 @@ _HANDLERS: dict[type[events.Event], Callable[[Session, Any], None]] = {
     events.StopAsked: Session._on_stop,
     events.JobEnded: Session._on_job_ended,
 }
+
+
+def _sum_or_none(values: Iterable[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None

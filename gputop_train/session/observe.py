@@ -8,15 +8,16 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from dataclasses import replace as _replace
-from typing import Any
+from typing import TypeVar, cast
 
+from .. import wire
 from ..samples import DATA_WAIT, GpuSample, StackShares
 from . import stats
 from .clocks import gpu_clocks
 from .job_gpus import JobGpus, gpu_figures
 from .phases import WARMUP_STEPS, Phase
 from .steps import Step
-from .workload import Workload, code_site
+from .workload import Workload
 
 # The advisor judges a window only with this many measured (post-warm-up) steps covering this
 # many seconds: short runs on the H100 drew "GPU under-used" and "launch-bound" headlines from
@@ -26,6 +27,7 @@ MIN_ADVICE_STEPS = 5
 MIN_ADVICE_S = 2.0
 
 Ticks = Sequence[tuple[GpuSample, ...]]
+F = TypeVar("F", bound=wire.Frame)
 
 
 @dataclass(frozen=True)
@@ -37,7 +39,7 @@ class Series:
     last_step: Mapping[int, int]  # per PID, its last step
     gpu: Ticks
     proc_ticks: Sequence[stats.ProcTick]
-    facts: Mapping[str, Sequence[tuple[float, dict[str, Any]]]]  # kind -> (seen, frame)
+    facts: Mapping[type[wire.Frame], Sequence[tuple[float, wire.Frame]]]  # (seen, frame)
     stacks: tuple[float, StackShares] | None  # when seen, py-spy's latest window
     hooked: int  # how many processes are hooked
     world_size: int | None  # the job's ranks, as the hooks' WORLD_SIZE says; None: unknown
@@ -46,6 +48,7 @@ class Series:
     # Per hooked process, its figures over some steps (the session's, for its identities).
     rank_stats: Callable[[Sequence[Step]], tuple[stats.RankStats, ...]]
     job_gpus: JobGpus | None = None  # the job's GPUs: ``gpu`` holds their samples only
+    workers_max: int | None = None  # the workers knob's maximum (Observation.workers_max)
 
 
 def advice_window(
@@ -102,14 +105,14 @@ def observe_measured(
     return observe(series, timed + ranks, ticks, start, stop, known), None
 
 
-def fact_at(series: Series, kind: str, t: float) -> dict[str, Any] | None:
-    """The latest fact of a kind known at time ``t``."""
+def fact_at(series: Series, kind: type[F], t: float) -> F | None:
+    """The latest frame of a fact class (``wire.Loader``, ...) known at time ``t``."""
     found = None
     for seen, frame in series.facts.get(kind, ()):
         if seen > t:
             break
         found = frame
-    return found
+    return cast("F | None", found)
 
 
 def observe(
@@ -125,16 +128,14 @@ def observe(
     procs = ticks_covering(series.proc_ticks, start, end)
     node_workers, worker_cpu, main_cpu, system_cpu = stats.mean_worker_cpu(procs)
     room = stats.cpu_room(procs)
-    loader = fact_at(series, "loader", end) or {}
+    loader = fact_at(series, wire.Loader, end) or wire.Loader()
     ranks_here = stats.local_ranks(procs)
-    workers = stats.loader_workers(loader.get("num_workers"), node_workers, ranks_here)
-    epochs = sum(1 for seen, _ in series.facts.get("loader", ()) if start <= seen <= end)
-    syncs = fact_at(series, "syncs", end)
-    flops = fact_at(series, "flops", end) or {}
-    per_sample = None
-    if isinstance(flops.get("flops"), int) and flops.get("samples"):
-        per_sample = flops["flops"] / flops["samples"]
-    shape = loader.get("shape")
+    workers = stats.loader_workers(loader.num_workers, node_workers, ranks_here)
+    epochs = sum(1 for seen, _ in series.facts.get(wire.Loader, ()) if start <= seen <= end)
+    syncs = fact_at(series, wire.Syncs, end)
+    flops = fact_at(series, wire.Flops, end) or wire.Flops(None)
+    parts = fact_at(series, wire.StepParts, end) or wire.StepParts()
+    workload = fact_at(series, wire.Workload, end)
     step_stats, wait_source = known or stats.step_stats(steps, series.primary), "hook"
     if not steps and series.stacks:
         step_stats = _replace(step_stats, data_wait_pct=series.stacks[1].shares[DATA_WAIT])
@@ -153,29 +154,34 @@ def observe(
         worker_cpu_pct=worker_cpu,
         main_cpu_pct=main_cpu,
         cpu_count=series.cpu_count,
-        batch_dtype=loader.get("dtype"),
-        batch_shape=tuple(shape) if isinstance(shape, list) else None,
-        batch_bytes=loader.get("bytes"),
-        pin_memory=loader.get("pin_memory"),
-        persistent_workers=loader.get("persistent_workers"),
-        syncs_per_step=syncs.get("count") if syncs else None,
-        sync_sites=tuple(syncs.get("sites") or ()) if syncs else (),
-        flops_per_sample=per_sample,
-        model=stats.ModelFacts.from_frame(fact_at(series, "model", end)),
-        flops_per_step=float(flops["flops"]) if isinstance(flops.get("flops"), int) else None,
-        workload=Workload.from_frame(fact_at(series, "workload", end)),
+        batch_dtype=loader.dtype,
+        batch_shape=tuple(loader.shape) if loader.shape is not None else None,
+        batch_bytes=loader.bytes,
+        pin_memory=loader.pin_memory,
+        persistent_workers=loader.persistent_workers,
+        syncs_per_step=syncs.count if syncs else None,
+        sync_sites=tuple(syncs.sites) if syncs else (),
+        flops_per_sample=flops.flops / flops.samples
+        if flops.flops is not None and flops.samples
+        else None,
+        model=stats.ModelFacts.from_frame(fact_at(series, wire.Model, end)),
+        flops_per_step=float(flops.flops) if flops.flops is not None else None,
+        # The hook's workload parts are read by session/workload.py from the frame's fields.
+        workload=Workload.from_frame(workload.fields() if workload else None),
         data_wait_source=wait_source,
         system_cpu_pct=system_cpu,
         epochs=epochs,
         window_s=end - start,
         job_cpu_pct=room.job_cpu_pct,
         usable_cores=room.usable_cores,
-        memory=stats.MemoryAudit.from_frame(fact_at(series, "memory_audit", end)),
-        step_parts_reason=(fact_at(series, "step_parts", end) or {}).get("reason"),
-        timed_model=(fact_at(series, "step_parts", end) or {}).get("model"),
+        memory=stats.MemoryAudit.from_frame(fact_at(series, wire.MemoryAudit, end)),
+        step_parts_reason=parts.reason,
+        timed_model=parts.model,
         local_ranks=ranks_here,
         worker_run_wait_pct=stats.mean_worker_wait(procs),
-        loader_site=code_site(loader.get("constructed_at")),
+        main_run_wait_pct=stats.mean_main_wait(procs),
+        workers_max=series.workers_max,
+        loader_site=loader.constructed_at,
     )
 
 

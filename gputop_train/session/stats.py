@@ -241,25 +241,24 @@ class ModelFacts:
     optimizer_fused: bool | None = None
 
     @classmethod
-    def from_frame(cls, frame: dict | None) -> ModelFacts:
-        if not frame:
+    def from_frame(cls, frame: wire.Model | None) -> ModelFacts:
+        """The frame's fields, as the wire checked them; all None without one."""
+        if frame is None:
             return cls()
-        capability = frame.get("capability")
+        capability = frame.capability or []
         return cls(
-            cuda=_bool_or_none(frame.get("cuda")),
-            capability=tuple(capability[:2]) if isinstance(capability, list) else None,
-            autocast=frame.get("autocast") if isinstance(frame.get("autocast"), str) else None,
-            param_dtype=frame.get("param_dtype")
-            if isinstance(frame.get("param_dtype"), str)
-            else None,
-            tf32_matmul=_bool_or_none(frame.get("tf32_matmul")),
-            tf32_cudnn=_bool_or_none(frame.get("tf32_cudnn")),
-            channels_last=_bool_or_none(frame.get("channels_last")),
-            compiled=_bool_or_none(frame.get("compiled")),
-            matmul_precision=_str_or_none(frame.get("matmul_precision")),
-            optimizer=_str_or_none(frame.get("optimizer")),
-            optimizer_foreach=_bool_or_none(frame.get("optimizer_foreach")),
-            optimizer_fused=_bool_or_none(frame.get("optimizer_fused")),
+            cuda=frame.cuda,
+            capability=(capability[0], capability[1]) if len(capability) >= 2 else None,
+            autocast=frame.autocast,
+            param_dtype=frame.param_dtype,
+            tf32_matmul=frame.tf32_matmul,
+            tf32_cudnn=frame.tf32_cudnn,
+            channels_last=frame.channels_last,
+            compiled=frame.compiled,
+            matmul_precision=frame.matmul_precision,
+            optimizer=frame.optimizer,
+            optimizer_foreach=frame.optimizer_foreach,
+            optimizer_fused=frame.optimizer_fused,
         )
 
     @property
@@ -269,14 +268,6 @@ class ModelFacts:
         if self.autocast is None and self.param_dtype == "float32":
             return None  # compiled code may autocast inside its graph: unknown
         return {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}.get(dtype or "")
-
-
-def _bool_or_none(value: object) -> bool | None:
-    return value if isinstance(value, bool) else None
-
-
-def _str_or_none(value: object) -> str | None:
-    return value if isinstance(value, str) else None
 
 
 @dataclass(frozen=True)
@@ -300,7 +291,7 @@ class Observation:
     pin_memory: bool | None
     persistent_workers: bool | None
     syncs_per_step: int | None
-    sync_sites: tuple[dict, ...]
+    sync_sites: tuple[wire.SyncSite, ...]
     flops_per_sample: float | None
     model: ModelFacts = ModelFacts()
     flops_per_step: float | None = None  # FlopCounterMode over one whole optimizer step
@@ -335,6 +326,12 @@ class Observation:
     # Mean % of one core each worker was ready to run but waited for a CPU (run-queue wait,
     # collect/run_wait.py); None: not measured.
     worker_run_wait_pct: float | None = None
+    # The same of the training process (its threads together, as ``main_cpu_pct``): a loader
+    # with no workers loads in it.
+    main_run_wait_pct: float | None = None
+    # The most workers the job's workers knob takes (the script's, else the hook's built-in
+    # one, as the autopilot picks it); None: no such knob.
+    workers_max: int | None = None
     # Where the script constructed the DataLoader of the latest loader fact (hook); None:
     # not seen (a loader built before the hook, or by a library it could not tell apart).
     loader_site: wire.CodeSite | None = None
@@ -418,6 +415,7 @@ class ProcTick:
     job: float | None = None  # every process of the job together, % of one core
     usable_cores: float | None = None  # the cores the job may use (affinity, cgroup quota)
     worker_waits: tuple[float, ...] = ()  # each worker's run-queue wait, % of one core
+    main_wait: float | None = None  # the training processes' run-queue wait, as ``main``
     loaders: int = 0  # the training processes ("main" roles), each with its own loader
 
 
@@ -465,17 +463,22 @@ def mean_worker_wait(proc_ticks: Sequence[ProcTick]) -> float | None:
     return _mean(wait for tick in proc_ticks for wait in tick.worker_waits)
 
 
+def mean_main_wait(proc_ticks: Sequence[ProcTick]) -> float | None:
+    """The training processes' mean run-queue wait over process samples, % of one core."""
+    return _mean(tick.main_wait for tick in proc_ticks)
+
+
 def local_ranks(proc_ticks: Sequence[ProcTick]) -> int:
     """The training processes on this node over process samples (at least one)."""
     counts = [tick.loaders for tick in proc_ticks if tick.loaders]
     return max(1, round(sum(counts) / len(counts))) if counts else 1
 
 
-def loader_workers(num_workers: object, node_workers: int | None, ranks: int) -> int | None:
+def loader_workers(num_workers: int | None, node_workers: int | None, ranks: int) -> int | None:
     """One loader's workers: what the primary rank's hook says its DataLoader has
     (``num_workers``), else the node's worker processes shared by its ranks. Two ranks of 4
     workers each read 4, not 8 (issue 37: the sum told a loader to go to 12)."""
-    if isinstance(num_workers, int) and not isinstance(num_workers, bool) and num_workers >= 0:
+    if num_workers is not None and num_workers >= 0:
         return num_workers
     return None if node_workers is None else round(node_workers / max(1, ranks))
 

@@ -9,15 +9,17 @@ from .finding import Change, Finding
 from .loaders import (
     cores_evidence,
     cores_left,
+    loaders_starved,
     loading_waits_elsewhere,
     main_process_limits,
+    main_starved,
     one_worker_per_core,
     others_hold_cores,
     waiting_workers,
+    within_knob,
     worker_evidence,
     workers_busy,
     workers_idle,
-    workers_starved,
 )
 from .window import (
     gpu_activity,
@@ -94,6 +96,7 @@ def more_workers(o: Observation) -> Finding | None:
         free = o.free_per_rank
         added = max(1, round(free)) if free is not None else current  # unknown: double
         suggested = min(cores, current + added)
+    suggested = within_knob(o, suggested)
     if suggested <= current:
         return None
     wait_gain = _input_gain(o)
@@ -123,13 +126,18 @@ def input_saturated(o: Observation) -> Finding | None:
     evidence = [wait_evidence(o), worker_evidence(o), cores_evidence(o)]
     # Other processes hold the cores, the job's loaders busy on what they get: the shared
     # machine is the limit, and more workers would only take CPU from the others.
-    starved = others_hold_cores(o) and workers_starved(o)
+    starved = others_hold_cores(o) and loaders_starved(o)
     shared = others_hold_cores(o) and (starved or not one_worker_per_core(o))
     # Starved workers fewer than the cores: one per core spreads the job's share of the CPU
     # over every core, more than that only splits it (on the 2-core dev box beside 2 hogs,
     # 1 -> 3 workers ran 1.22x, 2 -> 3 ran 0.81x: docs/advisor.md).
     per_core = _starved_per_core(o) if starved else None
-    if per_core is not None:
+    if per_core is not None and not o.workers:
+        no_workers = (
+            "; with the cores as they are, one worker per core beside the training process "
+            f"at most: num_workers {per_core} (more than one per core will not help)"
+        )
+    elif per_core is not None:
         no_workers = (
             f"; with the cores as they are, one worker per core at most: num_workers "
             f"{per_core} (more than one per core will not help)"
@@ -199,24 +207,34 @@ def input_saturated(o: Observation) -> Finding | None:
 
 
 def _cores_of_its_own_gain(o: Observation) -> float:
-    """What cores of its own give a job whose starved workers wait for a CPU, at the least:
-    the input then runs (CPU + run-queue wait) / CPU times faster, and the step loses at most
-    its wait, so the step gains at least the smaller of the two (the training process,
-    starved too, only adds to it). Measured: 2 starved workers beside 2 hogs on the 2-core
-    dev box, told "at least 2.5x" by this rule's inputs, ran 19.8x (1.17 -> 23.3 steps/s)
-    once the hogs went (2026-11-27 16:36 UTC, docs/advisor.md): each hand-off between the
-    job's processes waits for a CPU too, which no share of the CPU counts."""
-    cpu, wait = o.worker_cpu_pct or 0.0, o.worker_run_wait_pct or 0.0
+    """What cores of its own give a job whose starved loaders (its workers, else the training
+    process) wait for a CPU, at the least: the input then runs (CPU + run-queue wait) / CPU
+    times faster, and the step loses at most its wait, so the step gains at least the smaller
+    of the two (the training process, starved too, only adds to it). Measured: 2 starved
+    workers beside 2 hogs on the 2-core dev box, told "at least 2.5x" by this rule's inputs,
+    ran 19.8x (1.17 -> 23.3 steps/s) once the hogs went (2026-11-27 16:36 UTC,
+    docs/advisor.md): each hand-off between the job's processes waits for a CPU too, which no
+    share of the CPU counts. A loader with no workers: docs/advisor.md, issue 46."""
+    if o.workers:
+        cpu, wait = o.worker_cpu_pct or 0.0, o.worker_run_wait_pct or 0.0
+    else:
+        cpu, wait = o.main_cpu_pct or 0.0, o.main_run_wait_pct or 0.0
     faster = (cpu + wait) / cpu if cpu > 0 else _input_gain(o)
     return min(_input_gain(o), faster)
 
 
 def _starved_per_core(o: Observation) -> int | None:
-    """One starved worker per core of the rank's share, where that is more than it has."""
+    """One starved worker per core of the rank's share, where that is more than it has; with
+    none, one per core beside the training process's (issue 46: beside 2 hogs on the 2-core
+    dev box, 0 -> 1 worker measured 1.09x and 1.36x, 0 -> 4 workers 0.60x and 0.99x); within
+    the workers knob's range."""
     room = o.room_per_rank
-    if room is None or not o.workers:
+    if room is None:
         return None
-    per_core = int(room)
+    if not o.workers:
+        per_core = within_knob(o, int(room) - 1) if main_starved(o) else 0
+        return per_core if per_core >= 1 else None
+    per_core = within_knob(o, int(room))
     return per_core if per_core > o.workers else None
 
 
@@ -279,6 +297,7 @@ def idle_workers(o: Observation) -> Finding | None:
         return None  # the job's own work saturates its cores (input_saturated)
     restarts = o.persistent_workers is False and o.epochs >= 2
     suggested = waiting_workers(o)
+    more = suggested > (o.workers or 0)  # else the workers knob stops where they are
     if restarts:
         action = (
             "set persistent_workers=True (and keep one DataLoader): the workers are started "
@@ -288,11 +307,16 @@ def idle_workers(o: Observation) -> Finding | None:
     else:
         # Workers that wait (storage, network, a sleep) deliver more batches by number; what
         # is not their wait shows between batches.
-        action = (
-            f"raise DataLoader num_workers to {suggested}: each worker waits on something "
-            "other than its CPU (storage, network), and more of them overlap the waits; else "
+        between = (
             "look at what happens between batches: a DataLoader re-created per step, "
             "collation or copies in the training process (py-spy dump shows where it waits)"
+        )
+        action = (
+            f"raise DataLoader num_workers to {suggested}: each worker waits on something "
+            f"other than its CPU (storage, network), and more of them overlap the waits; else "
+            f"{between}"
+            if more
+            else between
         )
     gain = _input_gain(o)
     return Finding(
@@ -311,7 +335,9 @@ def idle_workers(o: Observation) -> Finding | None:
         gain,
         changes=(Change("persistent_workers", True),)
         if restarts
-        else (Change("workers", suggested),),
+        else (Change("workers", suggested),)
+        if more
+        else (),
     )
 
 

@@ -36,6 +36,11 @@ WAITING_WORKERS_PER_CORE = 4
 # The training process at this CPU (one core = 100) while input-bound and the workers have
 # time to spare: it, not the workers, is what the input waits for (pinning, unpacking).
 MAIN_PROCESS_BUSY_PCT = 90.0
+# A training process that loads its own batches (no workers) is starved of CPU when it is
+# ready to run at the busy line (CPU + run-queue wait, as a worker) and waits for a CPU at
+# least this share of that time. Issue 46: the CPU demo beside 2 hogs on the 2-core dev box
+# waited 1.3 s on the run queue for each 0.7 s it ran (65%); alone it waits a few %.
+MAIN_STARVED_SHARE = 0.25
 
 
 def workers_idle(o: Observation) -> bool:
@@ -62,6 +67,27 @@ def workers_starved(o: Observation) -> bool:
     if not o.workers or cpu is None or wait is None or workers_busy(o):
         return False
     return cpu + wait >= WORKER_SATURATED_PCT
+
+
+def main_starved(o: Observation) -> bool:
+    """No workers, and the training process, which loads every batch, is ready to compute
+    but waits for a CPU (run-queue wait): other processes, not storage, hold its input."""
+    cpu, wait = o.main_cpu_pct, o.main_run_wait_pct
+    if o.workers or cpu is None or wait is None:
+        return False
+    return cpu + wait >= WORKER_SATURATED_PCT and wait >= MAIN_STARVED_SHARE * (cpu + wait)
+
+
+def loaders_starved(o: Observation) -> bool:
+    """The processes that load the batches (the workers, else the training process) are
+    starved of CPU."""
+    return workers_starved(o) or main_starved(o)
+
+
+def within_knob(o: Observation, workers: int) -> int:
+    """A proposed worker count within the range of the job's workers knob (the built-in one
+    stops at the machine's cores): a proposal the knob refuses is no proposal."""
+    return workers if o.workers_max is None else min(workers, o.workers_max)
 
 
 def one_worker_per_core(o: Observation) -> bool:
@@ -94,7 +120,8 @@ def _loaders_cpu_bound(o: Observation) -> bool:
     none, a training process at the busy line (it loads and steps on its own core)."""
     if o.workers:
         return workers_busy(o) or workers_starved(o)
-    return o.main_cpu_pct is not None and o.main_cpu_pct >= MAIN_PROCESS_BUSY_PCT
+    busy = o.main_cpu_pct is not None and o.main_cpu_pct >= MAIN_PROCESS_BUSY_PCT
+    return busy or main_starved(o)
 
 
 def loading_waits_elsewhere(o: Observation) -> bool:
@@ -117,7 +144,7 @@ def waiting_workers(o: Observation) -> int:
     share = min(0.95, wait_pct(o) / 100.0)
     wanted = math.ceil(current / (1.0 - share))
     room = o.room_per_rank or 2.0 / o.local_ranks
-    return max(current + 1, min(wanted, int(WAITING_WORKERS_PER_CORE * room)))
+    return within_knob(o, max(current + 1, min(wanted, int(WAITING_WORKERS_PER_CORE * room))))
 
 
 def main_process_limits(o: Observation) -> bool:
@@ -167,10 +194,16 @@ def cores_evidence(o: Observation) -> str:
 
 def worker_evidence(o: Observation) -> str:
     if not o.workers:
-        return (
+        text = (
             "no DataLoader workers: the training process loads every batch, at "
             f"{fmt.pct(o.main_cpu_pct)} CPU (psutil)"
         )
+        if main_starved(o):
+            text += (
+                f", waiting {fmt.pct(o.main_run_wait_pct)} of a core for a CPU (run queue, "
+                "/proc schedstat): CPU-bound, starved by other processes"
+            )
+        return text
     who = f"{o.workers} workers"
     if o.local_ranks > 1:
         who += f" per rank's loader × {o.local_ranks} ranks on this node"

@@ -147,7 +147,7 @@ def parts_bar(snap: Snapshot) -> Text:
     parts = snap.steps.parts
     text = Text(f" {'step':<10}", style="dim")
     if parts is None:
-        reason = (snap.step_parts_fact or {}).get("reason")
+        reason = snap.step_parts_fact.reason if snap.step_parts_fact else None
         text.append(f"parts {fmt.NA}{': ' + reason if reason else ''}\n", style="dim")
         return text
     for name, letter, style in _PART_STYLES:
