@@ -761,7 +761,8 @@ def checked(value: Any, hint: Any, name: str) -> Any:
                     return checked(value, option, name)
                 except TypeError:
                     continue
-        raise TypeError(f"{name} is not {hint}")
+        named = " or ".join("null" if o is type(None) else _type_name(o) for o in options)
+        raise TypeError(f"{name} must be {named}, not {shown(value)}")
     if hint is bool:
         ok = type(value) is bool
     elif hint is int:
@@ -796,5 +797,10 @@ def checked(value: Any, hint: Any, name: str) -> Any:
     else:
         raise TypeError(f"{name}: no check for {hint}")
     if not ok:
-        raise TypeError(f"{name} is not {getattr(hint, '__name__', hint)}")
+        raise TypeError(f"{name} must be {_type_name(hint)}, not {shown(value)}")
     return value
+
+
+def _type_name(hint: Any) -> str:
+    """A declared type as a refusal names it ("int", "list[str]")."""
+    return hint.__name__ if isinstance(hint, type) and not typing.get_args(hint) else str(hint)

@@ -587,11 +587,20 @@ class Agent:
     def on_frame(self, raw: dict[str, Any], client: int | None = None) -> None:
         """A command from monitor ``client`` (listener thread), decoded and checked by
         ``wire.decode_frame``, to its handler in ``_COMMANDS``; knob changes are queued for a
-        step boundary. ValueError for one that is no command (the listener counts it)."""
-        frame = wire.decode_frame(raw)
-        handler = _COMMANDS.get(type(frame)) if frame is not None else None
-        if handler is None:
+        step boundary. ValueError for one that is no command or has a field of the wrong type
+        (the listener counts it; a malformed set_knob gets its refusal, any other a notice)."""
+        cls = wire.FRAMES.get(raw.get("type"))  # type: ignore[arg-type]
+        handler = _COMMANDS.get(cls) if cls is not None else None
+        if cls is None or handler is None:
             raise ValueError(f"not a command: {wire.shown(raw.get('type'))}")
+        try:
+            frame = cls.decode(raw)
+        except (TypeError, ValueError) as error:  # a field of the wrong type: said, not dropped
+            if cls is wire.SetKnob:
+                self.board.refuse_malformed(raw, str(error))
+            else:
+                self._notices.append(f"hook refused a {cls.TYPE} command: {error}")
+            raise ValueError(f"malformed {cls.TYPE}: {error}") from None
         handler(self, frame, client)
 
     def _on_set_knob(self, frame: wire.SetKnob, client: int | None) -> None:
