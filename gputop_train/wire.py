@@ -43,6 +43,7 @@ WORKLOAD = "workload"  # the step's census, analytic FLOPs, kernel profile, matm
 WAITING = "waiting"  # answer to WHERE_WAITING: the collective the training thread is in now
 STEP_PARTS = "step_parts"  # the model whose forwards are timed and counted, or why none is
 MEMORY_AUDIT = "memory_audit"  # parameters, gradients, optimizer state, allocator peaks
+ROWS_UNRECORDED = "rows_unrecorded"  # the hook stopped appending its rows: the monitor records
 
 # Monitor -> hook.
 SET_KNOB = "set_knob"  # change one knob at the next step boundary
@@ -504,6 +505,9 @@ class Hello(Frame):
     # The PID of the monitor whose recording this process appends its step rows to itself
     # (RECORDING_ENV): that monitor records none of them; None: it appends to none.
     rows_recorded_for: int | None = None
+    # The first step whose row it did not append, having stopped (ROWS_UNRECORDED): that
+    # monitor records this row and every later one itself; None: it still appends them all.
+    rows_unrecorded_from: int | None = None
 
 
 @frame(STEPS)
@@ -523,6 +527,18 @@ class Steps(Frame):
     def encode_rows(pid: int, encoded_rows: list[bytes], at: float | None = None) -> bytes:
         """The fast path: a frame of rows already encoded once by ``encode_row``."""
         return encode_steps(pid, encoded_rows, at)
+
+
+@frame(ROWS_UNRECORDED)
+@dataclass(frozen=True)
+class RowsUnrecorded(Frame):
+    """The hook stopped appending its step rows to the recording of the monitor it named in
+    its hello (``rows_recorded_for``): that monitor records the rows from ``from_step`` on
+    itself. Sent before the rows it concerns (hook/row_log.py)."""
+
+    pid: int
+    from_step: int
+    reason: str
 
 
 @frame(NOTICE)

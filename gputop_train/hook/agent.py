@@ -533,7 +533,8 @@ class Agent:
         if recording and self._launcher is not None:
             from .row_log import RowLog
 
-            self._row_log = RowLog(recording, self.pid, self._launcher, self._say)
+            row_log = RowLog(recording, self.pid, self._launcher, self._say)
+            self._row_log = row_log if row_log.active else None  # else the monitor records
         self.listener = Listener(
             path,
             hello=self.hello,
@@ -655,6 +656,7 @@ class Agent:
             latest=self._latest_taken(),
             step=self._step,
             rows_recorded_for=self._row_log.launcher if self._row_log is not None else None,
+            rows_unrecorded_from=self._row_log.unrecorded_from if self._row_log else None,
         )
 
     # -- lifecycle ------------------------------------------------------------------------
