@@ -148,8 +148,9 @@ def main() -> None:
         commit = subprocess.run(
             ["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=REPO
         ).stdout.strip()
-        meta = {"commit": commit, "machine": os.uname().nodename, "cores": os.cpu_count()}
-        meta.update(date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), argv=sys.argv)
+        meta: dict[str, object] = {"commit": commit, "host": os.uname().nodename}
+        meta.update(cores=os.cpu_count(), argv=sys.argv)
+        meta["date"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
         document = {"meta": meta, "runs": results, "cases": summary}
         args.json.write_text(json.dumps(document, indent=2))
 
