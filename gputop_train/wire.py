@@ -43,6 +43,7 @@ WORKLOAD = "workload"  # the step's census, analytic FLOPs, kernel profile, matm
 WAITING = "waiting"  # answer to WHERE_WAITING: the collective the training thread is in now
 STEP_PARTS = "step_parts"  # the model whose forwards are timed and counted, or why none is
 MEMORY_AUDIT = "memory_audit"  # parameters, gradients, optimizer state, allocator peaks
+ROWS_UNRECORDED = "rows_unrecorded"  # the hook stopped appending its rows: the monitor records
 
 # Monitor -> hook.
 SET_KNOB = "set_knob"  # change one knob at the next step boundary
@@ -514,6 +515,9 @@ class Hello(Frame):
     # The PID of the monitor whose recording this process appends its step rows to itself
     # (RECORDING_ENV): that monitor records none of them; None: it appends to none.
     rows_recorded_for: int | None = None
+    # The first step whose row it did not append, having stopped (ROWS_UNRECORDED): that
+    # monitor records this row and every later one itself; None: it still appends them all.
+    rows_unrecorded_from: int | None = None
 
 
 @frame(STEPS)
@@ -533,6 +537,18 @@ class Steps(Frame):
     def encode_rows(pid: int, encoded_rows: list[bytes], at: float | None = None) -> bytes:
         """The fast path: a frame of rows already encoded once by ``encode_row``."""
         return encode_steps(pid, encoded_rows, at)
+
+
+@frame(ROWS_UNRECORDED)
+@dataclass(frozen=True)
+class RowsUnrecorded(Frame):
+    """The hook stopped appending its step rows to the recording of the monitor it named in
+    its hello (``rows_recorded_for``): that monitor records the rows from ``from_step`` on
+    itself. Sent before the rows it concerns (hook/row_log.py)."""
+
+    pid: int
+    from_step: int
+    reason: str
 
 
 @frame(NOTICE)
@@ -771,7 +787,8 @@ def checked(value: Any, hint: Any, name: str) -> Any:
                     return checked(value, option, name)
                 except TypeError:
                     continue
-        raise TypeError(f"{name} is not {hint}")
+        named = " or ".join("null" if o is type(None) else _type_name(o) for o in options)
+        raise TypeError(f"{name} must be {named}, not {shown(value)}")
     if hint is bool:
         ok = type(value) is bool
     elif hint is int:
@@ -806,5 +823,10 @@ def checked(value: Any, hint: Any, name: str) -> Any:
     else:
         raise TypeError(f"{name}: no check for {hint}")
     if not ok:
-        raise TypeError(f"{name} is not {getattr(hint, '__name__', hint)}")
+        raise TypeError(f"{name} must be {_type_name(hint)}, not {shown(value)}")
     return value
+
+
+def _type_name(hint: Any) -> str:
+    """A declared type as a refusal names it ("int", "list[str]")."""
+    return hint.__name__ if isinstance(hint, type) and not typing.get_args(hint) else str(hint)

@@ -96,12 +96,13 @@ HELLO = wire.Hello(
     knob_history=[OUTCOME.fields()],
     latest=[FACTS[2].fields()],
     rows_recorded_for=1,  # another monitor's: this one records the rows itself
+    rows_unrecorded_from=5,
 )
 # The hello's fields the session has no place for (the monitor reads rows_recorded_for to
 # know who records the rows; the socket names the PID): each one is listed here, so a new
 # field is either carried below or said to be left.
 HELLO_NOT_CARRIED = {"pid", "ppid", "python", "started_at", "step_fields", "step"}
-HELLO_NOT_CARRIED |= {"rows_recorded_for"}
+HELLO_NOT_CARRIED |= {"rows_recorded_for", "rows_unrecorded_from"}
 HELLO_OWN_EVENTS = {"knobs", "knob_history", "latest"}  # each its events, compared below
 ROWS = [[1, T0 + 1, 100.0, 10.0, 8, 1, 90.0, 1, 2, 3, 0.5, 16, 1.0, 2, 3, 4, 5, 6, "gpu"]]
 FROM_HOOK: list[wire.Frame] = [
@@ -112,6 +113,7 @@ FROM_HOOK: list[wire.Frame] = [
     REFUSAL,
     *FACTS,
     wire.Notice("hi", pid=PID),
+    wire.RowsUnrecorded(pid=PID, from_step=2, reason="a write failed"),  # for another monitor
     wire.Waiting(pid=PID, at=T0 + 3, step=2, collective="all_reduce", since=T0 + 2),
     wire.Bye(PID),
 ]

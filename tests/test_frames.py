@@ -41,6 +41,7 @@ EXAMPLES: list[wire.Frame] = [
     wire.AutopilotDone(),
     wire.WhereWaiting(),
     wire.Waiting(pid=7, at=100.0, step=20, collective="all_reduce", since=98.0),
+    wire.RowsUnrecorded(pid=7, from_step=12, reason="a write failed: Read-only file system"),
 ]
 
 

@@ -11,9 +11,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+import torch
+
 from gputop_train import wire
 from gputop_train.hook import knobs
+from gputop_train.hook.agent import Agent
 from gputop_train.hook.knobs import Knob, KnobBoard
+from gputop_train.hook.listener import MAX_CLIENTS
 
 
 def _board(applied: list[Any] | None = None) -> KnobBoard:
@@ -65,6 +70,52 @@ def test_waiting_changes_are_bounded_per_client_and_in_all() -> None:
     _set(board, 5, client=client, at_step=1000)
     (refusal,) = _frames(board)
     assert "from all monitors" in refusal["error"]
+
+
+def test_clients_at_their_limit_leave_room_for_every_other_monitor() -> None:
+    """Issue 46: four clients of 64 changes each filled "256 from all monitors" and locked
+    every other monitor out for up to MAX_STEPS_AHEAD steps. Each connection's share is the
+    whole over the listener's clients, so the most clients connected at once never fill it."""
+    board = _board()
+    for client in range(1, MAX_CLIENTS):
+        for value in range(knobs.MAX_WAITING_PER_CLIENT + 1):  # each one over its share
+            _set(board, value, client=client, at_step=1000)
+    refusals = _frames(board)
+    assert len(refusals) == MAX_CLIENTS - 1
+    assert all("from this monitor" in refusal["error"] for refusal in refusals)
+    for value in range(knobs.MAX_WAITING_PER_CLIENT):  # the last one still has all of its own
+        _set(board, value, client=MAX_CLIENTS, at_step=1000)
+    assert _frames(board) == []
+
+
+@pytest.mark.parametrize("at_step", [True, 1.5, "5", [1], {}])
+def test_a_change_whose_step_is_not_a_number_is_refused_with_the_reason(at_step: Any) -> None:
+    """Issue 46: such a frame was dropped with no outcome, and its monitor waited for ever."""
+    agent = Agent(torch)
+    agent.board.declare(Knob("n", 1, lambda value: None, minimum=0, maximum=9))
+    agent.board.take_outbox()
+    frame = {"type": wire.SET_KNOB, "id": 7, "name": "n", "value": 2, "at_step": at_step}
+    with pytest.raises(ValueError):  # the listener counts it too
+        agent.on_frame(frame, 1)
+    (refusal,) = _frames(agent.board)
+    assert refusal["type"] == wire.KNOB_APPLIED and refusal["ok"] is False
+    assert refusal["id"] == 7 and refusal["name"] == "n" and refusal["value"] == 1
+    assert refusal["error"] == (
+        f"{knobs.MALFORMED}: at_step must be int or null, not {wire.shown(at_step)}"
+    )
+    agent.board.apply_pending(step=1)
+    assert agent.board.knobs["n"].value == 1
+
+
+def test_a_negative_step_is_refused_at_once_saying_what_a_step_is() -> None:
+    board = _board()
+    _set(board, 2, client=1, at_step=-5)
+    (refusal,) = _frames(board)
+    assert refusal["ok"] is False and refusal["step"] is None
+    assert refusal["error"].startswith(f"{knobs.NOT_A_STEP} -5")
+    _set(board, 3, client=1, at_step=1)  # after the first step
+    board.apply_pending(step=1)
+    assert board.knobs["n"].value == 3
 
 
 def test_a_leaving_clients_later_changes_are_dropped_with_an_outcome_each() -> None:

@@ -533,7 +533,8 @@ class Agent:
         if recording and self._launcher is not None:
             from .row_log import RowLog
 
-            self._row_log = RowLog(recording, self.pid, self._launcher, self._say)
+            row_log = RowLog(recording, self.pid, self._launcher, self._say)
+            self._row_log = row_log if row_log.active else None  # else the monitor records
         self.listener = Listener(
             path,
             hello=self.hello,
@@ -587,11 +588,20 @@ class Agent:
     def on_frame(self, raw: dict[str, Any], client: int | None = None) -> None:
         """A command from monitor ``client`` (listener thread), decoded and checked by
         ``wire.decode_frame``, to its handler in ``_COMMANDS``; knob changes are queued for a
-        step boundary. ValueError for one that is no command (the listener counts it)."""
-        frame = wire.decode_frame(raw)
-        handler = _COMMANDS.get(type(frame)) if frame is not None else None
-        if handler is None:
+        step boundary. ValueError for one that is no command or has a field of the wrong type
+        (the listener counts it; a malformed set_knob gets its refusal, any other a notice)."""
+        cls = wire.FRAMES.get(raw.get("type"))  # type: ignore[arg-type]
+        handler = _COMMANDS.get(cls) if cls is not None else None
+        if cls is None or handler is None:
             raise ValueError(f"not a command: {wire.shown(raw.get('type'))}")
+        try:
+            frame = cls.decode(raw)
+        except (TypeError, ValueError) as error:  # a field of the wrong type: said, not dropped
+            if cls is wire.SetKnob:
+                self.board.refuse_malformed(raw, str(error))
+            else:
+                self._notices.append(f"hook refused a {cls.TYPE} command: {error}")
+            raise ValueError(f"malformed {cls.TYPE}: {error}") from None
         handler(self, frame, client)
 
     def _on_set_knob(self, frame: wire.SetKnob, client: int | None) -> None:
@@ -646,6 +656,7 @@ class Agent:
             latest=self._latest_taken(),
             step=self._step,
             rows_recorded_for=self._row_log.launcher if self._row_log is not None else None,
+            rows_unrecorded_from=self._row_log.unrecorded_from if self._row_log else None,
         )
 
     # -- lifecycle ------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import wire
+from .listener import MAX_CLIENTS
 
 
 @dataclass
@@ -66,10 +67,14 @@ CONFIRM_AFTER_STEPS = 20
 # from lately. A change further ahead is refused with this reason (issue 39: 10**15 queued
 # changes were held for ever).
 MAX_STEPS_AHEAD = 100_000
-# Changes waiting for their step, from one client and from all: an honest monitor has one
-# trial's few knobs waiting at a time; the autopilot's trial changes 1-3 knobs at once.
-MAX_WAITING_PER_CLIENT = 64
+# Changes waiting for their step, from all clients and from one: an honest monitor has one
+# trial's few knobs waiting at a time (the autopilot's trial changes 1-3 knobs at once). Each
+# of the listener's MAX_CLIENTS connections has its own share of the whole, so the clients
+# connected at once can never fill it: 4 clients of 64 each locked every other monitor out for
+# up to MAX_STEPS_AHEAD steps (issue 46). The total still bounds what clients that left hold
+# for the next boundary (applied, and gone, at that boundary).
 MAX_WAITING = 256
+MAX_WAITING_PER_CLIENT = MAX_WAITING // MAX_CLIENTS
 # Monitors that left, remembered for a trial being applied as they leave: more than the
 # listener's 8 clients could turn over within one step.
 MAX_GONE_KEPT = 256
@@ -168,6 +173,10 @@ class KnobBoard:
             self._refuse(request_id, knob.name, knob.value, str(error))
             return
         at_step = frame.at_step
+        if at_step is not None and at_step < 0:
+            negative = f"{NOT_A_STEP} {at_step} (the change applies after that step)"
+            self._refuse(request_id, knob.name, knob.value, negative)
+            return
         if at_step is not None and at_step > self.step + MAX_STEPS_AHEAD:
             far = (
                 f"{wire.TOO_FAR_AHEAD} {at_step}: this process is at step {self.step} and takes "
@@ -187,6 +196,15 @@ class KnobBoard:
                     heapq.heappush(self._later, (at_step, next(self._arrivals), change))
         if refusal is not None:
             self._refuse(request_id, knob.name, knob.value, refusal)
+
+    def refuse_malformed(self, raw: dict[str, Any], error: str) -> None:
+        """A set_knob frame whose fields are not of their types (``at_step`` of ``true``,
+        ``1.5``, ``"5"``): refused with the reason, its id and name echoed as sent, never
+        dropped unsaid (issue 46)."""
+        name = raw.get("name")
+        knob = self.knobs.get(name) if isinstance(name, str) else None
+        value = knob.value if knob is not None else None
+        self._refuse(_echoed(raw.get("id")), _echoed(name), value, f"{MALFORMED}: {error}")
 
     def _over_bounds(self, client: int | None) -> str | None:
         """Why one more change from ``client`` may not wait (the lock held), or None."""
@@ -456,6 +474,10 @@ class KnobBoard:
         self.history.append(outcome)
         self._post(outcome.encode())
 
+
+# How a refusal of a change whose fields are not of their types begins, and of a negative step.
+MALFORMED = "malformed set_knob"
+NOT_A_STEP = "at_step must be a step number, 0 or more, not"
 
 # An error text in an outcome (a script's own revert reason can be anything).
 MAX_ERROR_CHARS = 300

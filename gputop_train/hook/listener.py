@@ -143,7 +143,7 @@ class Listener:
         on_frame: Callable[[dict[str, Any], int], None],
         backlog_rows: int = 8192,
         on_leave: Callable[[int], None] | None = None,
-        record_rows: Callable[[list[bytes]], None] | None = None,
+        record_rows: Callable[[int, list[bytes]], wire.Frame | None] | None = None,
     ) -> None:
         self.path = path
         self._hello = hello
@@ -151,7 +151,9 @@ class Listener:
         self._take_frames = take_frames
         self._on_frame = on_frame
         self._on_leave = on_leave
-        self._record_rows = record_rows  # the rows of each send, to the recording too
+        # The rows of each send (from their first step), to the recording too; a frame it
+        # returns (it stopped: wire.RowsUnrecorded) goes out before them.
+        self._record_rows = record_rows
         self._clients: list[_Client] = []
         self._numbers = itertools.count(1)
         self._sent_upto = 0
@@ -413,7 +415,9 @@ class Listener:
             encoded = [wire.encode_row(row) for row in rows]
             self._sent_rows.extend(encoded)
             if self._record_rows is not None:
-                self._record_rows(encoded)
+                stopped = self._record_rows(rows[0][wire.COLUMN["step"]], encoded)
+                if stopped is not None:
+                    self._broadcast(stopped.encode())
             catching_up = [c for c in self._clients if c.backlog]
             for client in catching_up:  # after their backlog, never before it
                 client.backlog += encoded

@@ -7,13 +7,15 @@ appends each batch of rows it sends to the launcher's recording, so what the hoo
 is on disk within a send period whatever the load. It appends only to a regular file of ours
 that the launcher (an ancestor of this process) named, from a descriptor kept out of the
 job's way and checked before each write; it stops for good, said once, on any failure or
-once that launcher is gone (its recording has ended).
+once that launcher is gone (its recording has ended). Stopped while its launcher lives, it
+says from which step (``wire.RowsUnrecorded``), and that monitor records the rest itself.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import resource
 import stat
 import time
 from collections.abc import Callable
@@ -23,11 +25,15 @@ from .listener import held_fd
 
 
 class RowLog:
-    """Appends step rows to ``path``; ``append`` never raises."""
+    """Appends step rows to ``path``; ``append`` never raises. ``unrecorded_from`` is the
+    first step whose row it did not append once it stopped (the monitor records from there;
+    issue 46: a read-only mount, RLIMIT_FSIZE or a job that closes its descriptors left the
+    recording with a fraction of the steps, or none, and its summary said so)."""
 
     def __init__(self, path: str, pid: int, launcher: int, tell: Callable[[str], None]) -> None:
         self.path = path
         self.launcher = launcher
+        self.unrecorded_from: int | None = None
         self._pid = pid
         self._tell = tell
         self._fd: int | None = None
@@ -36,12 +42,12 @@ class RowLog:
         try:
             fd = os.open(path, flags)  # never created here: the launcher's recorder did
         except OSError as error:
-            self._stop(f"cannot open it: {error.strerror or error}")
+            self._stop(f"cannot open it: {error.strerror or error}", 0)
             return
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid():
             os.close(fd)
-            self._stop("not a regular file of ours")
+            self._stop("not a regular file of ours", 0)
             return
         self._fd = held_fd(fd)
         self._identity = (info.st_dev, info.st_ino)
@@ -50,25 +56,36 @@ class RowLog:
     def active(self) -> bool:
         return self._fd is not None
 
-    def append(self, encoded_rows: list[bytes]) -> None:
-        """One line of ``encoded_rows`` (the listener's thread, at each send)."""
+    def append(self, first_step: int, encoded_rows: list[bytes]) -> wire.RowsUnrecorded | None:
+        """One line of ``encoded_rows`` (the listener's thread, at each send), the first of
+        them at step ``first_step``. The frame that says it stopped, the once it does: the
+        listener sends it before these rows."""
         if self._fd is None or not encoded_rows:
-            return
+            return None
         if not wire.process_exists(self.launcher):
             self._close()  # the monitor is gone: its recording has ended
-            return
+            return None
+        line = wire.recorded_steps_line(self._pid, time.time(), encoded_rows)
         try:
             info = os.fstat(self._fd)
-            if (info.st_dev, info.st_ino) != self._identity:
-                self._fd = None  # the job closed ours and reused the number: not ours to touch
-                self._stop("its descriptor was closed by the job")
-                return
-            line = memoryview(wire.recorded_steps_line(self._pid, time.time(), encoded_rows))
-            while line:
-                line = line[os.write(self._fd, line) :]
+        except OSError:
+            info = None
+        if info is None or (info.st_dev, info.st_ino) != self._identity:
+            self._fd = None  # the job closed ours (and may have reused the number): not ours
+            return self._stop("its descriptor was closed by the job", first_step)
+        room = _size_limit()
+        if room is not None and info.st_size + len(line) > room:  # never half a line
+            self._close()
+            why = f"it would pass this process's file size limit (RLIMIT_FSIZE, {room} bytes)"
+            return self._stop(why, first_step)
+        try:
+            view = memoryview(line)
+            while view:
+                view = view[os.write(self._fd, view) :]
         except OSError as error:
             self._close()
-            self._stop(f"a write failed: {error.strerror or error}")
+            return self._stop(f"a write failed: {error.strerror or error}", first_step)
+        return None
 
     def _close(self) -> None:
         fd, self._fd = self._fd, None
@@ -78,5 +95,17 @@ class RowLog:
                 if (info.st_dev, info.st_ino) == self._identity:
                     os.close(fd)
 
-    def _stop(self, why: str) -> None:
-        self._tell(f"the hook stopped appending its steps to {self.path}: {why}")
+    def _stop(self, why: str, first_step: int) -> wire.RowsUnrecorded:
+        self.unrecorded_from = first_step
+        self._tell(
+            f"the hook stopped appending its steps to {self.path}: {why}; the monitor "
+            "records them from here on"
+        )
+        return wire.RowsUnrecorded(pid=self._pid, from_step=first_step, reason=why)
+
+
+def _size_limit() -> int | None:
+    """The largest file this process may write (RLIMIT_FSIZE), or None for no limit: a write
+    past it is cut short mid-line, which would tear the recorder's next line too."""
+    soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    return None if soft == resource.RLIM_INFINITY else soft

@@ -6,6 +6,7 @@ import contextlib
 import os
 import selectors
 import socket
+import sys
 import time
 from collections import deque
 from collections.abc import Callable
@@ -46,7 +47,9 @@ class _Connection:
         self.said_hello = False
         self.said_bye = False
         self.refusal: str | None = None  # the notice of a hook that turned us away
-        self.rows_recorded = False  # its hook records its own rows in our recording
+        # Its hook appends its own rows below this step to our recording (hook/row_log.py):
+        # we record the rest; None: it appends none (we record every row).
+        self.recorded_below: int | None = None
         self.behind = False  # its frames were read late (a status says how far)
         self.steps_per_s = 0.0  # its rate over the last frame of several rows
 
@@ -215,7 +218,9 @@ class HookClient:
     def _on_hello(self, connection: _Connection, frame: wire.Hello) -> None:
         connection.said_hello = True
         # A hook we launched appends its step rows to our recording itself (hook/row_log.py).
-        connection.rows_recorded = frame.rows_recorded_for == os.getpid()
+        ours = frame.rows_recorded_for == os.getpid()
+        stopped = frame.rows_unrecorded_from
+        connection.recorded_below = (EVERY_STEP if stopped is None else stopped) if ours else None
         pid, apply = connection.pid, self._session.apply
         apply(events.ProcessHello.from_frame(pid, frame))
         if frame.knobs is not None:
@@ -261,10 +266,23 @@ class HookClient:
             )
 
     def _on_steps(self, connection: _Connection, frame: wire.Steps) -> None:
-        rows = events.StepRows(connection.pid, tuple(frame.rows))
-        self._session.apply(rows, record=not connection.rows_recorded)
+        below, apply = connection.recorded_below, self._session.apply
+        if below is None:
+            apply(events.StepRows(connection.pid, tuple(frame.rows)))
+        else:  # its hook recorded those below ``below``; the rest are ours to record
+            held = tuple(row for row in frame.rows if _step_of(row) < below)
+            ours = tuple(row for row in frame.rows if _step_of(row) >= below)
+            for rows, record in ((held, False), (ours, True)):
+                if rows:
+                    apply(events.StepRows(connection.pid, rows), record=record)
         if frame.at is not None:
             self._note_lag(connection, time.time() - frame.at, frame.rows)
+
+    def _on_rows_unrecorded(self, connection: _Connection, frame: wire.RowsUnrecorded) -> None:
+        """Its hook stopped appending rows to our recording (its notice says why): we record
+        them from ``from_step`` on."""
+        if connection.recorded_below is not None:
+            connection.recorded_below = min(connection.recorded_below, frame.from_step)
 
     def _note_lag(self, connection: _Connection, lag_s: float, rows: list[Any]) -> None:
         """How far behind the job this monitor reads it (a frame read ``lag_s`` after it was
@@ -311,6 +329,17 @@ class HookClient:
 # Each frame the monitor reads that needs more than one event, to its handler; a frame that
 # is one event needs no line here: its event class names it (events.FROM_FRAME,
 # docs/architecture.md, "Add a fact").
+# A hook that appends every row to our recording appends those below this step.
+EVERY_STEP = sys.maxsize
+
+
+def _step_of(row: object) -> int:
+    """A row's step; a malformed row sorts past every step (recorded here, counted by the
+    session as dropped)."""
+    step = row[0] if isinstance(row, list) and row else None
+    return step if type(step) is int else EVERY_STEP
+
+
 _HANDLERS: dict[type[wire.Frame], Callable[[HookClient, _Connection, Any], None]] = {
     wire.Hello: HookClient._on_hello,
     wire.Steps: HookClient._on_steps,
@@ -319,4 +348,5 @@ _HANDLERS: dict[type[wire.Frame], Callable[[HookClient, _Connection, Any], None]
     wire.Knobs: HookClient._on_knobs,
     wire.KnobApplied: HookClient._on_knob_applied,
     wire.Waiting: HookClient._on_waiting,
+    wire.RowsUnrecorded: HookClient._on_rows_unrecorded,
 }
