@@ -125,10 +125,19 @@ def _add_monitor_options(parser: argparse.ArgumentParser) -> None:
         "read the metrics (other local users included)",
     )
     parser.add_argument(
+        "--job",
         "--prometheus-job",
+        dest="prometheus_job",
         metavar="NAME",
-        help="the train_job label of the metrics (default: the script's name); give every "
-        "node's monitor of one job the same name, and two jobs different ones",
+        help="the job's name in the metrics (train_job; default: the script's name and "
+        "torchrun's --rdzv-id or SLURM_JOB_ID); give every node's monitor of one job the same "
+        "name, and two jobs different ones",
+    )
+    parser.add_argument(
+        "--node",
+        metavar="NAME",
+        help="this node's name in the metrics (default: SLURM_NODEID, torchrun's --node-rank, "
+        "else the host name)",
     )
     parser.add_argument(
         "--prometheus-linger",
