@@ -161,3 +161,37 @@ def test_the_verdict_has_no_session_import() -> None:
         in {"__future__", "statistics", "collections", "dataclasses", "typing"}
         for name in imported
     )
+
+
+def test_the_session_keeps_the_span_the_verdict_holds_over() -> None:
+    from gputop_train.session import comm
+
+    assert comm.HOLD_WINDOWS == HOLD_WINDOWS
+
+
+def test_the_advisor_names_what_the_verdict_names() -> None:
+    """The node's advisor reads the same verdict: a slow node of the ranks it sees is named as
+    a node, with the ranks in the finding (the job view and the alerts read the same rule)."""
+    from gputop_train.advise import rules, stragglers
+    from gputop_train.session.comm import CommStats
+    from gputop_train.session.stats import RankIdentity, RankStats, StepStats
+    from tests.support.observations import observe
+    from tests.support.ranks import held_steps
+
+    def rank(index: int, host: str, wait_ms: float) -> RankStats:
+        figures = StepStats(30, 18.0, 144.0, 56.0, 56.0, 1.0, None)
+        who = RankIdentity(100 + index, index, index, host)
+        comm = CommStats(30, wait_ms, wait_ms, 100 * wait_ms / 56.0)
+        return RankStats(who, figures, 30, 240, (), comm, held_steps([wait_ms] * 30, 56.0, 0.5))
+
+    o = observe(
+        ranks=(rank(0, "a", 30.0), rank(1, "a", 31.0), rank(2, "b", 1.0), rank(3, "b", 1.2))
+    )
+    verdict = stragglers.verdict_of(o)
+    found = rules.straggler(o)
+    assert verdict is not None and found is not None
+    assert (verdict.kind, verdict.node, found.ranks) == ("node", "b", (2, 3))
+    assert found.title == (
+        "Slow node: node b (ranks 2, 3) compute slower, and the other nodes' ranks wait for them"
+    )
+    assert found.evidence[0] == verdict.evidence

@@ -177,24 +177,24 @@ def _verdict(
         next(iter({s.rank.node for s in last})) if len({s.rank.node for s in last}) == 1 else None
     )
     cause, covers = _cause(ranks, held, gap)
+    one = len(ranks) == 1
+    its, it = ("its", "it") if one else ("their", "them")
     who = (
         f"node {node} (ranks {_listed(ranks)})"
         if kind == "node"
-        else f"rank{'s' if len(ranks) > 1 else ''} {_listed(ranks)}"
-        + (f" on {node}" if node else "")
+        else f"rank{'' if one else 's'} {_listed(ranks)}" + (f" on {node}" if node else "")
     )
     lead = max(last, key=lambda s: s.gap_ms)
+    most = "" if one else " the most"
+    figures = f"{_ms(lead.own_ms)}{most}, the others' median {_ms(lead.others_ms)}"
     figure = {
-        "wait": (
-            f"the other ranks wait {_ms(gap)} a step for {'them' if len(ranks) > 1 else 'it'} "
-            f"in collectives ({'its' if len(ranks) == 1 else 'their'} wait {_ms(lead.own_ms)}, "
-            f"the others' median {_ms(lead.others_ms)})"
-        ),
-        "step": f"its step is {_ms(gap)} longer ({_ms(lead.own_ms)}, the others' median "
-        f"{_ms(lead.others_ms)})",
-        "input": f"its input takes {_ms(gap)} a step more ({_ms(lead.own_ms)}, the others' "
-        f"median {_ms(lead.others_ms)})",
+        "wait": f"the other ranks wait {_ms(gap)} a step for {it} in collectives ({its} wait "
+        f"{figures})",
+        "step": f"{its} step is {_ms(gap)} longer ({figures})",
+        "input": f"{its} input takes {_ms(gap)} a step more ({figures})",
     }[lead.figure]
+    if cause is not None and cause == lead.figure:
+        covers = f"{its} {cause} covers the gap"
     evidence = (
         f"{who}: {figure}, over the line of {_ms(lead.line_ms)} ({GAP_SHARE:.0%} of the "
         f"{_ms(step)} step, or {MAD_K:g} MADs of the others) in each of the last "
@@ -218,7 +218,7 @@ def _cause(
         if mine is not None and theirs is not None and mine - theirs >= CAUSE_COVERS * gap:
             return name, (
                 f"{'its' if len(ranks) == 1 else 'their'} {name} takes {_ms(mine)} a step, "
-                f"the other ranks' {_ms(theirs)}: it covers the gap"
+                f"the other ranks' {_ms(theirs)} (median): it covers the gap"
             )
     return None, None
 
@@ -228,12 +228,13 @@ def _input(rank: RankWindow) -> float | None:
 
 
 def _compute(rank: RankWindow) -> float | None:
-    """Its own work: given, else its step less its input and its wait in collectives."""
+    """Its own work: given, else its step less its input and its wait in collectives (none
+    where not measured: ranks that do not meet)."""
     if rank.compute_ms is not None:
         return rank.compute_ms
-    if rank.step_ms is None or rank.wait_ms is None:
+    if rank.step_ms is None:
         return None
-    return max(0.0, rank.step_ms - (rank.input_ms or 0.0) - rank.wait_ms)
+    return max(0.0, rank.step_ms - (rank.input_ms or 0.0) - (rank.wait_ms or 0.0))
 
 
 def _job_verdict(held: list[list[RankWindow]]) -> Verdict | None:
