@@ -21,6 +21,7 @@ EPILOG = """commands:
   gputop-train report FILE [-o report.html]      one self-contained HTML page with plots
   gputop-train compare A B [--format text|md|json]   two recordings side by side
   gputop-train check --steps N [--baseline FILE] SCRIPT   CI: fail on a regression
+  gputop-train job --prometheus URL | --from URL,URL   the whole job across its nodes
 
 examples:
   gputop-train demos/resnet.py --workers 8          monitor a Python script (TUI)
@@ -270,6 +271,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .reports import run_subcommand as run_report_command
 
         return run_report_command(argv)
+    if argv and argv[0] == "job":
+        from .job import run_job
+
+        return run_job(argv[1:])
     from .run import attach, launch
 
     if argv and argv[0] == "attach":
