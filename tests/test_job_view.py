@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -16,9 +18,11 @@ from gputop_train.export import prometheus
 from gputop_train.jobview.exporters import ExporterSource, parse_page, parse_urls
 from gputop_train.jobview.figures import JobSample, RankFigures, SourceError
 from gputop_train.jobview.judge import JobHistory
+from gputop_train.jobview.prometheus import PrometheusSource
 from gputop_train.jobview.view import headline_line, node_lines, to_json
 from gputop_train.views import view_of
 from tests.support.metrics import TRAIN, exposition
+from tests.support.prometheus_server import PROMETHEUS_MISSING, running_prometheus, static_job
 from tests.support.sessions import two_rank_session
 
 WINDOW_S = 10.0
@@ -238,3 +242,30 @@ async def test_the_tui_fits_80x24_with_8_nodes_and_scrolls_past(tmp_path: Path) 
             assert ranks.display and ranks.row_count == 48
     finally:
         nodes.close()
+
+
+@pytest.mark.skipif(shutil.which("prometheus") is None, reason=PROMETHEUS_MISSING)
+def test_from_a_real_prometheus_the_slow_rank_and_its_node_are_named(tmp_path: Path) -> None:
+    """Prometheus 2.42 scrapes two stand-in nodes every second (rank 3 on node 1 slowed in
+    its input); the job view reads them back over PromQL, with windows of 2 s."""
+    nodes = StandinNodes(job({3: "input"}))
+    try:
+        targets = [(nodes.target(), f"/{n}/metrics") for n in ("0", "1")]
+        with running_prometheus(tmp_path, static_job("gputop-train", targets)) as url:
+            source = PrometheusSource(url, "train-4711")
+            history, view = JobHistory(2.0), None
+            deadline = time.monotonic() + 40
+            while time.monotonic() < deadline:
+                history.add(source.sample())
+                view = history.view(source.describe())
+                if view.headline is not None:
+                    break
+                time.sleep(0.5)
+            running = PrometheusSource(url).job  # the one job running, found by itself
+    finally:
+        nodes.close()
+    assert view is not None and view.headline is not None, view
+    found = view.headline
+    assert (found.kind, found.rank, found.node, found.host) == ("straggler", 3, "1", "gpu-node-1")
+    assert [n.node for n in view.nodes] == ["1", "0"] and running == "train-4711"
+    assert {(r.rank, r.node) for r in view.ranks} == {(0, "0"), (1, "0"), (2, "1"), (3, "1")}

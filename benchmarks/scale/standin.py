@@ -10,6 +10,7 @@ they would the nodes.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -187,18 +188,20 @@ def _uuid(node: Node, gpu: int) -> str:
 
 
 class StandinNodes:
-    """Serves each node's page at ``/<node>/metrics`` on one port; ``step()`` advances every
-    rank's step counter by the steps of ``seconds`` at its step time."""
+    """Serves each node's page at ``/<node>/metrics`` on one port; each rank's step counter
+    moves on with the wall clock at its step time, as a running job's does."""
 
     def __init__(self, nodes: Sequence[Node], host: str = "127.0.0.1", port: int = 0) -> None:
         self.nodes = {n.node: n for n in nodes}
         self._lock = threading.Lock()
+        self._stepped_at = time.monotonic()
         stand_in = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
                 name = self.path.strip("/").split("/")[0]
                 with stand_in._lock:
+                    stand_in._step()
                     node = stand_in.nodes.get(name)
                     body = node_page(node) if node is not None else b""
                 self.send_response(200 if node is not None else 404)
@@ -223,11 +226,12 @@ class StandinNodes:
         host, port = self.server.server_address[:2]
         return f"{host}:{port}"
 
-    def step(self, seconds: float) -> None:
-        with self._lock:
-            for node in self.nodes.values():
-                for rank in node.ranks:
-                    rank.steps_total += seconds * 1000.0 / rank.step_ms
+    def _step(self) -> None:
+        now = time.monotonic()
+        seconds, self._stepped_at = now - self._stepped_at, now
+        for node in self.nodes.values():
+            for rank in node.ranks:
+                rank.steps_total += seconds * 1000.0 / rank.step_ms
 
     def close(self) -> None:
         self.server.shutdown()
