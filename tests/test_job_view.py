@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import threading
 import time
 from pathlib import Path
 
@@ -269,3 +270,26 @@ def test_from_a_real_prometheus_the_slow_rank_and_its_node_are_named(tmp_path: P
     assert (found.kind, found.rank, found.node, found.host) == ("straggler", 3, "1", "gpu-node-1")
     assert [n.node for n in view.nodes] == ["1", "0"] and running == "train-4711"
     assert {(r.rank, r.node) for r in view.ranks} == {(0, "0"), (1, "0"), (2, "1"), (3, "1")}
+
+
+def test_a_slow_verdict_does_not_hold_the_refresh_and_its_age_is_said(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A 1,000-node job's verdict takes minutes (docs/benchmarks.md): the rows come within
+    the budget, with the last verdict that finished and its age."""
+    from gputop_train.jobview import judge as judging
+
+    history = judged(job({3: "input"}))
+    first = history.view("test")  # judged at once: a small job's verdict is fresh
+    assert first.headline is not None and first.verdict_age_s == 0.0
+    gate = threading.Event()
+    real = judging.judge
+    monkeypatch.setattr(judging, "judge", lambda windows: (gate.wait(10), real(windows))[1])
+    started = time.monotonic()
+    second = history.view("test")
+    assert time.monotonic() - started < judging.VERDICT_BUDGET_S + 0.5
+    assert second.headline is not None and second.headline.rank == 3  # the last verdict
+    time.sleep(1.0)
+    third = history.view("test")
+    assert third.verdict_age_s >= 1.0 and "verdict of" in headline_line(third)
+    gate.set()

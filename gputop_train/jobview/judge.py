@@ -12,6 +12,8 @@ from __future__ import annotations
 import bisect
 import itertools
 import statistics
+import threading
+import time
 from collections import deque
 from collections.abc import Iterable, Sequence
 
@@ -30,6 +32,7 @@ class JobHistory:
     def __init__(self, window_s: float = DEFAULT_WINDOW_S) -> None:
         self.window_s = window_s
         self._samples: deque[JobSample] = deque()
+        self._judge = _VerdictWorker()
 
     def add(self, sample: JobSample) -> None:
         self._samples.append(sample)
@@ -59,8 +62,47 @@ class JobHistory:
         """The view of the latest sample, judged over the history."""
         sample = self._samples[-1]
         windows = self.windows()
-        verdict = judge(windows) if len(windows) >= HOLD_WINDOWS else None
-        return build_view(sample, source, verdict, len(windows))
+        verdict, age = self._judge.latest(windows) if len(windows) >= HOLD_WINDOWS else (None, 0.0)
+        return build_view(sample, source, verdict, len(windows), age)
+
+
+# The verdict's cost grows with the square of the ranks (advise/rank_verdict.py compares each
+# rank with the median of all the others: 1.1 s at 800 ranks, minutes at 8,000 on the dev
+# box; docs/benchmarks.md): a refresh waits for it this long, then shows the rows with the
+# last verdict that finished, and says its age, while the new one runs on.
+VERDICT_BUDGET_S = 0.5
+
+
+class _VerdictWorker:
+    """Runs ``judge`` on a thread of its own, one at a time; ``latest`` waits up to
+    VERDICT_BUDGET_S for the one it starts, else answers with the last that finished."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running: threading.Thread | None = None
+        self._last: tuple[Verdict | None, float] | None = None  # the verdict, when judged
+
+    def latest(self, windows: list[list[RankWindow]]) -> tuple[Verdict | None, float]:
+        """The verdict and its age (s): 0 where judged on these windows."""
+        with self._lock:
+            if self._running is None or not self._running.is_alive():
+                asked = time.monotonic()
+                self._running = threading.Thread(
+                    target=self._judge, args=(windows, asked), daemon=True, name="verdict"
+                )
+                self._running.start()
+            running = self._running
+        running.join(VERDICT_BUDGET_S)
+        with self._lock:
+            if self._last is None:
+                return None, 0.0
+            verdict, at = self._last
+            return verdict, 0.0 if not running.is_alive() else time.monotonic() - at
+
+    def _judge(self, windows: list[list[RankWindow]], asked: float) -> None:
+        verdict = judge(windows)
+        with self._lock:
+            self._last = (verdict, asked)
 
 
 def _rank_windows(end: JobSample, start: JobSample) -> list[RankWindow]:
@@ -83,8 +125,11 @@ def _steps(now: float | None, before: float | None) -> int:
     return int(now - before) if now is not None and before is not None else 0
 
 
-def build_view(sample: JobSample, source: str, verdict: Verdict | None, windows: int) -> JobView:
-    """The job's rows and findings at ``sample``, with ``verdict`` (None: none named)."""
+def build_view(
+    sample: JobSample, source: str, verdict: Verdict | None, windows: int, age_s: float = 0.0
+) -> JobView:
+    """The job's rows and findings at ``sample``, with ``verdict`` (None: none named), judged
+    ``age_s`` seconds ago."""
     ranks = [r for r in sample.ranks if r.connected] or list(sample.ranks)
     job_step = _median(r.step_ms for r in ranks)
     others = _OthersMedians(ranks)
@@ -112,6 +157,7 @@ def build_view(sample: JobSample, source: str, verdict: Verdict | None, windows:
         step_ms=job_step,
         world_size=max(sizes) if sizes else None,
         windows=windows,
+        verdict_age_s=age_s,
     )
 
 

@@ -77,6 +77,7 @@ class JobView:
     step_ms: float | None
     world_size: int | None
     windows: int  # how many verdict windows the history holds (the verdict needs 3)
+    verdict_age_s: float = 0.0  # a big job's verdict still running: the last one's age
 
     @property
     def headline(self) -> JobFinding | None:
@@ -108,6 +109,8 @@ def headline_line(view: JobView) -> str:
         parts.append("no straggler" + wait)
     else:
         parts.append(found.text + (f" -> {found.ssh}" if found.ssh else ""))
+    if view.verdict_age_s >= 1.0:
+        parts.append(f"verdict of {view.verdict_age_s:.0f} s ago")
     return " | ".join(parts)
 
 
@@ -148,6 +151,7 @@ def to_json(view: JobView) -> dict[str, Any]:
         "step_ms": view.step_ms,
         "world_size": view.world_size,
         "windows": view.windows,
+        "verdict_age_s": view.verdict_age_s,
         "headline": view.headline.text if view.headline else None,
         "nodes": [asdict(row) for row in view.nodes],
         "ranks": [asdict(row) for row in view.ranks],

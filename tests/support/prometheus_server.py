@@ -22,9 +22,11 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 def static_job(name: str, targets: list[tuple[str, str]], interval_s: float = 1.0) -> str:
-    """A scrape config of ``targets`` (address, metrics path), one static group each."""
+    """A scrape config of ``targets`` (address, metrics path), one static group each, each
+    its own ``instance`` (stand-in nodes share one address, each at its own path)."""
     groups = "".join(
-        f"      - targets: ['{address}']\n        labels: {{__metrics_path__: '{path}'}}\n"
+        f"      - targets: ['{address}']\n"
+        f"        labels: {{__metrics_path__: '{path}', instance: '{address}{path}'}}\n"
         for address, path in targets
     )
     return (
