@@ -17,7 +17,7 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -34,7 +34,8 @@ SUBNET = f"10.213.{os.getpid() % 250}"  # our own addresses, on our own bridge
 BRIDGE = f"{TAG}br"
 EXPORTER_PORT = 9455
 WINDOW_S = 5.0  # the monitors' --window and the job view's: a verdict after ~3 windows
-READ_S = 110.0  # how long the job view is read in each case (the job starts in ~40-60 s here)
+JUDGED = 30  # lines after the warm-up to judge, in each case
+DEADLINE_S = 300.0  # the job starts in 40-90 s on the loaded 2-core box
 # Warm-up: the verdict's 3 windows and the one before them, after all 4 ranks first show.
 WARM_UP_S = 4 * WINDOW_S
 
@@ -104,19 +105,33 @@ def _node(names: list[str], k: int, slow: list[str], folder: Path) -> subprocess
     )  # fmt: skip
 
 
-def _job_view_lines(prometheus: str, seconds: float) -> list[dict[str, Any]]:
-    """``gputop-train job --prometheus URL --format json`` read for ``seconds``."""
+def _job_view_lines(prometheus: str) -> list[dict[str, Any]]:
+    """``gputop-train job --prometheus URL --format json``, read until it has given JUDGED
+    lines after the warm-up (at most DEADLINE_S: the job's start on a loaded box varies)."""
     view = subprocess.Popen(
         [sys.executable, "-m", "gputop_train", "job", "--prometheus", prometheus, "--job",
          "loops-4711", "--format", "json", "--interval", "1", "--window", str(WINDOW_S)],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
     )  # fmt: skip
-    time.sleep(seconds)
-    view.send_signal(signal.SIGINT)
-    out, err = view.communicate(timeout=30)
-    lines = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
-    assert lines, err
+    timer = threading.Timer(DEADLINE_S, view.send_signal, (signal.SIGINT,))
+    timer.start()
+    lines: list[dict[str, Any]] = []
+    try:
+        assert view.stdout is not None
+        for text in view.stdout:
+            lines.append(json.loads(text))
+            if len(_after_warm_up(lines)) >= JUDGED:
+                break
+    finally:
+        timer.cancel()
+        view.send_signal(signal.SIGINT)
+        view.communicate(timeout=30)
     return lines
+
+
+def _after_warm_up(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    started = next((line["at"] for line in lines if len(line["ranks"]) == 4), None)
+    return [] if started is None else [line for line in lines if line["at"] >= started + WARM_UP_S]
 
 
 CASES = {
@@ -127,7 +142,7 @@ CASES = {
 
 
 @pytest.mark.torch
-@pytest.mark.timeout(400)
+@pytest.mark.timeout(500)
 @pytest.mark.parametrize("case", list(CASES))
 def test_the_job_view_names_the_slowed_rank_or_node_across_namespaces(
     namespaces: list[str], tmp_path: Path, case: str
@@ -137,7 +152,7 @@ def test_the_job_view_names_the_slowed_rank_or_node_across_namespaces(
     nodes = [_node(namespaces, k, slow, tmp_path) for k in (0, 1)]
     try:
         with running_prometheus(tmp_path, static_job("gputop-train", targets)) as url:
-            lines = _job_view_lines(url, READ_S)
+            lines = _job_view_lines(url)
     finally:
         for node in nodes:
             with contextlib.suppress(ProcessLookupError):
@@ -148,11 +163,9 @@ def test_the_job_view_names_the_slowed_rank_or_node_across_namespaces(
             except subprocess.TimeoutExpired:
                 os.killpg(node.pid, signal.SIGKILL)
                 node.wait(timeout=10)
-    started = next((line["at"] for line in lines if len(line["ranks"]) == 4), None)
-    assert started is not None, f"{len(lines)} lines, none with the 4 ranks"
-    judged = [line for line in lines if line["at"] >= started + WARM_UP_S]
+    judged = _after_warm_up(lines)
     (tmp_path / "job-view.json").write_text(json.dumps(lines))  # to look into a failure
-    assert len(judged) >= 10, f"{len(lines)} lines, {len(judged)} after the warm-up"
+    assert len(judged) >= JUDGED, f"{len(lines)} lines, {len(judged)} after the warm-up"
     # Each rank is on its node, each node on its own host (the namespace's host name).
     last = judged[-1]
     assert {(r["rank"], r["node"], r["host"]) for r in last["ranks"]} == {
