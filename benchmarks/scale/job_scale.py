@@ -35,7 +35,7 @@ from gputop_train.advise.rank_verdict import judge
 from gputop_train.jobview.judge import JobHistory, build_view
 from gputop_train.jobview.prometheus import PrometheusSource
 from gputop_train.jobview.view import headline_line, to_json
-from tests.support.prometheus_server import running_prometheus, static_job
+from tests.support.prometheus_server import free_port, running_prometheus, static_job
 
 REPO = Path(__file__).resolve().parents[2]
 RULES = REPO / "docs" / "prometheus" / "rules.yml"
@@ -79,8 +79,13 @@ def main() -> int:
     parser.add_argument("--interval", type=float, default=15.0, help="scrape interval (s)")
     parser.add_argument("--refreshes", type=int, default=5)
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--serve-port", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     job = build_job(args.nodes)
+    if args.serve_port is not None:  # the child: the stand-in nodes, apart from the job view
+        StandinNodes(job, port=args.serve_port, refresh_s=args.interval / 2)
+        time.sleep(3600)
+        return 0
     page = node_page(job[0])
     per_node = sum(1 for line in page.decode().splitlines() if line and line[0] != "#")
     result: dict[str, Any] = {
@@ -91,15 +96,25 @@ def main() -> int:
         "scrape_interval_s": args.interval,
     }
     print(json.dumps(result), flush=True)
-    nodes = StandinNodes(job)
+    port = free_port()
+    nodes = subprocess.Popen(
+        [sys.executable, "-m", "benchmarks.scale.job_scale", "--nodes", str(args.nodes),
+         "--interval", str(args.interval), "--serve-port", str(port)],
+        cwd=REPO,
+    )  # fmt: skip
     try:
-        targets = [(nodes.target(), f"/{n.node}/metrics") for n in job]
-        config = static_job("gputop-train", targets, args.interval).replace(
-            "static_configs:", "honor_labels: false\n    static_configs:"
-        )
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:  # its pages are rendered before it serves
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/0/metrics", timeout=5).close()
+                break
+            except OSError:
+                time.sleep(0.5)
+        targets = [(f"127.0.0.1:{port}", f"/{n.node}/metrics") for n in job]
+        config = static_job("gputop-train", targets, args.interval)
         with (
             tempfile.TemporaryDirectory() as folder,
-            running_prometheus(Path(folder), config, RULES) as url,
+            running_prometheus(Path(folder), config, RULES, scrape_self=True) as url,
         ):
             ready = time.monotonic()
             # Four scrapes of every target, so rates and the rules' windows have data.
@@ -115,7 +130,8 @@ def main() -> int:
             result["rule_group_evaluation_s"] = _rules_time(url)
             result.update(_job_view(url, args))
     finally:
-        nodes.close()
+        nodes.kill()
+        nodes.wait(timeout=30)
     print(json.dumps(result, indent=2))
     if args.out:
         result["command"] = " ".join(sys.argv)

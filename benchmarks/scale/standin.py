@@ -9,6 +9,7 @@ they would the nodes.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -188,35 +189,54 @@ def _uuid(node: Node, gpu: int) -> str:
 
 
 class StandinNodes:
-    """Serves each node's page at ``/<node>/metrics`` on one port; each rank's step counter
-    moves on with the wall clock at its step time, as a running job's does."""
+    """Serves each node's page at ``/<node>/metrics`` on one port, as a node's exporter does:
+    pages rendered ahead on a thread of their own (every ``refresh_s``, each rank's step
+    counter moved on with the wall clock at its step time), a scrape served their bytes."""
 
-    def __init__(self, nodes: Sequence[Node], host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self, nodes: Sequence[Node], host: str = "127.0.0.1", port: int = 0, refresh_s: float = 1.0
+    ) -> None:
         self.nodes = {n.node: n for n in nodes}
-        self._lock = threading.Lock()
+        self._pages: dict[str, bytes] = {}
         self._stepped_at = time.monotonic()
-        stand_in = self
+        self._stop = threading.Event()
+        self._render_all()
+        pages = self._pages
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
-                name = self.path.strip("/").split("/")[0]
-                with stand_in._lock:
-                    stand_in._step()
-                    node = stand_in.nodes.get(name)
-                    body = node_page(node) if node is not None else b""
-                self.send_response(200 if node is not None else 404)
+                body = pages.get(self.path.strip("/").split("/")[0])
+                self.send_response(200 if body is not None else 404)
                 self.send_header("Content-Type", "text/plain; version=0.0.4")
-                self.send_header("Content-Length", str(len(body)))
+                self.send_header("Content-Length", str(len(body or b"")))
                 self.end_headers()
-                self.wfile.write(body)
+                with contextlib.suppress(OSError):  # a scraper that gave up
+                    self.wfile.write(body or b"")
 
             def log_message(self, format: str, *args: object) -> None:
                 return
 
         self.server = ThreadingHTTPServer((host, port), Handler)
         self.server.daemon_threads = True
-        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self._thread.start()
+        self.server.request_queue_size = 1024
+        self._threads = [
+            threading.Thread(target=self.server.serve_forever, daemon=True),
+            threading.Thread(target=self._render_loop, args=(refresh_s,), daemon=True),
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def _render_all(self) -> None:
+        now = time.monotonic()
+        seconds, self._stepped_at = now - self._stepped_at, now
+        for name, node in self.nodes.items():
+            for rank in node.ranks:
+                rank.steps_total += seconds * 1000.0 / rank.step_ms
+            self._pages[name] = node_page(node)
+
+    def _render_loop(self, refresh_s: float) -> None:
+        while not self._stop.wait(refresh_s):
+            self._render_all()
 
     def url(self, node: str) -> str:
         host, port = self.server.server_address[:2]
@@ -226,13 +246,7 @@ class StandinNodes:
         host, port = self.server.server_address[:2]
         return f"{host}:{port}"
 
-    def _step(self) -> None:
-        now = time.monotonic()
-        seconds, self._stepped_at = now - self._stepped_at, now
-        for node in self.nodes.values():
-            for rank in node.ranks:
-                rank.steps_total += seconds * 1000.0 / rank.step_ms
-
     def close(self) -> None:
+        self._stop.set()
         self.server.shutdown()
         self.server.server_close()

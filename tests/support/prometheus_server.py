@@ -40,12 +40,16 @@ def running_prometheus(
     scrape_configs: str,
     rules: Path | None = None,
     host: str = "127.0.0.1",
+    scrape_self: bool = False,
 ) -> Iterator[str]:
     """Prometheus scraping ``scrape_configs`` (YAML under ``scrape_configs:``), evaluating
-    ``rules`` every second; yields its URL once it is ready (at most 30 s)."""
+    ``rules`` every second; yields its URL once it is ready (at most 30 s). ``scrape_self``:
+    it scrapes its own metrics too (its head series, its memory)."""
     binary = shutil.which("prometheus")
     assert binary is not None, PROMETHEUS_MISSING
     port = free_port(host)
+    if scrape_self:
+        scrape_configs += static_job("prometheus", [(f"{host}:{port}", "/metrics")], 5.0)
     config = folder / "prometheus.yml"
     config.write_text(
         "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
