@@ -79,6 +79,9 @@ def main() -> int:
     parser.add_argument("--interval", type=float, default=15.0, help="scrape interval (s)")
     parser.add_argument("--refreshes", type=int, default=5)
     parser.add_argument("--out", type=Path)
+    parser.add_argument(
+        "--no-verdict", action="store_true", help="leave out the verdict's time (minutes at 8,000)"
+    )
     parser.add_argument("--serve-port", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     job = build_job(args.nodes)
@@ -128,6 +131,7 @@ def main() -> int:
                 url, 'max(scrape_duration_seconds{job="gputop-train"})'
             )
             result["rule_group_evaluation_s"] = _rules_time(url)
+            print(json.dumps(result), flush=True)
             result.update(_job_view(url, args))
     finally:
         nodes.kill()
@@ -159,7 +163,9 @@ def _job_view(url: str, args: argparse.Namespace) -> dict[str, Any]:
         query_s.append(time.perf_counter() - started)
         history.add(sample)
         windows = history.windows()
-        if not verdict_s and len(windows) >= 3:  # once: it is O(ranks^2) (docs/benchmarks.md)
+        if (
+            not verdict_s and len(windows) >= 3 and not args.no_verdict
+        ):  # once: it is O(ranks^2) (docs/benchmarks.md)
             started = time.perf_counter()
             verdict = judge(windows)
             verdict_s.append(time.perf_counter() - started)
@@ -167,6 +173,7 @@ def _job_view(url: str, args: argparse.Namespace) -> dict[str, Any]:
         view = build_view(sample, source.describe(), verdict, len(windows))
         text = json.dumps(to_json(view)) + headline_line(view)
         rows_s.append(time.perf_counter() - started)
+        print(f"  refresh: query {query_s[-1]:.2f} s, rows and JSON {rows_s[-1]:.2f} s", flush=True)
         time.sleep(1.0)
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
