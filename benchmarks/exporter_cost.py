@@ -1,6 +1,7 @@
 """The Prometheus exporter's CPU cost: what one scrape costs the monitor's process, and that
 cost as a share of one core at a scrape interval (issue: cluster, "at most 0.5% of one core at
-15 s").
+15 s"); and, since the page is rendered once a second whether scraped or not (export/page.py,
+issue 45), the render's own share of a core (the idle stretches' CPU).
 
 A child process holds a session as busy as a large node's (8 ranks at 20 steps/s, 8 GPUs at
 10 Hz, 10 minutes of history) and serves it; the parent reads the child's CPU time over an
@@ -27,6 +28,7 @@ RANKS, GPUS, STEPS_PER_S, GPU_HZ, HISTORY_S = 8, 8, 20, 10, 600
 
 def serve() -> None:
     """Child: a full session behind the exporter; prints its URL, then waits."""
+    from gputop_train.export.identity import JobIdentity
     from gputop_train.export.prometheus import serve as serve_metrics
     from gputop_train.samples import GpuSample
     from gputop_train.session.model import Session
@@ -65,7 +67,8 @@ def serve() -> None:
                 )
             )
         )
-    exporter = serve_metrics("127.0.0.1:0", lambda: view_of(session.snapshot()), "train")
+    who = JobIdentity("train", "0", "node")
+    exporter = serve_metrics("127.0.0.1:0", lambda: view_of(session.snapshot()), who)
     print(exporter.url, flush=True)
     time.sleep(3600)
 
@@ -91,7 +94,7 @@ def main() -> None:
     try:
         url = child.stdout.readline().strip()  # type: ignore[union-attr]
         process = psutil.Process(child.pid)
-        per_scrape, body = [], b""
+        per_scrape, idle_share, body = [], [], b""
         for _ in range(args.rounds):
             start, began = cpu_s(process), time.perf_counter()
             for _ in range(args.scrapes):
@@ -102,6 +105,7 @@ def main() -> None:
             time.sleep(wall_s)  # the same length idle: what the process costs anyway
             idle_s = cpu_s(process) - start
             per_scrape.append((busy_s - idle_s) / args.scrapes)
+            idle_share.append(idle_s / wall_s)
     finally:
         child.kill()
     median = statistics.median(per_scrape)
@@ -111,6 +115,8 @@ def main() -> None:
         f"(rounds: {', '.join(f'{s * 1000:.2f}' for s in per_scrape)} ms)"
     )
     print(f"at one scrape per {args.interval:g} s: {100 * median / args.interval:.3f}% of one core")
+    render = statistics.median(idle_share)
+    print(f"unscraped (the page rendered once a second): {100 * render:.2f}% of one core")
 
 
 if __name__ == "__main__":

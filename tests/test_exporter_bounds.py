@@ -19,6 +19,7 @@ from gputop_train.export import http_server, prometheus
 from gputop_train.export.http_server import MAX_CONNECTIONS, start_server
 from gputop_train.session.model import Session
 from gputop_train.views import view_of
+from tests.support.metrics import TRAIN
 from tests.support.waiting import wait_until
 
 
@@ -133,13 +134,13 @@ def test_out_of_file_descriptors_the_accept_loop_backs_off(tmp_path: Path) -> No
 
 def test_every_interface_is_warned_about_and_named_by_the_hosts_name() -> None:
     session = Session(command=("train.py",))
-    exporter = prometheus.serve("0.0.0.0:0", lambda: view_of(session.snapshot()), "train")
+    exporter = prometheus.serve("0.0.0.0:0", lambda: view_of(session.snapshot()), TRAIN)
     try:
         assert exporter.warning is not None and "every interface" in exporter.warning
         assert "0.0.0.0" not in exporter.url and socket.getfqdn() in exporter.url
     finally:
         exporter.close()
-    local = prometheus.serve("127.0.0.1:0", lambda: view_of(session.snapshot()), "train")
+    local = prometheus.serve("127.0.0.1:0", lambda: view_of(session.snapshot()), TRAIN)
     local.close()
     assert local.warning is None and local.url.startswith("http://127.0.0.1:")
 
@@ -164,7 +165,7 @@ def test_with_a_client_ca_only_a_scraper_with_a_certificate_reads_the_metrics(
     session = Session(command=("train.py",))
     tls = prometheus.Tls(str(tmp_path / "server.pem"), str(tmp_path / "server.key"),
                          str(tmp_path / "ca.pem"))  # fmt: skip
-    exporter = prometheus.serve("127.0.0.1:0", lambda: view_of(session.snapshot()), "train", tls)
+    exporter = prometheus.serve("127.0.0.1:0", lambda: view_of(session.snapshot()), TRAIN, tls)
     try:
         assert exporter.url.startswith("https://127.0.0.1:")
         context = ssl.create_default_context(cafile=str(tmp_path / "server.pem"))

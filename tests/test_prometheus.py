@@ -20,10 +20,10 @@ import pytest
 
 from gputop_train import events
 from gputop_train.export import prometheus
-from gputop_train.export.prometheus import ExporterError, job_name, parse_address
+from gputop_train.export.prometheus import ExporterError, parse_address
 from gputop_train.views import view_of
 from tests.support.cli import gputop
-from tests.support.metrics import exposition, samples
+from tests.support.metrics import TRAIN, exposition, samples
 from tests.support.sessions import scripted_session, two_rank_session
 from tests.support.torchrun import TORCHRUN
 
@@ -106,17 +106,6 @@ def test_gpu_series_carry_dcgm_exporters_uuid_and_bus_id_to_join_on() -> None:
     assert by_gpu["1"]["UUID"].startswith("GPU-") and by_gpu["1"]["pci_bus_id"].endswith(":00.0")
 
 
-def test_a_slurm_job_id_labels_every_series_as_dcgm_exporters_hpc_job(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setenv("SLURM_JOB_ID", "4711")
-    text = exposition(scripted_session(with_gpu=True))
-    for name in ("gputop_train_step_seconds", "gputop_train_gpu_utilization_ratio"):
-        assert {dict(k).get("hpc_job") for k in samples(text, name)} == {"4711"}
-    monkeypatch.delenv("SLURM_JOB_ID")
-    assert "hpc_job" not in exposition(scripted_session(with_gpu=True))
-
-
 @pytest.mark.parametrize(
     ("text", "address"),
     [("9400", ("127.0.0.1", 9400)), ("0.0.0.0:9400", ("0.0.0.0", 9400)), ("[::1]:0", ("::1", 0))],
@@ -151,7 +140,7 @@ def test_a_port_in_use_is_said_in_one_line_and_the_job_still_runs(tmp_path: Path
 
 def test_the_endpoint_speaks_openmetrics_when_asked() -> None:
     session = two_rank_session()
-    exporter = prometheus.serve("127.0.0.1:0", lambda: view_of(session.snapshot()), "train")
+    exporter = prometheus.serve("127.0.0.1:0", lambda: view_of(session.snapshot()), TRAIN)
     try:
         request = urllib.request.Request(
             exporter.url, headers={"Accept": "application/openmetrics-text; version=1.0.0"}
@@ -163,19 +152,6 @@ def test_the_endpoint_speaks_openmetrics_when_asked() -> None:
         exporter.close()
     assert body.rstrip().endswith("# EOF")
     assert "gputop_train_steps_total{" in body
-
-
-def test_job_label_is_the_script_name() -> None:
-    assert job_name(["python", "demos/resnet.py", "--epochs", "1"]) == "resnet"
-    assert job_name(["torchrun", "--nproc-per-node", "2", "train.py"]) == "train"
-    assert job_name(["/usr/bin/accelerate", "launch"]) == "accelerate"
-
-
-def test_a_rendezvous_id_tells_two_jobs_of_one_script_apart_and_joins_one_jobs_nodes() -> None:
-    node = ["torchrun", "--nnodes", "2", "--node-rank", "{k}", "--rdzv-id", "4711", "train.py"]
-    names = {job_name([a.format(k=k) for a in node]) for k in (0, 1)}
-    assert names == {"train-4711"}  # both nodes of one job: one name
-    assert job_name(["torchrun", "--rdzv_id=4712", "train.py"]) == "train-4712"  # another job
 
 
 def test_the_dashboard_and_the_rules_use_only_metrics_that_exist() -> None:

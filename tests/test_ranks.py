@@ -15,13 +15,18 @@ from gputop_train.views import rank_dicts, view_of
 from tests.support.cli import gputop
 from tests.support.clock import ManualClock
 from tests.support.observations import observe
+from tests.support.ranks import held_steps
 from tests.support.sessions import two_rank_session
 from tests.support.torchrun import input_slowed_ddp, standalone_torchrun
 
 
 def rank(index: int, step_ms: float, wait_pct: float, steps: int = 50) -> RankStats:
+    """A rank that waits ``wait_pct`` of each step for data, its wait in collectives not
+    measured."""
     figures = StepStats(steps, 1000 / step_ms, 8000 / step_ms, step_ms, step_ms, wait_pct, None)
-    return RankStats(RankIdentity(100 + index, index, index, "node"), figures, steps, steps * 8)
+    who = RankIdentity(100 + index, index, index, "node")
+    held = held_steps([None] * steps, step_ms, wait_pct / 100 * step_ms)
+    return RankStats(who, figures, steps, steps * 8, held=held)
 
 
 def straggler_of(*ranks: RankStats) -> rules.Finding | None:
@@ -32,27 +37,26 @@ def test_a_rank_waiting_for_data_while_the_others_do_not_is_named_with_its_figur
     found = straggler_of(rank(0, 52.0, 0.6), rank(1, 52.0, 57.7), rank(2, 52.0, 1.0))
     assert found is not None and found.id == "ranks.straggler"
     assert found.title.startswith("Straggler: rank 1 waits for data")
-    # The other ranks' figure is their median (0.6% and 1.0%: 0.8%).
-    assert (
-        found.evidence[0] == "rank 1 data-wait 58% of its step, the other ranks 1% (median; hook)"
+    # The other ranks' figure is their median (0.6% and 1.0% of 52 ms: 0.4 ms).
+    assert found.evidence[0].startswith(
+        "rank 1 on node: its input takes 29.6 ms a step more (30.0 ms, the others' median 0.4 ms)"
     )
-    assert found.expected_gain == "up to 2.3x"  # the others' 57 points of waiting, back
+    assert found.evidence[0].endswith("its input covers the gap")
+    assert found.expected_gain == "up to 2.3x"  # the others' 57% of a step waiting, back
 
 
 def test_a_rank_whose_steps_take_longer_is_named_when_ranks_do_not_meet_each_step() -> None:
     found = straggler_of(rank(0, 50.0, 1.0), rank(1, 80.0, 1.0))
-    assert (
-        found is not None and found.title == "Straggler: rank 1 steps slower than the other ranks"
-    )
-    assert "rank 1 step p50 80.0 ms, the other ranks 50.0 ms" in found.evidence[0]
+    assert found is not None and found.title.startswith("Straggler: rank 1 computes slower")
+    assert "its step is 30.0 ms longer (80.0 ms, the others' median 50.0 ms)" in found.evidence[0]
 
 
 @pytest.mark.parametrize(
     "ranks",
     [
         (rank(0, 52.0, 0.6), rank(1, 52.5, 0.9)),  # the measured unslowed spread, and more
-        (rank(0, 52.0, 20.0), rank(1, 52.0, 34.0)),  # both wait: under the 15-point line
-        (rank(0, 50.0, 1.0), rank(1, 64.0, 1.0)),  # 1.28x: under the 1.3x line
+        (rank(0, 52.0, 20.0), rank(1, 52.0, 29.0)),  # both wait: 4.7 ms apart, under 10%
+        (rank(0, 50.0, 1.0), rank(1, 54.0, 1.0)),  # 4 ms of 52: under 10% of the step
         (rank(0, 52.0, 0.6), rank(1, 52.0, 57.7, steps=4)),  # too few steps to judge
         (rank(0, 52.0, 0.6),),  # one process is no straggler
     ],

@@ -14,6 +14,7 @@ from gputop_train.session.model import Session
 from gputop_train.tui.panels.text import gpu_panel, steps_panel
 from gputop_train.views import status_fields, view_of
 from tests.support.clock import ManualClock
+from tests.support.metrics import TRAIN
 
 NOW = 1_800_000_000.0
 PID = 4242
@@ -98,7 +99,7 @@ def test_text_front_ends_show_tokens_parts_and_memory() -> None:
 def test_prometheus_exports_tokens_parts_and_memory() -> None:
     session = gpt_session()
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(JobCollector(lambda: view_of(session.snapshot(window_s=30.0)), "train"))
+    registry.register(JobCollector(lambda: view_of(session.snapshot(window_s=30.0)), TRAIN))
     text = generate_latest(registry).decode()
     assert "gputop_train_job_tokens_per_second" in text
     assert 'part="backward"' in text and 'clock="gpu"' in text

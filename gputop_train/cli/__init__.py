@@ -21,6 +21,7 @@ EPILOG = """commands:
   gputop-train report FILE [-o report.html]      one self-contained HTML page with plots
   gputop-train compare A B [--format text|md|json]   two recordings side by side
   gputop-train check --steps N [--baseline FILE] SCRIPT   CI: fail on a regression
+  gputop-train job --prometheus URL | --from URL,URL   the whole job across its nodes
 
 examples:
   gputop-train demos/resnet.py --workers 8          monitor a Python script (TUI)
@@ -125,10 +126,19 @@ def _add_monitor_options(parser: argparse.ArgumentParser) -> None:
         "read the metrics (other local users included)",
     )
     parser.add_argument(
+        "--job",
         "--prometheus-job",
+        dest="prometheus_job",
         metavar="NAME",
-        help="the train_job label of the metrics (default: the script's name); give every "
-        "node's monitor of one job the same name, and two jobs different ones",
+        help="the job's name in the metrics (train_job; default: the script's name and "
+        "torchrun's --rdzv-id or SLURM_JOB_ID); give every node's monitor of one job the same "
+        "name, and two jobs different ones",
+    )
+    parser.add_argument(
+        "--node",
+        metavar="NAME",
+        help="this node's name in the metrics (default: SLURM_NODEID, torchrun's --node-rank, "
+        "else the host name)",
     )
     parser.add_argument(
         "--prometheus-linger",
@@ -261,6 +271,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .reports import run_subcommand as run_report_command
 
         return run_report_command(argv)
+    if argv and argv[0] == "job":
+        from .job import run_job
+
+        return run_job(argv[1:])
     from .run import attach, launch
 
     if argv and argv[0] == "attach":

@@ -20,7 +20,8 @@ from typing import Any
 
 from .. import __version__, events, wire
 from ..collect.stacks import StackSampler, StacksUnavailable
-from ..export.prometheus import Exporter, ExporterError, Tls, job_name, parse_address, serve
+from ..export.identity import identify
+from ..export.prometheus import Exporter, ExporterError, Tls, parse_address, serve
 from ..job import Job
 from ..job.attached import AttachError, find_job, no_hook_advice, output_of, python_process
 from ..job.launched import TERMINATE_GRACE_S, LaunchError, build_command, start_job
@@ -212,19 +213,22 @@ def _tell_stops(job: Job, session: Session, monitor: Monitor) -> None:
     job.where_waiting = monitor.where_waiting
 
 
-# After a job that ended by itself, the endpoint stays up until one scrape has read the end
-# (job_running 0, job_exit_code: finished or crashed), at most this long: two scrapes at
-# Prometheus's usual 15 s interval.
+# After a job that ended by itself, the endpoint stays up until every regular scraper has read
+# the end (job_running 0, job_exit_code: finished or crashed), at most this long: two scrapes at
+# Prometheus's usual 15 s interval, four at the job view's and a 5 s one.
 LINGER_S = 30.0
 LINGER_POLL_S = 0.2
 
 
 def _linger(exporter: Exporter | None, job: Job, session: Session, seconds: float | None) -> None:
-    """``--prometheus-linger``: an ended job's last metrics stay up for a scrape to see; by
-    default (None) until one scrape has seen the end, at most LINGER_S, when the job ended by
-    itself (a stop the user asked for ends the monitor at once). Ctrl+C ends the wait."""
+    """``--prometheus-linger``: an ended job's last metrics stay up for the scrapers to see;
+    by default (None) until each client that scraped the job regularly (twice or more: each
+    Prometheus of an HA pair, a poller; not a lone curl) has read the end, at most LINGER_S,
+    when the job ended by itself (a stop the user asked for ends the monitor at once). Ctrl+C
+    ends the wait."""
     if exporter is None or job.running():
         return
+    exporter.job_ended()
     until_scraped = seconds is None
     if seconds is None:
         if session.snapshot(window_s=1.0).job.stopped_by is not None:
@@ -232,14 +236,13 @@ def _linger(exporter: Exporter | None, job: Job, session: Session, seconds: floa
         seconds = LINGER_S
     if seconds <= 0:
         return
-    ended = time.time()
-    wait = "until a scrape has read them, at most " if until_scraped else ""
+    wait = "until every scraper has read them, at most " if until_scraped else ""
     _say(f"the job ended: its final metrics stay at {exporter.url} {wait}{seconds:g} s")
     signal.signal(signal.SIGINT, signal.default_int_handler)
     deadline = time.monotonic() + seconds
     with contextlib.suppress(KeyboardInterrupt):
         while time.monotonic() < deadline:
-            if until_scraped and exporter.last_scrape > ended:
+            if until_scraped and exporter.end_read_by_every_scraper():
                 return
             threading.Event().wait(LINGER_POLL_S)
 
@@ -284,7 +287,7 @@ def _serve_metrics(
         exporter = serve(
             args.prometheus,
             lambda: view_of(session.snapshot(window_s=window_s)),
-            args.prometheus_job or job_name(session.command),
+            identify(session.command, job=args.prometheus_job, node=args.node),
             tls,
         )
     except ExporterError as error:

@@ -1,27 +1,23 @@
 """A Prometheus endpoint for what only gputop-train knows: step time and data-wait per rank,
 syncs, MFU, findings; with NVML's per-GPU figures beside them (docs/prometheus.md).
 
-The metrics are built from a fresh view at each scrape (a custom collector), so nothing runs
-between scrapes: at Prometheus's usual 15 s interval the exporter costs one snapshot per 15 s
-(benchmarks/exporter_cost.py).
+The metrics are built from a fresh view every second on a thread of their own and served as a
+pre-rendered page (page.py), so a scrape under load costs the niced monitor only a copy of
+bytes (benchmarks/exporter_cost.py).
 """
 
 from __future__ import annotations
 
 import ipaddress
-import os
 import socket
 import ssl
 import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TypeVar
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.exposition import make_wsgi_app
-from prometheus_client.registry import Collector, CollectorRegistry
+from prometheus_client.registry import Collector
 
 from ..session.clocks import SLOWDOWN_REASONS
 from ..views import View
@@ -37,13 +33,17 @@ from .families import (
     rank_labels,
 )
 from .http_server import BoundedServer, start_server, tls_context
+from .identity import JobIdentity
+from .info import info_metrics
+from .page import PageRenderer
 
 PREFIX = "gputop_train_"
 DEFAULT_HOST = "127.0.0.1"  # the job's figures stay on the box unless the user says otherwise
 # ``job`` is Prometheus's own label (the scrape job): a target's ``job`` would be renamed
-# ``exported_job`` unless every scrape config set honor_labels. Ours is ``train_job``.
-# Every series also carries ``hpc_job``, the Slurm job's id as dcgm-exporter's job mapping
-# names it, where the monitor runs in a Slurm job (SLURM_JOB_ID): JobCollector.__init__.
+# ``exported_job`` unless every scrape config set honor_labels. Ours is ``train_job``: the
+# job's short name, the one label of the job every series keeps (the rules and the dashboard
+# group ranks by it); where the name came from (Slurm job, torchrun run id, pod) is said once,
+# in the info series (info.py), never multiplied into every series.
 JOB_LABELS = ("host", "train_job")
 
 
@@ -64,29 +64,6 @@ def parse_address(text: str) -> tuple[str, int]:
     return host or DEFAULT_HOST, port
 
 
-def job_name(command: Sequence[str]) -> str:
-    """The ``train_job`` label: the script's name (``resnet`` for ``python resnet.py``), else
-    the command's; with torchrun's ``--rdzv-id`` (a cluster's job id, the same on every node),
-    ``train-JOBID``: two jobs of one script are told apart, one job's nodes still join."""
-    name = next(
-        (Path(arg).stem for arg in command if arg.endswith(".py")),
-        Path(command[0]).name if command else "job",
-    )
-    rendezvous = _option(command, "--rdzv-id", "--rdzv_id")
-    return f"{name}-{rendezvous}" if rendezvous else name
-
-
-def _option(command: Sequence[str], *names: str) -> str | None:
-    """The value of the first of ``names`` given as ``--name VALUE`` or ``--name=VALUE``."""
-    for index, arg in enumerate(command):
-        for name in names:
-            if arg == name and index + 1 < len(command):
-                return command[index + 1]
-            if arg.startswith(name + "="):
-                return arg.split("=", 1)[1]
-    return None
-
-
 @dataclass
 class Exporter:
     """A running endpoint; ``close`` stops it (the job is never touched). ``warning``: what
@@ -95,18 +72,22 @@ class Exporter:
     url: str
     _server: BoundedServer
     _thread: threading.Thread
+    renderer: PageRenderer
     warning: str | None = None
-    _collector: JobCollector | None = None
 
-    @property
-    def last_scrape(self) -> float:
-        """When a scrape was last served (time.time()); 0 before the first."""
-        return self._collector.last_scrape if self._collector is not None else 0.0
+    def job_ended(self) -> None:
+        """The job has ended: render its end now, not a period later."""
+        self.renderer.render_now()
+
+    def end_read_by_every_scraper(self) -> bool:
+        """Each client that scraped regularly has read a page that says the job ended."""
+        return self.renderer.scrapers.all_read_end()
 
     def close(self) -> None:
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(timeout=2.0)
+        self.renderer.close()
 
 
 @dataclass(frozen=True)
@@ -119,19 +100,22 @@ class Tls:
 
 
 def serve(
-    address: str, current_view: Callable[[], View], train_job: str, tls: Tls | None = None
+    address: str,
+    current_view: Callable[[], View],
+    who: JobIdentity,
+    tls: Tls | None = None,
 ) -> Exporter:
-    """Serve ``/metrics`` on ``address`` ([HOST:]PORT) from a background thread."""
+    """Serve ``/metrics`` on ``address`` ([HOST:]PORT) from a background thread, a page
+    rendered every second."""
     host, port = parse_address(address)
-    registry = CollectorRegistry(auto_describe=False)
-    collector = JobCollector(current_view, train_job)
-    registry.register(collector)
+    collector = JobCollector(current_view, who)
+    renderer = PageRenderer(collector, lambda: collector.ended)
     try:
         context = tls_context(tls.certfile, tls.keyfile, tls.client_ca) if tls else None
     except (OSError, ssl.SSLError) as error:
         raise ExporterError(f"cannot use the TLS files for Prometheus: {error}") from None
     try:
-        server, thread = start_server(host, port, make_wsgi_app(registry), context)
+        server, thread = start_server(host, port, renderer.app, context)
     except OSError as error:
         raise ExporterError(
             f"cannot serve Prometheus metrics on {host}:{port}: {error.strerror or error} "
@@ -149,29 +133,30 @@ def serve(
             "can reach this one can read them (host, script name, figures); bind 127.0.0.1, "
             "or require client certificates with --prometheus-client-ca (docs/prometheus.md)"
         )
-    return Exporter(f"{scheme}://{shown}:{bound_port}/metrics", server, thread, warning, collector)
+    renderer.start()
+    return Exporter(f"{scheme}://{shown}:{bound_port}/metrics", server, thread, renderer, warning)
 
 
 class JobCollector(Collector):
-    """Builds every family of the tables of families.py from the view of the moment, at each
-    scrape."""
+    """Builds every family of the tables of families.py, and the info series, from the view
+    of the moment, at each render."""
 
-    def __init__(self, current_view: Callable[[], View], train_job: str) -> None:
+    def __init__(self, current_view: Callable[[], View], who: JobIdentity) -> None:
         self._view = current_view
-        job = dict(zip(JOB_LABELS, (socket.gethostname(), train_job), strict=True))
-        if hpc_job := os.environ.get("SLURM_JOB_ID"):
-            job["hpc_job"] = hpc_job
-        self._job, self._job_labels = tuple(job.values()), tuple(job)
+        self._who = who
+        self._job_labels = JOB_LABELS
+        self._job = (who.host, who.job)
         self._rank_labels = (*self._job_labels, *RANK_LABELS)
         self._gpu_labels = (*self._job_labels, *GPU_LABELS)
-        self.last_scrape = 0.0
+        self.ended = False  # whether the job had ended in the view of the last collect
 
     def collect(self) -> Iterator[Metric]:
         view = self._view()
-        self.last_scrape = time.time()
+        self.ended = not view.snap.job.running
         yield from self._rank_metrics(view)
         yield from self._gpu_metrics(view)
         yield from self._job_metrics(view)
+        yield from info_metrics(view, self._who, PREFIX)
 
     def _rank_metrics(self, view: View) -> Iterator[Metric]:
         """Every family of ``RANK_FAMILIES``, a series per rank."""

@@ -1,4 +1,5 @@
-"""Each rank's wait in collectives over a window: the figure that names a compute straggler.
+"""Each rank's wait in collectives over a window, and its figures step by step over the span
+a straggler must hold over.
 
 Ranks of a DDP job meet at every all-reduce, so their step times are equal; the slow rank is
 the one that waits least there, while the others wait for it (docs/ranks.md).
@@ -12,12 +13,9 @@ from dataclasses import dataclass
 
 from .steps import Step
 
-# A rank is named a straggler only where its lag holds over this many windows: the snapshot
-# also gives each rank's waits over that span (RankStats.held), cut into as many parts by the
-# rule (advise/stragglers.py). Unslowed 4 gloo ranks of CPU work beside two busy loops on the
-# 2-core dev box: judged on one window, a rank was named in 4 of 41 lines (ranks 1 and 3);
-# held over three, in none of 31, while a rank slowed 30 ms was named in 16 of 18 lines
-# (2026-11-27, benchmarks/stragglers.py --cpu-bound, docs/ranks.md "The line under load").
+# The span the snapshot gives each rank's step-by-step figures over (RankStats.held): this
+# many windows, which the advisor cuts into as many parts, one verdict window each; it is
+# advise/rank_verdict.py's HOLD_WINDOWS (a test holds them equal: session sits below advise).
 HOLD_WINDOWS = 3
 
 
@@ -29,12 +27,17 @@ class CommStats:
     wait_ms_p50: float  # the median step's wait: the rank's usual wait
     wait_ms_mean: float  # with a one-off stall in the window, the mean moves, not the median
     wait_pct: float | None  # the wait's share of the rank's step time
-    # (step number, wait ms) of each measured step, oldest first: ranks' steps are matched by
-    # number to tell chronic lag from a one-off stall.
-    per_step: tuple[tuple[int, float], ...]
 
-    def wait_at(self) -> dict[int, float]:
-        return dict(self.per_step)
+
+@dataclass(frozen=True, slots=True)
+class StepFigures:
+    """One step of one rank, as the straggler verdict reads it; None: not measured."""
+
+    step: int
+    step_ms: float
+    wait_ms: float | None  # in collectives
+    input_ms: float | None  # before its forward: the step's data part, else its data-wait
+    # or host gap, the larger (advise/stragglers.py input_ms, per step)
 
 
 def comm_stats(steps: Sequence[Step]) -> CommStats | None:
@@ -51,15 +54,38 @@ def comm_stats(steps: Sequence[Step]) -> CommStats | None:
         wait_ms_p50=statistics.median(waits),
         wait_ms_mean=statistics.fmean(waits),
         wait_pct=100.0 * timed_wait / step_total if step_total > 0 else None,
-        per_step=tuple((s.step, s.comm_ms) for s in timed if s.comm_ms is not None),
     )
 
 
 def comm_by_pid(steps: Sequence[Step], pids: Sequence[int]) -> dict[int, CommStats]:
     """``comm_stats`` of each of ``pids`` that measured any."""
+    found = {pid: comm_stats(own) for pid, own in _by_pid(steps, pids).items()}
+    return {pid: figures for pid, figures in found.items() if figures is not None}
+
+
+def figures_by_pid(
+    steps: Sequence[Step], pids: Sequence[int]
+) -> dict[int, tuple[StepFigures, ...]]:
+    """Each of ``pids``'s timed steps as the verdict reads them, oldest first."""
+    return {
+        pid: tuple(_figures(s) for s in own if s.step_ms is not None)
+        for pid, own in _by_pid(steps, pids).items()
+    }
+
+
+def _figures(step: Step) -> StepFigures:
+    assert step.step_ms is not None
+    if step.part_data_ms is not None:
+        input_ms: float | None = step.part_data_ms
+    else:
+        known = [v for v in (step.data_ms, step.host_gap_ms) if v is not None]
+        input_ms = max(known) if known else None
+    return StepFigures(step.step, step.step_ms, step.comm_ms, input_ms)
+
+
+def _by_pid(steps: Sequence[Step], pids: Sequence[int]) -> dict[int, list[Step]]:
     by_pid: dict[int, list[Step]] = {pid: [] for pid in pids}
     for step in steps:
         if step.pid in by_pid:
             by_pid[step.pid].append(step)
-    found = {pid: comm_stats(own) for pid, own in by_pid.items()}
-    return {pid: figures for pid, figures in found.items() if figures is not None}
+    return by_pid

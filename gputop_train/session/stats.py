@@ -12,7 +12,7 @@ from ..samples import GpuSample, ProcSample
 from . import gpu_table
 from .breakdown import MemoryAudit, StepParts, host_gap_pct, step_parts
 from .clocks import GpuClocks
-from .comm import CommStats, comm_by_pid
+from .comm import CommStats, StepFigures, comm_by_pid, figures_by_pid
 from .job_gpus import GpuFigures, JobGpus
 from .steps import Step
 from .workload import Workload
@@ -123,8 +123,9 @@ class RankStats:
     total_samples: int | None
     gpus: tuple[int, ...] = ()  # the GPUs (NVML index) it has held memory on, so far
     comm: CommStats | None = None  # its wait in collectives; None where not measured
-    # Its wait over the last HOLD_WINDOWS windows (session/comm.py): a lag must hold there.
-    held: CommStats | None = None
+    # Its steps, oldest first, over the span the straggler verdict cuts into its windows
+    # (advise/stragglers.py): the advisor's window (the steps given), or a longer span given.
+    held: tuple[StepFigures, ...] = ()
 
     @property
     def label(self) -> str:
@@ -142,7 +143,7 @@ def rank_stats(
 ) -> tuple[RankStats, ...]:
     """Each process's figures over ``steps`` (its steps only), ordered by rank then PID;
     ``gpus`` the GPUs each PID has been seen on (NVML); ``known`` figures already computed
-    over the same steps, by PID; ``held_steps`` the longer span a lag must hold over."""
+    over the same steps, by PID; ``held_steps`` a longer span for the verdict than ``steps``."""
     known = known or {}
     by_pid: dict[int, list[Step]] = {p.pid: [] for p in processes if p.pid not in known}
     for step in steps:
@@ -150,7 +151,7 @@ def rank_stats(
             by_pid[step.pid].append(step)
     ordered = sorted(processes, key=lambda p: (p.rank is None, p.rank or 0, p.pid))
     comm = comm_by_pid(steps, [p.pid for p in processes])
-    held = comm_by_pid(held_steps, [p.pid for p in processes]) if held_steps is not None else {}
+    held = figures_by_pid(steps if held_steps is None else held_steps, [p.pid for p in processes])
     return tuple(
         RankStats(
             who=who,
@@ -159,7 +160,7 @@ def rank_stats(
             total_samples=samples.get(who.pid),
             gpus=tuple(sorted((gpus or {}).get(who.pid, ()))),
             comm=comm.get(who.pid),
-            held=held.get(who.pid),
+            held=held.get(who.pid, ()),
         )
         for who in ordered
     )

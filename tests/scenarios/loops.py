@@ -174,9 +174,10 @@ def knobbed(p: dict[str, float]) -> None:
 
 def ddp(p: dict[str, float]) -> None:
     """One torchrun rank: DDP over a DistributedSampler's share of the batches; gloo on the
-    CPU, or NCCL with one GPU per rank with ``cuda=1``. Rank ``slow_rank`` (none by default)
-    is slowed on purpose: ``slow_data_ms`` more to load each batch, ``slow_step_ms`` more
-    work in each step's forward (its compute: a host gap before the forward is its input)."""
+    CPU, or NCCL with one GPU per rank with ``cuda=1``. Rank ``slow_rank`` (none by default),
+    or every rank of node ``slow_node``, is slowed on purpose: ``slow_data_ms`` more to load
+    each batch, ``slow_step_ms`` more work in each step's forward (its compute: a host gap
+    before the forward is its input)."""
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
     from torch.utils.data import TensorDataset
@@ -193,7 +194,10 @@ def ddp(p: dict[str, float]) -> None:
     batch, steps = int(p.get("batch", 8)), int(p.get("steps", 40))
     items = batch * 16 * dist.get_world_size()  # 16 steps an epoch; epochs until ``steps``
     data = TensorDataset(torch.randn(items, width), torch.randint(0, 2, (items,)))
-    slowed = dist.get_rank() == int(p.get("slow_rank", -1))
+    # ``slow_node``: every rank of that node (torchrun's GROUP_RANK) slowed alike.
+    slowed = dist.get_rank() == int(p.get("slow_rank", -1)) or os.environ.get("GROUP_RANK") == str(
+        int(p.get("slow_node", -1))
+    )
     slow_data_s = p.get("slow_data_ms", 0) / 1000.0 if slowed else 0.0
 
     def collate(items: list[Any]) -> Any:

@@ -1,0 +1,196 @@
+"""A synthetic job of many nodes x 8 ranks against a real Prometheus (issue 45): stand-in
+node exporters (standin.py, the real exporter's families and labels) serve real scrapes,
+each node under its own host name; Prometheus (Debian's) scrapes them all with the shipped
+rules loaded; then:
+
+- series per node and bytes per scrape (a node's page);
+- the job view's PromQL time per refresh (its queries, in parallel);
+- the alert rules' evaluation time (Prometheus's own ``evaluationTime`` per group);
+- the job view's time per refresh past the queries: its rows and JSON, and the verdict
+  (advise/rank_verdict.judge) apart, timed once (it grows with the square of the ranks), and
+  its memory (tracemalloc's peak).
+
+One rank (node 7, rank 61) is slowed in its input; the view must name it with its node.
+
+    python -m benchmarks.scale.job_scale --nodes 1000 --out docs/results/job-scale.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import tracemalloc
+import urllib.parse
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from benchmarks.scale.standin import Node, Rank, StandinNodes, node_page
+from gputop_train.advise.rank_verdict import judge
+from gputop_train.jobview.judge import JobHistory, build_view
+from gputop_train.jobview.prometheus import PrometheusSource
+from gputop_train.jobview.view import headline_line, to_json
+from tests.support.prometheus_server import free_port, running_prometheus, static_job
+
+REPO = Path(__file__).resolve().parents[2]
+RULES = REPO / "docs" / "prometheus" / "rules.yml"
+JOB = "train-4711"
+SLOW = (7, 61)  # node 7's rank 61, slowed in its input
+
+
+def build_job(nodes: int, per_node: int = 8) -> list[Node]:
+    built = []
+    for n in range(nodes):
+        ranks = []
+        for local in range(per_node):
+            rank = n * per_node + local
+            slow = (n, rank) == SLOW
+            jitter = (rank * 37 % 11) / 10.0  # unslowed ranks differ a little, as real ones
+            input_ms = 31.0 if slow else 1.0 + jitter / 5
+            comm_ms = 1.0 if slow else 30.0 + jitter
+            ranks.append(Rank(rank, local, 10_000 + rank, 60.0 + jitter, input_ms, comm_ms))
+        built.append(Node(JOB, str(n), f"node-{n:04d}", ranks))
+    return built
+
+
+def _get(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=120) as response:
+        return json.load(response)
+
+
+def _rules_time(url: str) -> dict[str, float]:
+    groups = _get(f"{url}/api/v1/rules")["data"]["groups"]
+    return {g["name"]: float(g.get("evaluationTime", 0.0)) for g in groups}
+
+
+def _scalar(url: str, promql: str) -> float:
+    result = _get(f"{url}/api/v1/query?query={urllib.parse.quote(promql)}")["data"]["result"]
+    return float(result[0]["value"][1]) if result else float("nan")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--nodes", type=int, default=1000)
+    parser.add_argument("--interval", type=float, default=15.0, help="scrape interval (s)")
+    parser.add_argument("--refreshes", type=int, default=5)
+    parser.add_argument("--out", type=Path)
+    parser.add_argument(
+        "--no-verdict", action="store_true", help="leave out the verdict's time (minutes at 8,000)"
+    )
+    parser.add_argument("--serve-port", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    job = build_job(args.nodes)
+    if args.serve_port is not None:  # the child: the stand-in nodes, apart from the job view
+        StandinNodes(job, port=args.serve_port, refresh_s=args.interval / 2)
+        time.sleep(3600)
+        return 0
+    page = node_page(job[0])
+    per_node = sum(1 for line in page.decode().splitlines() if line and line[0] != "#")
+    result: dict[str, Any] = {
+        "nodes": args.nodes,
+        "ranks": args.nodes * 8,
+        "series_per_node": per_node,
+        "scrape_bytes_per_node": len(page),
+        "scrape_interval_s": args.interval,
+    }
+    print(json.dumps(result), flush=True)
+    port = free_port()
+    nodes = subprocess.Popen(
+        [sys.executable, "-m", "benchmarks.scale.job_scale", "--nodes", str(args.nodes),
+         "--interval", str(args.interval), "--serve-port", str(port)],
+        cwd=REPO,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:  # its pages are rendered before it serves
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/0/metrics", timeout=5).close()
+                break
+            except OSError:
+                time.sleep(0.5)
+        targets = [(f"127.0.0.1:{port}", f"/{n.node}/metrics") for n in job]
+        config = static_job("gputop-train", targets, args.interval)
+        with (
+            tempfile.TemporaryDirectory() as folder,
+            running_prometheus(Path(folder), config, RULES, scrape_self=True) as url,
+        ):
+            ready = time.monotonic()
+            # Four scrapes of every target, so rates and the rules' windows have data.
+            while time.monotonic() - ready < 4.5 * args.interval:
+                time.sleep(args.interval / 2)
+                head = _scalar(url, "prometheus_tsdb_head_series")
+                print(f"  {time.monotonic() - ready:5.0f} s: head series {head:.0f}", flush=True)
+            result["prometheus_head_series"] = _scalar(url, "prometheus_tsdb_head_series")
+            result["prometheus_rss_bytes"] = _scalar(url, "process_resident_memory_bytes")
+            result["scrape_duration_s_max"] = _scalar(
+                url, 'max(scrape_duration_seconds{job="gputop-train"})'
+            )
+            result["rule_group_evaluation_s"] = _rules_time(url)
+            print(json.dumps(result), flush=True)
+            result.update(_job_view(url, args))
+    finally:
+        nodes.kill()
+        nodes.wait(timeout=30)
+    print(json.dumps(result, indent=2))
+    if args.out:
+        result["command"] = " ".join(sys.argv)
+        result["commit"] = subprocess.run(
+            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=REPO
+        ).stdout.strip()
+        result["date"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        args.out.write_text(json.dumps(result, indent=2) + "\n")
+    return 0
+
+
+def _job_view(url: str, args: argparse.Namespace) -> dict[str, Any]:
+    """The job view's refreshes: PromQL, rows and JSON, the verdict; its memory."""
+    source = PrometheusSource(url, JOB)
+    history = JobHistory(args.interval)  # windows one scrape apart
+    query_s, rows_s, verdict_s = [], [], []
+    verdict = None
+    tracemalloc.start()
+    for sample in source.past(args.interval):
+        history.add(sample)
+    view = None
+    for _ in range(args.refreshes):
+        started = time.perf_counter()
+        sample = source.sample()
+        query_s.append(time.perf_counter() - started)
+        history.add(sample)
+        windows = history.windows()
+        if (
+            not verdict_s and len(windows) >= 3 and not args.no_verdict
+        ):  # once: it is O(ranks^2) (docs/benchmarks.md)
+            started = time.perf_counter()
+            verdict = judge(windows)
+            verdict_s.append(time.perf_counter() - started)
+        started = time.perf_counter()
+        view = build_view(sample, source.describe(), verdict, len(windows))
+        text = json.dumps(to_json(view)) + headline_line(view)
+        rows_s.append(time.perf_counter() - started)
+        print(f"  refresh: query {query_s[-1]:.2f} s, rows and JSON {rows_s[-1]:.2f} s", flush=True)
+        time.sleep(1.0)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert view is not None
+    return {
+        "job_view_query_s": query_s,
+        "job_view_query_s_median": statistics.median(query_s),
+        "job_view_rows_and_json_s": rows_s,
+        "job_view_verdict_s": verdict_s,
+        "job_view_peak_python_bytes": peak,
+        "job_view_json_bytes": len(text),
+        "job_view_ranks_read": len(sample.ranks),
+        "job_view_windows": len(windows),
+        "job_view_headline": view.headline.text if view.headline else None,
+        "job_view_first_node": view.nodes[0].node if view.nodes else None,
+    }
+
+
+if __name__ == "__main__":
+    sys.exit(main())

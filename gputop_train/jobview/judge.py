@@ -1,0 +1,339 @@
+"""From the job's samples to its view: the straggler verdict over disjoint windows (the one
+rule of advise/rank_verdict.py, as the node's advisor and the alerts use it), each node's
+row with its worst rank, the nodes worst first, and where to ssh.
+
+Each sample's figures are medians over the nodes' monitors' window (``window_s``, 10 s by
+default); the verdict's windows are the samples ``window_s`` apart, so they do not overlap,
+and a window's steps are the ranks' step counters' increase over it.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import statistics
+import threading
+import time
+from collections import deque
+from collections.abc import Iterable, Sequence
+
+from ..advise.rank_verdict import HOLD_WINDOWS, RankWindow, Verdict, judge
+from .figures import JobSample, NodeFigures, RankFigures
+from .view import JobFinding, JobView, NodeRow, RankRow, node_name, where
+
+DEFAULT_WINDOW_S = 10.0  # the monitors' --window: their figures are medians over it
+# A sample stands for a window's end when it was read within this share of a window of it.
+NEAREST_SHARE = 0.5
+
+
+class JobHistory:
+    """The samples of the last HOLD_WINDOWS + 1 windows; ``view`` judges the latest."""
+
+    def __init__(self, window_s: float = DEFAULT_WINDOW_S) -> None:
+        self.window_s = window_s
+        self._samples: deque[JobSample] = deque()
+        self._judge = _VerdictWorker()
+
+    def add(self, sample: JobSample) -> None:
+        self._samples.append(sample)
+        keep = (HOLD_WINDOWS + 1.5) * self.window_s
+        while self._samples and self._samples[0].at < sample.at - keep:
+            self._samples.popleft()
+
+    def windows(self) -> list[list[RankWindow]]:
+        """The verdict's windows, oldest first: the samples ``window_s`` apart back from the
+        latest, each with its ranks' steps over the window before it."""
+        if not self._samples:
+            return []
+        latest = self._samples[-1].at
+        ends = [self._nearest(latest - k * self.window_s) for k in range(HOLD_WINDOWS + 1)]
+        windows = []
+        for end, start in itertools.pairwise(ends):
+            if end is None or start is None:
+                break
+            windows.append(_rank_windows(end, start))
+        return windows[::-1]
+
+    def _nearest(self, at: float) -> JobSample | None:
+        best = min(self._samples, key=lambda s: abs(s.at - at))
+        return best if abs(best.at - at) <= NEAREST_SHARE * self.window_s else None
+
+    def view(self, source: str) -> JobView:
+        """The view of the latest sample, judged over the history."""
+        sample = self._samples[-1]
+        windows = self.windows()
+        verdict, age = self._judge.latest(windows) if len(windows) >= HOLD_WINDOWS else (None, 0.0)
+        return build_view(sample, source, verdict, len(windows), age)
+
+
+# The verdict's cost grows with the square of the ranks (advise/rank_verdict.py compares each
+# rank with the median of all the others: 1.1 s at 800 ranks, minutes at 8,000 on the dev
+# box; docs/benchmarks.md): a refresh waits for it this long, then shows the rows with the
+# last verdict that finished, and says its age, while the new one runs on.
+VERDICT_BUDGET_S = 0.5
+
+
+class _VerdictWorker:
+    """Runs ``judge`` on a thread of its own, one at a time; ``latest`` waits up to
+    VERDICT_BUDGET_S for the one it starts, else answers with the last that finished."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running: threading.Thread | None = None
+        self._last: tuple[Verdict | None, float] | None = None  # the verdict, when judged
+
+    def latest(self, windows: list[list[RankWindow]]) -> tuple[Verdict | None, float]:
+        """The verdict and its age (s): 0 where judged on these windows."""
+        with self._lock:
+            if self._running is None or not self._running.is_alive():
+                asked = time.monotonic()
+                self._running = threading.Thread(
+                    target=self._judge, args=(windows, asked), daemon=True, name="verdict"
+                )
+                self._running.start()
+            running = self._running
+        running.join(VERDICT_BUDGET_S)
+        with self._lock:
+            if self._last is None:
+                return None, 0.0
+            verdict, at = self._last
+            return verdict, 0.0 if not running.is_alive() else time.monotonic() - at
+
+    def _judge(self, windows: list[list[RankWindow]], asked: float) -> None:
+        verdict = judge(windows)
+        with self._lock:
+            self._last = (verdict, asked)
+
+
+def _rank_windows(end: JobSample, start: JobSample) -> list[RankWindow]:
+    before = {r.key: r.steps_total for r in start.ranks}
+    return [
+        RankWindow(
+            rank=r.rank,
+            node=node_name(r.node),
+            steps=_steps(r.steps_total, before.get(r.key)),
+            step_ms=r.step_ms,
+            wait_ms=r.comm_ms,
+            input_ms=r.input_ms,
+        )
+        for r in end.ranks
+        if r.rank is not None and r.connected
+    ]
+
+
+def _steps(now: float | None, before: float | None) -> int:
+    return int(now - before) if now is not None and before is not None else 0
+
+
+def build_view(
+    sample: JobSample, source: str, verdict: Verdict | None, windows: int, age_s: float = 0.0
+) -> JobView:
+    """The job's rows and findings at ``sample``, with ``verdict`` (None: none named), judged
+    ``age_s`` seconds ago."""
+    ranks = [r for r in sample.ranks if r.connected] or list(sample.ranks)
+    job_step = _median(r.step_ms for r in ranks)
+    others = _OthersMedians(ranks)
+    rows = tuple(sorted((_rank_row(r, others) for r in sample.ranks), key=_rank_order))
+    findings = list(_verdict_findings(verdict, sample))
+    named = {f.node for f in findings}
+    by_node: dict[tuple[str, str], list[RankRow]] = {}
+    for row in rows:
+        by_node.setdefault((row.node, row.host), []).append(row)
+    nodes = tuple(
+        sorted(
+            (_node_row(n, by_node.get((n.node, n.host), []), verdict) for n in sample.nodes),
+            key=lambda n: (n.node not in named, -(n.lag_ms or 0.0), _natural(n.node)),
+        )
+    )
+    findings += _state_findings(sample)
+    sizes = [n.world_size for n in sample.nodes if n.world_size]
+    return JobView(
+        job=sample.job,
+        at=sample.at,
+        source=source,
+        nodes=nodes,
+        ranks=rows,
+        findings=tuple(findings),
+        step_ms=job_step,
+        world_size=max(sizes) if sizes else None,
+        windows=windows,
+        verdict_age_s=age_s,
+    )
+
+
+class _OthersMedians:
+    """The median of the other ranks' figure, for each rank, in O(log n) a rank (8,000 ranks
+    of a 1,000-node job: a median of the others each would be 64 million steps)."""
+
+    def __init__(self, ranks: Sequence[RankFigures]) -> None:
+        self._sorted = {
+            name: sorted(v for r in ranks if (v := getattr(r, name)) is not None)
+            for name in ("input_ms", "comm_ms", "step_ms")
+        }
+        self._keys = {r.key for r in ranks}
+
+    def of(self, rank: RankFigures, name: str) -> float | None:
+        values = self._sorted[name]
+        own = getattr(rank, name)
+        if own is None or rank.key not in self._keys:  # not among them: the median of all
+            return _median(values)
+        at = bisect.bisect_left(values, own)
+        remaining = len(values) - 1
+        if remaining < 1:
+            return None
+
+        def without(i: int) -> float:
+            return values[i] if i < at else values[i + 1]
+
+        return (without((remaining - 1) // 2) + without(remaining // 2)) / 2.0
+
+
+def _rank_row(rank: RankFigures, others: _OthersMedians) -> RankRow:
+    """The rank's row, with its lag: its worst figure against the other ranks' median."""
+    lags = {
+        "input": _minus(rank.input_ms, others.of(rank, "input_ms")),
+        "compute": _minus(others.of(rank, "comm_ms"), rank.comm_ms),
+        "step": _minus(rank.step_ms, others.of(rank, "step_ms")),
+    }
+    known = {cause: lag for cause, lag in lags.items() if lag is not None and lag > 0}
+    cause = max(known, key=lambda c: known[c]) if known else None
+    return RankRow(
+        rank=rank.rank,
+        node=rank.node,
+        host=rank.host,
+        pid=rank.pid,
+        gpu=rank.gpu,
+        step_ms=rank.step_ms,
+        data_wait_pct=rank.data_wait_pct,
+        input_ms=rank.input_ms,
+        comm_ms=rank.comm_ms,
+        comm_pct=rank.comm_pct,
+        connected=rank.connected,
+        lag_ms=known[cause] if cause else None,
+        lag_cause=cause,
+    )
+
+
+def _node_row(node: NodeFigures, mine: Sequence[RankRow], verdict: Verdict | None) -> NodeRow:
+    """The node's row from its ranks' rows ``mine``."""
+    worst = max(mine, key=lambda r: r.lag_ms or 0.0, default=None)
+    named = (
+        [r for r in mine if r.rank in set(verdict.ranks)]
+        if verdict and verdict.kind != "job"
+        else []
+    )
+    if named:  # the verdict's rank on this node is its worst, with the verdict's cause
+        worst = max(named, key=lambda r: r.lag_ms or 0.0)
+    if node.running is None and not mine:
+        state = "not answering"
+    elif node.running is False:
+        state = f"ended (exit {node.exit_code:g})" if node.exit_code is not None else "ended"
+    else:
+        state = "running"
+    cause = (verdict.cause or worst.lag_cause) if named and verdict and worst else None
+    return NodeRow(
+        node=node.node,
+        host=node.host,
+        ranks=tuple(sorted(r.rank for r in mine if r.rank is not None)),
+        step_ms=_median(r.step_ms for r in mine),
+        data_wait_pct=_median(r.data_wait_pct for r in mine),
+        comm_ms=_median(r.comm_ms for r in mine),
+        comm_pct=_median(r.comm_pct for r in mine),
+        gpu_util_pct=node.gpu_util_pct,
+        worst_rank=worst.rank if worst and worst.lag_ms else None,
+        worst_cause=cause or (worst.lag_cause if worst else None),
+        lag_ms=worst.lag_ms if worst else None,
+        state=state,
+    )
+
+
+CAUSES = {
+    "input": "waits on its input",
+    "compute": "computes slower",
+    "step": "steps slower",
+    None: "cause not measured",
+}
+
+
+def _verdict_findings(verdict: Verdict | None, sample: JobSample) -> Iterable[JobFinding]:
+    """The verdict as a finding, with the node's host and the command to attach there."""
+    if verdict is None:
+        return
+    if verdict.kind == "job":
+        yield JobFinding(
+            kind="job",
+            text=f"the whole job is {verdict.cause or 'slow'}-bound, no straggler",
+            ranks=verdict.ranks,
+            cause=verdict.cause,
+            gap_ms=verdict.gap_ms,
+            step_ms=verdict.step_ms,
+            evidence=verdict.evidence,
+        )
+        return
+    wanted = set(verdict.ranks)
+    named = [r for r in sample.ranks if r.rank in wanted and r.connected]
+    nodes = {(r.node, r.host) for r in named}
+    node, host = next(iter(nodes)) if len(nodes) == 1 else (None, None)
+    first = min(named, key=lambda r: r.rank or 0, default=None)
+    ssh = f"ssh -t {first.host} gputop-train attach {first.pid}" if first else None
+    cost = f"the job loses {verdict.gap_ms:.1f} ms of each {verdict.step_ms:.1f} ms step"
+    cause = CAUSES.get(verdict.cause, verdict.cause or "")
+    if verdict.kind == "node":
+        text = f"slow node: {where(node, host)}, all its ranks ({_listed(verdict.ranks)}) {cause}"
+        kind = "slow_node"
+    else:
+        one = len(verdict.ranks) == 1
+        who = f"rank{'' if one else 's'} {_listed(verdict.ranks)}"
+        text = f"straggler: {who} on {where(node, host)} {cause}"
+        kind = "straggler"
+    yield JobFinding(
+        kind=kind,
+        text=f"{text}; {cost}",
+        rank=first.rank if first else None,
+        ranks=verdict.ranks,
+        node=node,
+        host=host,
+        cause=verdict.cause,
+        gap_ms=verdict.gap_ms,
+        step_ms=verdict.step_ms,
+        evidence=verdict.evidence,
+        ssh=ssh,
+    )
+
+
+def _state_findings(sample: JobSample) -> list[JobFinding]:
+    """Nodes whose job ended, and exporters that did not answer."""
+    found = [
+        JobFinding(
+            kind="ended",
+            text=f"{where(n.node, n.host)}: the job ended"
+            + (f" (exit {n.exit_code:g})" if n.exit_code is not None else ""),
+            node=n.node,
+            host=n.host,
+        )
+        for n in sample.nodes
+        if n.running is False
+    ]
+    found += [JobFinding(kind="unreachable", text=problem) for problem in sample.problems]
+    return found
+
+
+def _rank_order(row: RankRow) -> tuple[int, str, int]:
+    return (row.rank if row.rank is not None else 1 << 30, row.host, row.pid)
+
+
+def _natural(name: str) -> tuple[int, str]:
+    return (int(name), "") if name.isdigit() else (1 << 30, name)
+
+
+def _median(values: Iterable[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return statistics.median(known) if known else None
+
+
+def _minus(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else a - b
+
+
+def _listed(ranks: Sequence[int]) -> str:
+    return ", ".join(map(str, ranks))

@@ -1,0 +1,190 @@
+"""The job read from a Prometheus server (``--prometheus URL [--job NAME]``): PromQL instant
+queries over its HTTP API (``/api/v1/query``), one per figure, run in parallel; each query
+keeps only the labels the view needs (``max by (host, pid)``), so a 1,000-node job's answer
+stays a few megabytes (benchmarks/scale/)."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from .figures import RANK_FIELDS, JobSample, NodeFigures, RankFigures, SourceError
+
+QUERY_TIMEOUT_S = 10.0  # Prometheus's own default query timeout is 2 minutes; a view can't wait
+# A job that ended within this long is still shown (its last figures and its exit status).
+ENDED_LOOKBACK = "10m"
+
+
+def _info(name: str, job: str, by: str) -> str:
+    """An info series of ``job``, as stored with the default honor_labels: false (our ``job``
+    as ``exported_job``) or with honor_labels: true (``job``): docs/prometheus.md."""
+    return (
+        f'max by ({by}) (gputop_train_{name}{{exported_job="{job}"}} '
+        f'or gputop_train_{name}{{job="{job}"}})'
+    )
+
+
+def queries(job: str) -> dict[str, str]:
+    """Every query of one refresh, by what it reads."""
+    sel = f'{{train_job="{job}"}}'
+    found = {
+        family: f"max by (host, pid, rank, local_rank) (gputop_train_{family}{sel})"
+        for family in RANK_FIELDS
+    }
+    found["rank_info"] = _info("rank_info", job, "host, pid, rank, local_rank, node, gpu, UUID")
+    found["job_info"] = _info("job_info", job, "host, node, world_size")
+    found["job_running"] = (
+        f"max by (host) (last_over_time(gputop_train_job_running{sel}[{ENDED_LOOKBACK}]))"
+    )
+    found["job_exit_code"] = (
+        f"max by (host) (last_over_time(gputop_train_job_exit_code{sel}[{ENDED_LOOKBACK}]))"
+    )
+    found["gpu_util"] = (
+        f"avg by (host) (gputop_train_gpu_utilization_ratio{sel} "
+        f"and on (host, gpu) (gputop_train_gpu_job{sel} == 1))"
+    )
+    return found
+
+
+class PrometheusSource:
+    """Reads one job from a Prometheus server at each ``sample()``; ``job`` None: the one
+    job running (several: said, with their names)."""
+
+    def __init__(self, url: str, job: str | None = None) -> None:
+        self.url = url.rstrip("/")
+        if "://" not in self.url:
+            self.url = "http://" + self.url
+        self._pool = ThreadPoolExecutor(max_workers=8)
+        self.job = job or self._running_job()
+        self.last_query_s = 0.0
+
+    def describe(self) -> str:
+        return f"Prometheus {self.url}"
+
+    def _running_job(self) -> str:
+        rows = self.query("count by (train_job) (gputop_train_job_running == 1)")
+        jobs = sorted(r["metric"].get("train_job", "") for r in rows)
+        if len(jobs) == 1:
+            return jobs[0]
+        if not jobs:
+            raise SourceError(f"{self.url}: no gputop-train job is running (give --job NAME)")
+        raise SourceError(f"{self.url}: several jobs run ({', '.join(jobs)}): give --job NAME")
+
+    def query(self, promql: str, at: float | None = None) -> list[dict[str, Any]]:
+        """The vector an instant query returns; SourceError, said, where it fails."""
+        params = {"query": promql} | ({"time": f"{at:.3f}"} if at is not None else {})
+        url = f"{self.url}/api/v1/query?{urllib.parse.urlencode(params)}"
+        try:
+            with urllib.request.urlopen(url, timeout=QUERY_TIMEOUT_S) as response:
+                answer = json.load(response)
+        except urllib.error.HTTPError as error:
+            detail = _error_of(error)
+            raise SourceError(f"{self.url}: HTTP {error.code}: {detail}") from None
+        except (OSError, ValueError) as error:
+            reason = getattr(error, "reason", None) or error
+            raise SourceError(f"{self.url}: not answering ({reason})") from None
+        if answer.get("status") != "success":
+            raise SourceError(f"{self.url}: {answer.get('error', 'query failed')}")
+        return list(answer["data"]["result"])
+
+    def sample(self, at: float | None = None) -> JobSample:
+        when = time.time() if at is None else at
+        started = time.perf_counter()
+        asked = queries(self.job)
+        answers = dict(
+            zip(asked, self._pool.map(lambda q: self.query(q, at), asked.values()), strict=True)
+        )
+        self.last_query_s = time.perf_counter() - started
+        return build_sample(self.job, when, answers, self.url)
+
+    def past(self, window_s: float) -> list[JobSample]:
+        """The samples one, two and three windows back, oldest first (the verdict's history
+        at once); none where Prometheus holds nothing then."""
+        now = time.time()
+        found = []
+        for k in (3, 2, 1):
+            try:
+                sample = self.sample(now - k * window_s)
+            except SourceError:
+                continue
+            if sample.ranks:
+                found.append(sample)
+        return found
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _error_of(error: urllib.error.HTTPError) -> str:
+    try:
+        return str(json.load(error).get("error", error.reason))
+    except (OSError, ValueError):
+        return str(error.reason)
+
+
+def build_sample(
+    job: str, at: float, answers: dict[str, list[dict[str, Any]]], source: str
+) -> JobSample:
+    """The answers of ``queries`` as a JobSample."""
+    by_host = {r["metric"].get("host", ""): r["metric"] for r in answers.get("job_info", ())}
+    per_host: dict[str, dict[str, float]] = defaultdict(dict)
+    for name in ("job_running", "job_exit_code", "gpu_util"):
+        for row in answers.get(name, ()):
+            per_host[row["metric"].get("host", "")][name] = float(row["value"][1])
+    fields: dict[tuple[str, int], dict[str, Any]] = defaultdict(dict)
+    for row in answers.get("rank_info", ()):
+        labels = row["metric"]
+        fields[(labels["host"], int(labels["pid"]))].update(
+            node=labels.get("node", labels["host"]),
+            gpu=labels.get("gpu", ""),
+            uuid=labels.get("UUID", ""),
+            rank=_int(labels.get("rank")),
+            local_rank=_int(labels.get("local_rank")),
+        )
+    for family, (name, scale) in RANK_FIELDS.items():
+        for row in answers.get(family, ()):
+            labels, value = row["metric"], float(row["value"][1])
+            figures = fields[(labels.get("host", ""), int(labels["pid"]))]
+            figures.setdefault("rank", _int(labels.get("rank")))
+            figures.setdefault("local_rank", _int(labels.get("local_rank")))
+            figures[name] = value == 1.0 if name == "connected" else value * scale
+    ranks = tuple(
+        RankFigures(
+            node=values.pop("node", None) or _node_of(by_host, host), host=host, pid=pid, **values
+        )
+        for (host, pid), values in sorted(fields.items())
+    )
+    hosts = sorted({r.host for r in ranks} | set(by_host))
+    nodes = tuple(
+        _node(host, by_host.get(host, {}), per_host.get(host, {}), source) for host in hosts
+    )
+    return JobSample(job, at, nodes, ranks)
+
+
+def _node_of(by_host: dict[str, dict[str, str]], host: str) -> str:
+    return by_host.get(host, {}).get("node", host)
+
+
+def _node(host: str, info: dict[str, str], state: dict[str, float], source: str) -> NodeFigures:
+    running = state.get("job_running")
+    util = state.get("gpu_util")
+    world = info.get("world_size")
+    return NodeFigures(
+        node=info.get("node", host),
+        host=host,
+        source=source,
+        running=None if running is None else running == 1.0,
+        exit_code=state.get("job_exit_code"),
+        gpu_util_pct=None if util is None else util * 100.0,
+        world_size=int(world) if world else None,
+    )
+
+
+def _int(text: str | None) -> int | None:
+    return int(text) if text else None

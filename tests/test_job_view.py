@@ -1,0 +1,295 @@
+"""``gputop-train job`` (issue 45): the whole job from the nodes' exporters, judged with the
+straggler verdict: the slow rank and its node, a slow node as a node, nothing when none is
+slowed; headless lines, JSON, the recording's report; the TUI at 80x24 with 8 nodes."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from benchmarks.scale.standin import Node, Rank, StandinNodes, node_page
+from gputop_train.cli.job import run_job
+from gputop_train.export import prometheus
+from gputop_train.jobview.exporters import ExporterSource, parse_page, parse_urls
+from gputop_train.jobview.figures import JobSample, RankFigures, SourceError
+from gputop_train.jobview.judge import JobHistory
+from gputop_train.jobview.prometheus import PrometheusSource
+from gputop_train.jobview.view import headline_line, node_lines, to_json
+from gputop_train.views import view_of
+from tests.support.metrics import TRAIN, exposition
+from tests.support.prometheus_server import PROMETHEUS_MISSING, running_prometheus, static_job
+from tests.support.sessions import two_rank_session
+
+WINDOW_S = 10.0
+
+
+def job(slow: dict[int, str], nodes: int = 2, per_node: int = 2) -> list[Node]:
+    """A job of ``nodes`` x ``per_node`` gloo-like ranks: each waits ~30 ms a step in its
+    all-reduce for the slowest; ``slow``: rank -> "input" or "compute" (+30 ms there)."""
+    built = []
+    for n in range(nodes):
+        ranks = []
+        for local in range(per_node):
+            rank = n * per_node + local
+            cause = slow.get(rank)
+            ranks.append(
+                Rank(
+                    rank,
+                    local,
+                    1000 + rank,
+                    step_ms=60.0,
+                    input_ms=31.0 if cause == "input" else 1.0,
+                    comm_ms=1.0 if cause else (31.0 if slow else 2.0),
+                )
+            )
+        built.append(Node("train-4711", str(n), f"gpu-node-{n}", ranks))
+    return built
+
+
+def judged(nodes: list[Node], windows: int = 4) -> JobHistory:
+    """The job's pages read every window, as the job view reads them."""
+    history = JobHistory(WINDOW_S)
+    for k in range(windows):
+        for node in nodes:
+            for rank in node.ranks:
+                rank.steps_total += WINDOW_S * 1000.0 / rank.step_ms
+        read = [parse_page(node_page(n).decode(), n.host) for n in nodes]
+        history.add(
+            JobSample(
+                "train-4711",
+                k * WINDOW_S,
+                tuple(node for _, node, _ in read),
+                tuple(rank for _, _, ranks in read for rank in ranks),
+            )
+        )
+    return history
+
+
+def test_a_slowed_rank_is_named_with_its_node_its_host_and_where_to_attach() -> None:
+    view = judged(job({3: "input"})).view("test")
+    found = view.headline
+    assert found is not None and found.kind == "straggler"
+    assert (found.rank, found.node, found.host, found.cause) == (3, "1", "gpu-node-1", "input")
+    assert found.ssh == "ssh -t gpu-node-1 gputop-train attach 1003"
+    assert view.nodes[0].node == "1" and view.nodes[0].worst_rank == 3  # the worst node first
+    assert "rank 3 on node 1 (gpu-node-1) waits on its input" in headline_line(view)
+
+
+def test_a_slow_node_is_named_as_a_node_not_as_its_ranks() -> None:
+    view = judged(job({2: "compute", 3: "compute"})).view("test")
+    found = view.headline
+    assert found is not None and found.kind == "slow_node"
+    assert (found.node, found.host, found.ranks) == ("1", "gpu-node-1", (2, 3))
+    assert found.text.startswith("slow node: node 1 (gpu-node-1)")
+
+
+def test_nothing_is_named_when_no_rank_is_slowed() -> None:
+    view = judged(job({})).view("test")
+    assert view.findings == () and view.windows == 3
+    assert "no straggler" in headline_line(view)
+
+
+def test_no_verdict_before_three_windows_are_held() -> None:
+    view = judged(job({3: "input"}), windows=3).view("test")  # 2 windows between 3 reads
+    assert view.headline is None and "verdict after 3 windows: 2" in headline_line(view)
+
+
+def test_json_gives_nodes_ranks_with_their_node_and_findings_with_rank_and_node() -> None:
+    out = to_json(judged(job({1: "input"})).view("test"))
+    assert [n["node"] for n in out["nodes"]][:1] == ["0"]
+    assert {(r["rank"], r["node"], r["host"]) for r in out["ranks"]} == {
+        (0, "0", "gpu-node-0"),
+        (1, "0", "gpu-node-0"),
+        (2, "1", "gpu-node-1"),
+        (3, "1", "gpu-node-1"),
+    }
+    straggler = out["findings"][0]
+    assert (straggler["kind"], straggler["rank"], straggler["node"]) == ("straggler", 1, "0")
+    json.dumps(out)  # all of it serialisable
+
+
+def test_the_standin_serves_what_a_real_exporter_serves() -> None:
+    """The stand-in's families and label names are the real exporter's (scale benchmarks and
+    these tests read it as the job view reads a node)."""
+
+    def shape(text: str) -> dict[str, frozenset[str]]:
+        found: dict[str, frozenset[str]] = {}
+        for line in text.splitlines():
+            if match := re.fullmatch(r"(gputop_train_\w+)\{(.*)\} \S+", line):
+                found[match.group(1)] = frozenset(re.findall(r'(\w+)="', match.group(2)))
+        return found
+
+    from gputop_train import events
+
+    session = two_rank_session()
+    session.apply(events.GpusFound(("H100", "H100"), uuids=("GPU-aaa", "GPU-bbb")))
+    real = shape(exposition(session))
+    real.pop("gputop_train_finding")  # the node's own advisor's: the job view does not read it
+    standin = shape(node_page(job({})[0]).decode())
+    assert {k: v for k, v in standin.items() if k in real} == real
+    declared = set(re.findall(r"# TYPE (gputop_train_\w+) (\w+)", exposition(session)))
+    names = {n + "_total" if kind == "counter" and "_total" not in n else n for n, kind in declared}
+    assert set(standin) <= names  # every family the stand-in serves, the exporter declares
+
+
+def test_a_real_exporters_page_is_read_with_its_node_and_ranks() -> None:
+    exporter = prometheus.serve(
+        "127.0.0.1:0", lambda: view_of(two_rank_session().snapshot(30.0)), TRAIN
+    )
+    try:
+        sample = ExporterSource([exporter.url]).sample()
+    finally:
+        exporter.close()
+    assert sample.job == "train"
+    assert [(r.rank, r.node, r.pid) for r in sample.ranks] == [
+        (0, TRAIN.node, 11),
+        (1, TRAIN.node, 12),
+    ]
+    waits = {r.rank: r.data_wait_pct for r in sample.ranks}
+    assert waits[1] == pytest.approx(60.0) and waits[0] == pytest.approx(2.0)
+
+
+def test_an_exporter_that_does_not_answer_is_said_and_the_rest_shown() -> None:
+    nodes = StandinNodes(job({}))
+    try:
+        dead = "127.0.0.1:9/metrics"  # the discard port: nothing listens
+        sample = ExporterSource([nodes.url("0"), nodes.url("1"), f"http://{dead}"]).sample()
+        with pytest.raises(SourceError, match="no exporter answered"):
+            ExporterSource([f"http://{dead}"]).sample()
+    finally:
+        nodes.close()
+    assert [n.node for n in sample.nodes] == ["0", "1"]
+    assert len(sample.problems) == 1 and "not answering" in sample.problems[0]
+
+
+def test_urls_take_host_port_and_get_the_metrics_path() -> None:
+    assert parse_urls("n1:9455, http://n2:9455/metrics") == [
+        "http://n1:9455/metrics",
+        "http://n2:9455/metrics",
+    ]
+    with pytest.raises(SourceError, match="--from"):
+        parse_urls(" , ")
+
+
+def test_headless_json_lines_and_the_report_of_their_recording(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    nodes = StandinNodes(job({}))
+    record = tmp_path / "job.jsonl"
+    try:
+        urls = f"{nodes.url('0')},{nodes.url('1')}"
+        code = run_job(["--from", urls, "--format", "json", "--count", "2", "--interval",
+                        "0.05", "--record", str(record)])  # fmt: skip
+    finally:
+        nodes.close()
+    assert code == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2 and all(json.loads(line)["job"] == "train-4711" for line in lines)
+    assert len(json.loads(lines[-1])["ranks"]) == 4
+    assert run_job(["report", str(record)]) == 0
+    told = capsys.readouterr().out
+    assert "job train-4711" in told and "2 views" in told and "named: nothing" in told
+
+
+def test_headless_text_gives_a_line_per_node_on_demand() -> None:
+    view = judged(job({3: "input"})).view("test")
+    lines = node_lines(view)
+    assert len(lines) == 2 and lines[0].startswith("  node 1 (gpu-node-1): ranks 2-3")
+    assert "worst rank 3 (input" in lines[0]
+
+
+def test_a_rank_that_is_gone_is_left_out_of_the_verdict() -> None:
+    history = judged(job({}))
+    last = history._samples[-1]
+    gone = RankFigures(rank=9, node="1", host="gpu-node-1", pid=9, connected=False)
+    history.add(JobSample(last.job, last.at + 1, last.nodes, (*last.ranks, gone)))
+    assert history.windows()[-1] and all(w.rank != 9 for w in history.windows()[-1])
+
+
+async def test_the_tui_fits_80x24_with_8_nodes_and_scrolls_past(tmp_path: Path) -> None:
+    from textual.widgets import DataTable
+
+    from gputop_train.jobview.tui import JobApp
+    from gputop_train.jobview.watch import JobWatch
+
+    nodes = StandinNodes(job({13: "input"}, nodes=24, per_node=2))
+    try:
+        urls = [nodes.url(str(n)) for n in range(24)]
+        history = judged(job({13: "input"}, nodes=24, per_node=2))
+        app = JobApp(JobWatch(ExporterSource(urls), history), interval=60.0)
+        async with app.run_test(size=(80, 24)) as pilot:
+            for _ in range(50):
+                await pilot.pause(0.1)
+                if app.view is not None:
+                    break
+            table = app.query_one("#nodes", DataTable)
+            assert table.row_count == 24
+            assert table.region.height >= 8 + 1  # 8 nodes and the header in view
+            assert app.screen.region.width == 80
+            assert str(table.get_row_at(0)[0]) == "6"  # rank 13's node first
+            assert app.focused is table
+            await pilot.press(*["down"] * 23)
+            await pilot.pause()
+            assert table.cursor_row == 23  # scrolls past the screen, keyboard only
+            assert table.scroll_y > 0
+            await pilot.press("r")
+            ranks = app.query_one("#ranks", DataTable)
+            assert ranks.display and ranks.row_count == 48
+    finally:
+        nodes.close()
+
+
+@pytest.mark.skipif(shutil.which("prometheus") is None, reason=PROMETHEUS_MISSING)
+def test_from_a_real_prometheus_the_slow_rank_and_its_node_are_named(tmp_path: Path) -> None:
+    """Prometheus 2.42 scrapes two stand-in nodes every second (rank 3 on node 1 slowed in
+    its input); the job view reads them back over PromQL, with windows of 2 s."""
+    nodes = StandinNodes(job({3: "input"}))
+    try:
+        targets = [(nodes.target(), f"/{n}/metrics") for n in ("0", "1")]
+        with running_prometheus(tmp_path, static_job("gputop-train", targets)) as url:
+            source = PrometheusSource(url, "train-4711")
+            history, view = JobHistory(2.0), None
+            deadline = time.monotonic() + 40
+            while time.monotonic() < deadline:
+                history.add(source.sample())
+                view = history.view(source.describe())
+                if view.headline is not None:
+                    break
+                time.sleep(0.5)
+            running = PrometheusSource(url).job  # the one job running, found by itself
+    finally:
+        nodes.close()
+    assert view is not None and view.headline is not None, view
+    found = view.headline
+    assert (found.kind, found.rank, found.node, found.host) == ("straggler", 3, "1", "gpu-node-1")
+    assert [n.node for n in view.nodes] == ["1", "0"] and running == "train-4711"
+    assert {(r.rank, r.node) for r in view.ranks} == {(0, "0"), (1, "0"), (2, "1"), (3, "1")}
+
+
+def test_a_slow_verdict_does_not_hold_the_refresh_and_its_age_is_said(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A 1,000-node job's verdict takes minutes (docs/benchmarks.md): the rows come within
+    the budget, with the last verdict that finished and its age."""
+    from gputop_train.jobview import judge as judging
+
+    history = judged(job({3: "input"}))
+    first = history.view("test")  # judged at once: a small job's verdict is fresh
+    assert first.headline is not None and first.verdict_age_s == 0.0
+    gate = threading.Event()
+    real = judging.judge
+    monkeypatch.setattr(judging, "judge", lambda windows: (gate.wait(10), real(windows))[1])
+    started = time.monotonic()
+    second = history.view("test")
+    assert time.monotonic() - started < judging.VERDICT_BUDGET_S + 0.5
+    assert second.headline is not None and second.headline.rank == 3  # the last verdict
+    time.sleep(1.0)
+    third = history.view("test")
+    assert third.verdict_age_s >= 1.0 and "verdict of" in headline_line(third)
+    gate.set()
