@@ -309,6 +309,33 @@ def test_an_fsdp_job_is_hooked_counted_and_its_straggler_named(
 
 
 @pytest.mark.torch
+def test_fsdp2_ranks_wait_alike_unslowed_and_a_slowed_rank_raises_the_others_wait_by_its_lag(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """FSDP2's all-gathers and reduce-scatters (gloo): the wait is the time each rank's
+    training thread stalls in them. Unslowed, the ranks' waits are alike and small; rank 1
+    slowed 30 ms a step, rank 0 waits 30 ms more a step (within 15%), rank 1 no more."""
+    runs = {
+        slowed: monitored_torchrun(
+            tmp_path_factory,
+            2,
+            "fsdp",
+            "steps=150",
+            *(("slow_rank=1", "slow_step_ms=30") if slowed else ()),
+        ).summary
+        for slowed in (False, True)
+    }
+    even = {r["rank"]: r["comm_ms_p50"] for r in runs[False]["ranks"]}
+    lagged = {r["rank"]: r["comm_ms_p50"] for r in runs[True]["ranks"]}
+    step_ms = statistics.median(r["step_ms_p50"] for r in runs[False]["ranks"])
+    assert abs(even[0] - even[1]) < 0.1 * step_ms  # alike: under the verdict's line
+    assert max(even.values()) < 0.5 * step_ms  # small: the 20 ms of compute is most of it
+    assert lagged[0] - even[0] == pytest.approx(30.0, rel=0.15)
+    assert lagged[1] - even[1] < 0.15 * 30.0
+    assert not stragglers(runs[False])
+
+
+@pytest.mark.torch
 def test_a_stalled_rank_is_named_and_every_rank_dumped(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
