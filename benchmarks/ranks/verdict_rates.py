@@ -261,6 +261,22 @@ def two_nodes(scenario: str, ranks: int, steps: int, hogs: int, slowed: bool) ->
     return run
 
 
+def _provenance() -> dict[str, str]:
+    """The commit, the time (UTC) and the command line a result came from."""
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO
+    ).stdout.strip()
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=no"],
+        capture_output=True, text=True, cwd=REPO,
+    ).stdout.strip()  # fmt: skip
+    return {
+        "commit": commit + ("+changes" if dirty else ""),
+        "utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "command": " ".join(["python -m benchmarks.ranks.verdict_rates", *sys.argv[1:]]),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("cases", nargs="+", choices=[*SLOWED, "node", "unslowed-nodes"])
@@ -285,8 +301,9 @@ def main() -> None:
                     flush=True,
                 )
                 if args.out:
+                    said = {**asdict(run), "rate": run.rate, **_provenance()}
                     with args.out.open("a") as out:
-                        out.write(json.dumps({**asdict(run), "rate": run.rate}) + "\n")
+                        out.write(json.dumps(said) + "\n")
 
 
 if __name__ == "__main__":
