@@ -1,11 +1,12 @@
 """How far apart a torchrun job's ranks read without a straggler, and whether the straggler
-finding names the slowed rank: the measurement behind advise/rules/ranks.py's STRAGGLER_* lines.
+finding names the slowed rank: the measurement behind the straggler verdict's lines
+(advise/rank_verdict.py; its rates on 2, 4 and 8 ranks: benchmarks/ranks/verdict_rates.py).
 
 Each round runs 2 (``--nproc``) CPU ranks (gloo) of tests/scenarios/loops.py ``ddp`` under
 ``gputop-train --headless --format json``, unslowed and with one rank slowed on purpose, and
 reads every status line with every rank measured (the live window, as the advisor sees it).
 The comm gap is the others' median wait in collectives less the least-waiting rank's, as a
-share of the median step (advise/stragglers.py's COMM_GAP_SHARE line).
+share of the median step (advise/rank_verdict.py's GAP_SHARE line).
 
     python -m benchmarks.stragglers --rounds 3 [--nproc 4]
     python -m benchmarks.stragglers --hogs 2 --cpu-bound --cases unslowed --hold-windows 1
@@ -33,8 +34,9 @@ CPU_BOUND = (
 )  # fmt: skip
 MIN_STEPS = 5
 HOLD_MONITOR = (
-    "import sys; from gputop_train.advise import stragglers; from gputop_train.session import "
-    "model; stragglers.HOLD_WINDOWS = model.HOLD_WINDOWS = {}; "
+    "import sys; from gputop_train.advise import rank_verdict, stragglers; from "
+    "gputop_train.session import model; "
+    "rank_verdict.HOLD_WINDOWS = stragglers.HOLD_WINDOWS = model.HOLD_WINDOWS = {}; "
     "from gputop_train.cli import main; sys.exit(main(sys.argv[1:]))"
 )
 

@@ -6,6 +6,7 @@ a user would; each rank writes its own clock's truth, which the hook's figures a
 
 from __future__ import annotations
 
+import re
 import statistics
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from gputop_train.advise import rules
 from gputop_train.advise.stall import stall_finding
 from gputop_train.collect.fake import FakeGpu, FakeNvml
 from gputop_train.collect.nvml import NvmlSampler
+from gputop_train.monitor.stall import where_line
 from gputop_train.samples import GpuSample
 from gputop_train.session.clocks import gpu_clocks
 from gputop_train.session.comm import CommStats
@@ -206,6 +208,40 @@ def test_the_stall_finding_names_the_rank_that_did_not_arrive() -> None:
     assert stall_finding({"resolved": True}) is None
 
 
+def test_a_hung_job_across_nodes_is_named_from_both_nodes_with_the_missing_ranks_node() -> None:
+    """4 ranks on 2 nodes, rank 3 (node b) stuck outside the collectives: node b's monitor
+    names rank 3 and its node; node a's, whose ranks all wait, says the missing rank is among
+    the job's ranks on other nodes (2 and 3), not "every rank waits"."""
+
+    def rank(r: int, host: str, where: str | None) -> dict[str, object]:
+        return {"rank": r, "pid": 10 + r, "host": host, "step": 30, "answered": True,
+                "collective": where}  # fmt: skip
+
+    node_b = {
+        "stalled_s": 130.0, "folder": "/b/run-stall-1", "world_size": 4,
+        "ranks": [rank(2, "b", "all_gather_single"), rank(3, "b", None)],
+    }  # fmt: skip
+    found = stall_finding(node_b)
+    assert found is not None and found.ranks == (3,)
+    assert "rank 3 on b did not arrive at the collective" in found.title
+    node_a = {
+        **node_b,
+        "folder": "/a/run-stall-1",
+        "ranks": [rank(0, "a", "wait"), rank(1, "a", "wait")],
+    }
+    found = stall_finding(node_a)
+    assert found is not None and found.ranks == (0, 1)  # served under this node's ranks only
+    assert found.title.endswith(
+        "every rank here waits in a collective for the job's ranks 2, 3 on other nodes "
+        "(this monitor sees 2 of 4)"
+    )
+    assert "names it and its host" in found.action
+    assert where_line(node_a, Path("/a/run-stall-1")).startswith(
+        "rank 0 on a waits in wait (last step 30); rank 1 on a waits in wait (last step 30); "
+        "ranks 2, 3 run on other nodes"
+    )
+
+
 def test_a_row_from_a_hook_without_comm_ms_reads_it_as_not_measured() -> None:
     old = [3, 10.0, 50.0, 1.0, 8, 1, None, None, None, None]
     assert len(old) == wire.COLUMN["comm_ms"]  # the ten columns every hook has sent
@@ -309,6 +345,33 @@ def test_an_fsdp_job_is_hooked_counted_and_its_straggler_named(
 
 
 @pytest.mark.torch
+def test_fsdp2_ranks_wait_alike_unslowed_and_a_slowed_rank_raises_the_others_wait_by_its_lag(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """FSDP2's all-gathers and reduce-scatters (gloo): the wait is the time each rank's
+    training thread stalls in them. Unslowed, the ranks' waits are alike and small; rank 1
+    slowed 30 ms a step, rank 0 waits 30 ms more a step (within 15%), rank 1 no more."""
+    runs = {
+        slowed: monitored_torchrun(
+            tmp_path_factory,
+            2,
+            "fsdp",
+            "steps=150",
+            *(("slow_rank=1", "slow_step_ms=30") if slowed else ()),
+        ).summary
+        for slowed in (False, True)
+    }
+    even = {r["rank"]: r["comm_ms_p50"] for r in runs[False]["ranks"]}
+    lagged = {r["rank"]: r["comm_ms_p50"] for r in runs[True]["ranks"]}
+    step_ms = statistics.median(r["step_ms_p50"] for r in runs[False]["ranks"])
+    assert abs(even[0] - even[1]) < 0.1 * step_ms  # alike: under the verdict's line
+    assert max(even.values()) < 0.5 * step_ms  # small: the 20 ms of compute is most of it
+    assert lagged[0] - even[0] == pytest.approx(30.0, rel=0.15)
+    assert lagged[1] - even[1] < 0.15 * 30.0
+    assert not stragglers(runs[False])
+
+
+@pytest.mark.torch
 def test_a_stalled_rank_is_named_and_every_rank_dumped(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
@@ -318,7 +381,7 @@ def test_a_stalled_rank_is_named_and_every_rank_dumped(
     )  # fmt: skip
     lines = run.lines
     stalled = [f["title"] for line in lines for f in line["findings"] if f["id"] == "ranks.stalled"]
-    assert stalled and "rank 1 did not arrive at the collective" in stalled[0]
+    assert stalled and re.search(r"rank 1 on \S+ did not arrive at the collective", stalled[0])
     folder = run.folder / "run-stall-1"
     waiting = (folder / "rank-0.txt").read_text()
     assert "waits in all_reduce (DDP gradient buckets)" in waiting.splitlines()[0]

@@ -161,10 +161,11 @@ def test_the_dashboard_and_the_rules_use_only_metrics_that_exist() -> None:
     dashboard = json.loads((DOCS / "grafana" / "gputop-train.json").read_text())
     exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
     exprs += [v["definition"] for v in dashboard["templating"]["list"] if "definition" in v]
-    used = set(re.findall(r"\bgputop_train_\w+", " ".join(exprs) + rules_text))
-    used |= {r for r in re.findall(r"\b[a-z_]+:gputop_train_\w+:\w+", rules_text)}
-    assert {u for u in used if ":" not in u} <= names
-    assert {u for u in used if ":" in u} <= recorded
+    text = " ".join(exprs) + rules_text
+    rule_names = set(re.findall(r"\b[a-z_]+:gputop_train_\w+:\w+", text))
+    raw = re.sub(r"\b[a-z_]+:gputop_train_\w+:\w+", " ", text)  # recorded names apart
+    assert set(re.findall(r"\bgputop_train_\w+", raw)) <= names
+    assert rule_names <= recorded
     documented = (DOCS / "prometheus.md").read_text()
     assert {n for n in names if f"`{n}`" not in documented} == set()  # every metric listed
 
@@ -298,3 +299,17 @@ def test_a_real_prometheus_joins_a_two_node_jobs_ranks_and_names_its_straggler(
         server.wait(timeout=30)
     for port, stderr in zip(exporters, errors, strict=True):
         assert f"Prometheus metrics at http://127.0.0.1:{port}/metrics" in stderr
+
+
+def test_the_dashboards_job_state_panel_maps_the_state_query_alone() -> None:
+    """Its value labels (0 running ... 3 hung) read one query: mapped onto the exit status too,
+    exit 0 read "running" (issue 45)."""
+    dashboard = json.loads((DOCS / "grafana" / "gputop-train.json").read_text())
+    mapped = [
+        p
+        for p in dashboard["panels"]
+        if p.get("fieldConfig", {}).get("defaults", {}).get("mappings")
+    ]
+    assert [[t["expr"].split("{")[0] for t in p["targets"]] for p in mapped] == [
+        ["host_train_job:gputop_train_job_running:state"]
+    ]

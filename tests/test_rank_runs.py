@@ -30,7 +30,9 @@ def test_a_rank_slowed_in_a_loader_less_get_batch_is_named_for_its_input(
     found = named(run.summary)
     assert found == [(1, "Straggler: rank 1 waits for data, and the other ranks wait for rank 1")]
     evidence = next(f for f in run.summary["findings"] if f["id"] == "ranks.straggler")["evidence"]
-    assert any("on its input (its host's time before its forward, host gap)" in e for e in evidence)
+    assert any(
+        "on its input (its host's time before its forward, host gap; hook)" in e for e in evidence
+    )
     # Its data-wait says nothing (no DataLoader); its input does.
     slowed = run.summary["ranks"][1]
     assert slowed["input_ms"] > 20.0 > run.summary["ranks"][0]["input_ms"]

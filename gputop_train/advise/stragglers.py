@@ -114,6 +114,17 @@ def input_ms(rank: RankStats) -> float | None:
     return max(known) if known else None
 
 
+def input_source(rank: RankStats) -> str:
+    """Where the rank's input figure comes from, in words: "its host's time before its
+    forward, host gap", "the GPU idle before its forward", "its data-wait"."""
+    parts = rank.steps.parts
+    if parts is not None and parts.ms.get("data") is not None:
+        if parts.clock == "gpu":
+            return "the GPU idle before its forward"
+        return f"its host's time before its forward, {parts.data_source}"
+    return "its data-wait"
+
+
 def compute_ms(rank: RankStats) -> float | None:
     """The rank's own work per step: its step less its input and its collective wait."""
     step = rank.steps.step_ms_p50

@@ -14,8 +14,14 @@ out equal; what tells the slow rank from the others is where they wait. This mod
 
 On CPU tensors (gloo) these are the host's blocking times. On CUDA tensors (NCCL) the host
 does not block; the wait is the compute stream's: a CUDA event recorded on the current stream
-before the call and one after it (or, for DDP, in the future's callback, whose stream waits
-on the collective), read later with ``Event.query()`` when the step's own GPU time is read.
+before the call and one after it (or, for DDP, when the last gradient is accumulated and when
+``backward()`` returns), read later with ``Event.query()`` when the step's own GPU time is
+read. A collective issued on a side stream (FSDP2 runs its all-gathers and reduce-scatters on
+streams of their own, overlapped with the compute) does not stall the compute stream where
+it runs: its span there is not a wait (on two H200s an unslowed FSDP2 job read ~80 ms of an
+84 ms step so, issue 45). The compute stream stalls where it waits for that stream's event
+(``Stream.wait_event``/``wait_stream``): that wait is timed, by an event pair on the waiting
+stream around it.
 
 Every timing step is guarded: an error disables the timing (said once) and the collective
 itself runs as if unhooked.
@@ -79,6 +85,10 @@ class CollectiveClock:
         # What the training thread is in now, for a stalled job's dump: (name, wall clock).
         self.current: tuple[str, float] | None = None
         self._in_ddp_wait_since: float | None = None  # wall clock, while in finalize
+        # Side streams a collective ran on (their handles), and what to undo the streams'
+        # patches with (install's list): the compute stream's waits on them are timed.
+        self._collective_streams: set[int] = set()
+        self._undo: list[Callable[[], None]] | None = None
 
     # -- the wait of one step (training thread, at the step boundary) ---------------------
 
@@ -154,6 +164,9 @@ class CollectiveClock:
             self.current = (name, time.time())
             if _on_cuda(args):
                 on_cuda = self.cuda_collectives = True
+                if self._on_side_stream():
+                    self.seen = True
+                    return None  # its span is its stream's; the compute's wait is timed there
             event = self._cuda_event() if on_cuda else None
             return (time.perf_counter(), event)
         except Exception as error:
@@ -179,10 +192,63 @@ class CollectiveClock:
         except Exception as error:
             self._fail(error)
 
-    def _cuda_event(self) -> Any:
+    def _cuda_event(self, stream: Any = None) -> Any:
         event = self._torch.cuda.Event(enable_timing=True)
-        event.record()
+        event.record(stream)
         return event
+
+    # -- side streams (FSDP2) ---------------------------------------------------------------
+
+    def _on_side_stream(self) -> bool:
+        """Whether the current CUDA stream is not its device's default one: note it as a
+        collective's stream (its waiters are timed from now on)."""
+        cuda = self._torch.cuda
+        stream = cuda.current_stream()
+        if stream == cuda.default_stream(stream.device):
+            return False
+        if not self._collective_streams and self._undo is not None:
+            _install_stream_waits(self, self._undo)
+        self._collective_streams.add(stream.cuda_stream)
+        return True
+
+    def after_collective(self, stream: Any, event: Any) -> None:
+        """``stream`` recorded ``event``: where it ran a collective, a wait on that event is a
+        wait on the collective."""
+        if not self.enabled:
+            return
+        try:
+            if stream.cuda_stream in self._collective_streams:
+                event.__gputop_collective__ = True
+        except Exception as error:
+            self._fail(error)
+
+    def timed_stream_wait(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        """``Stream.wait_event`` with the waiting stream's stall on a collective's event timed:
+        an event pair on the waiting stream around it (not a collective stream's own wait)."""
+        clock = self
+
+        @functools.wraps(original)
+        def wait_event(stream: Any, event: Any) -> Any:
+            if not (clock.enabled and getattr(event, "__gputop_collective__", False)):
+                return original(stream, event)
+            try:
+                if stream.cuda_stream in clock._collective_streams:
+                    return original(stream, event)
+                start = clock._cuda_event(stream)
+            except Exception as error:
+                clock._fail(error)
+                return original(stream, event)
+            result = original(stream, event)
+            try:
+                end = clock._cuda_event(stream)
+                with clock._lock:
+                    clock._cuda_pairs.append((start, end))
+            except Exception as error:
+                clock._fail(error)
+            return result
+
+        wait_event.__gputop_original__ = original  # type: ignore[attr-defined]
+        return wait_event
 
     # -- DDP --------------------------------------------------------------------------------
 
@@ -267,6 +333,7 @@ def install(clock: CollectiveClock, undo: list[Callable[[], None]]) -> None:
         for module in modules:
             setattr(module, name, timed)
         undo.append(functools.partial(_restore, modules, name, original))
+    clock._undo = undo
     work = getattr(dist, "Work", None)
     if work is not None and not hasattr(work.wait, "__gputop_original__"):
         original_wait = work.wait
@@ -278,6 +345,26 @@ def install(clock: CollectiveClock, undo: list[Callable[[], None]]) -> None:
 def _restore(modules: list[Any], name: str, original: Any) -> None:
     for module in modules:
         setattr(module, name, original)
+
+
+def _install_stream_waits(clock: CollectiveClock, undo: list[Callable[[], None]]) -> None:
+    """Once a collective ran on a side stream: tag the events such streams record
+    (``wait_stream`` records one too) and time the other streams' waits on them."""
+    stream_cls = clock._torch.cuda.Stream
+    original_record, original_wait = stream_cls.record_event, stream_cls.wait_event
+    if hasattr(original_wait, "__gputop_original__"):
+        return
+
+    @functools.wraps(original_record)
+    def record_event(stream: Any, event: Any = None) -> Any:
+        recorded = original_record(stream, event)
+        clock.after_collective(stream, recorded)
+        return recorded
+
+    stream_cls.record_event = record_event
+    stream_cls.wait_event = clock.timed_stream_wait(original_wait)
+    undo.append(functools.partial(setattr, stream_cls, "record_event", original_record))
+    undo.append(functools.partial(setattr, stream_cls, "wait_event", original_wait))
 
 
 def _install_ddp(clock: CollectiveClock, undo: list[Callable[[], None]]) -> None:

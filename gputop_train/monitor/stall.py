@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import events, wire
+from ..advise.stall import other_nodes_ranks
 from ..collect.stacks import find_py_spy
 from ..session.model import Session
 from .hook_client import HookClient
@@ -99,7 +100,15 @@ class StallWatch:
             (folder / f"{label}.txt").write_text(_rank_text(entry, stack))
             ranks.append(entry)
         stalled_s = asked - max((s.t for s in latest.values()), default=asked)
-        reading = {"at": asked, "stalled_s": round(stalled_s, 1), "folder": str(folder)}
+        sizes = [p.world_size for p in self._session.hooked_processes() if p.world_size]
+        reading = {
+            "at": asked,
+            "stalled_s": round(stalled_s, 1),
+            "folder": str(folder),
+            # The job's ranks (WORLD_SIZE): where this node's monitor sees fewer, the rank that
+            # did not arrive may be on another node (advise/stall.py names which ranks).
+            "world_size": max(sizes, default=None),
+        }
         self.last = {**reading, "ranks": ranks}
         if ranks and not any(r["answered"] for r in ranks):
             # No hook answered: the ranks are exiting (a job's last seconds look like a stall).
@@ -142,7 +151,11 @@ def where_line(reading: dict[str, Any] | None, folder: Path) -> str:
     parts = []
     for entry in ranks:
         where = _where(entry, "did not answer", since=False)
-        parts.append(f"{_who(entry)} {where} (last step {entry['step']})")
+        on = f" on {entry['host']}" if entry.get("host") else ""
+        parts.append(f"{_who(entry)}{on} {where} (last step {entry['step']})")
+    elsewhere = other_nodes_ranks(reading or {})
+    if elsewhere:
+        parts.append(f"ranks {', '.join(map(str, elsewhere))} run on other nodes")
     said = "; ".join(parts) or "no rank's hook answered"
     return f"{said}; stacks in {folder}"
 

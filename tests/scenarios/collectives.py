@@ -13,7 +13,8 @@ slowed on purpose: ``slow_step_ms`` more compute in its forward (its GPU's, with
 ``slow_data_ms`` more to load each batch (in its DataLoader's collate; with ``loader=none``,
 in the loop's own ``get_batch``, as a memmap loop does), or ``stall_s`` once at step
 ``stall_step``; with ``hang_on_sigint=1`` it never exits on SIGINT or SIGTERM (as a rank left
-in an NCCL collective by the others' exit), a job that only SIGKILL ends.
+in an NCCL collective by the others' exit), a job that only SIGKILL ends. ``slow_node=K``
+slows every rank of torchrun's node K (``GROUP_RANK``) alike: a slow node.
 Every rank: ``workers`` DataLoader workers (0), ``data_ms`` to load each batch (0).
 """
 
@@ -91,7 +92,9 @@ def main(scenario: str, p: dict[str, Any]) -> None:
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
     dist.init_process_group("nccl" if cuda else "gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
-    slowed = rank == int(p.get("slow_rank", -1))
+    # slow_node=K: every rank of torchrun's node K (its GROUP_RANK) is slowed: a slow node.
+    group = int(os.environ.get("GROUP_RANK", "0"))
+    slowed = rank == int(p.get("slow_rank", -1)) or group == int(p.get("slow_node", -1))
     if slowed and p.get("hang_on_sigint"):
         signal.signal(signal.SIGINT, _hang)
         signal.signal(signal.SIGTERM, _hang)

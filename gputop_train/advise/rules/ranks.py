@@ -4,6 +4,7 @@ node's monitor adds (advise/stragglers.py: its GPU's clocks, a shared GPU)."""
 
 from __future__ import annotations
 
+from ... import format as fmt
 from ...session.stats import Observation
 from .. import stragglers
 from ..rank_verdict import Verdict
@@ -36,6 +37,8 @@ def straggler(o: Observation) -> Finding | None:
         title = f"Straggler: {who} {verb}, and the other ranks wait for {them}"
     gain = 1.0 / max(1.0 - min(verdict.gap_ms, verdict.step_ms) / verdict.step_ms, 0.2)
     evidence = (verdict.evidence,) + ((refined.evidence,) if refined is not None else ())
+    if cause == "input":
+        evidence += tuple(_input_line(o, rank) for rank in verdict.ranks)
     return Finding(
         "ranks.straggler",
         title,
@@ -46,6 +49,19 @@ def straggler(o: Observation) -> Finding | None:
         max(gain, 1.01),
         rank=verdict.ranks[0],
         ranks=verdict.ranks,
+    )
+
+
+def _input_line(o: Observation, rank: int) -> str:
+    """Where a named rank's input time is measured: "rank 1 spends 30.9 ms a step on its input
+    (its host's time before its forward, host gap; hook)"."""
+    stats = next((r for r in o.ranks if r.who.rank == rank), None)
+    figure = stragglers.input_ms(stats) if stats is not None else None
+    if stats is None or figure is None:
+        return f"rank {rank}'s input is not split from its step (hook)"
+    return (
+        f"rank {rank} spends {fmt.ms(figure)} a step on its input "
+        f"({stragglers.input_source(stats)}; hook)"
     )
 
 

@@ -1,0 +1,1 @@
+"""Benchmarks of the straggler verdict across ranks and nodes (docs/ranks.md)."""
