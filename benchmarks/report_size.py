@@ -1,7 +1,10 @@
 """The report of a long multi-rank session: its size, and its time beside ``summary``'s on the
 same recording (the replay both make), in one process, rounds alternated.
 
-    python -m benchmarks.report_size [--ranks 8] [--hours 1] [--rounds 3]
+    python -m benchmarks.report_size [--ranks 8] [--hours 1] [--rounds 3] [--workers 0]
+
+Issue 46's case, 256 ranks of 2 minutes with their process samples:
+``--ranks 256 --hours 0.0333 --workers 2 --rounds 1``.
 """
 
 from __future__ import annotations
@@ -23,10 +26,12 @@ def main() -> None:
     parser.add_argument("--ranks", type=int, default=8)
     parser.add_argument("--hours", type=float, default=1.0)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--workers", type=int, default=0, help="DataLoader workers a rank")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         recording = Path(folder) / "long.jsonl"
-        lines = write_synthetic(recording, ranks=args.ranks, seconds=3600.0 * args.hours)
+        lines = write_synthetic(recording, ranks=args.ranks, seconds=3600.0 * args.hours,
+                                workers=args.workers)  # fmt: skip
         print(f"recording: {args.ranks} ranks, {args.hours:g} h, {lines} lines, "
               f"{recording.stat().st_size / 2**20:.1f} MiB")  # fmt: skip
         summary_s, report_s, summary_cpu, report_cpu = [], [], [], []
