@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 # The gap (the others' median wait less the rank's) that names a straggler, as a share of the
 # step: unslowed, 2 and 4 gloo ranks on the dev box read gaps of at most 5.3 and 6.1 points
 # of their step over 25 and 13 windows, while a rank with +30 ms of compute in a ~55 ms step
-# stood 49-56 points out (benchmarks/stragglers.py, 2026-11-24, docs/ranks.md). 10 points is
+# stood 49-56 points out (benchmarks/ranks/stragglers.py, 2026-11-24, docs/ranks.md). 10 points is
 # a rank costing the job a tenth of its time: worth chasing, over the unslowed spread.
 COMM_GAP_SHARE = 0.10
 # ... and at least this many ms: sub-millisecond steps on an idle box jitter by more than 10%.

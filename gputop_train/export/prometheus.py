@@ -3,7 +3,7 @@ syncs, MFU, findings; with NVML's per-GPU figures beside them (docs/prometheus.m
 
 The metrics are built from a fresh view at each scrape (a custom collector), so nothing runs
 between scrapes: at Prometheus's usual 15 s interval the exporter costs one snapshot per 15 s
-(benchmarks/exporter_cost.py).
+(benchmarks/overhead/exporter_cost.py).
 """
 
 from __future__ import annotations

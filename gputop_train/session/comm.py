@@ -17,7 +17,7 @@ from .steps import Step
 # rule (advise/stragglers.py). Unslowed 4 gloo ranks of CPU work beside two busy loops on the
 # 2-core dev box: judged on one window, a rank was named in 4 of 41 lines (ranks 1 and 3);
 # held over three, in none of 31, while a rank slowed 30 ms was named in 16 of 18 lines
-# (2026-11-27, benchmarks/stragglers.py --cpu-bound, docs/ranks.md "The line under load").
+# (2026-11-27, benchmarks/ranks/stragglers.py --cpu-bound, docs/ranks.md "The line under load").
 HOLD_WINDOWS = 3
 
 

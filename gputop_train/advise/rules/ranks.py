@@ -15,7 +15,7 @@ from .finding import Finding
 # times come out equal and a rank slowed in its input shows by its data-wait share (the others
 # wait inside backward instead). Unslowed, 2 gloo ranks on the dev box differed by at most 0.3
 # points of data-wait and 1.01x in step p50 over 18 windows; a rank slowed by 15 ms of input
-# per 52 ms step stood 40 points out (benchmarks/stragglers.py, docs/ranks.md). The lines sit
+# per 52 ms step stood 40 points out (benchmarks/ranks/stragglers.py, docs/ranks.md). The lines sit
 # far above the unslowed spread: a rank that costs the job 15% of its time is worth chasing.
 STRAGGLER_WAIT_POINTS = 15.0
 STRAGGLER_STEP_RATIO = 1.3

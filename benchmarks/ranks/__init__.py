@@ -1,0 +1,1 @@
+"""The ranks benchmarks (benchmarks/README.md)."""
