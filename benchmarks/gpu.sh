@@ -74,13 +74,13 @@ PY
     > "$res/rung0.jsonl" 2> "$res/rung0.err"; echo "rung0 exit $?"
   python3 -m gputop_train --headless --format json demos/resnet.py "${rung8[@]}" \
     > "$res/rung8.jsonl" 2> "$res/rung8.err"; echo "rung8 exit $?"
-  python3 -m benchmarks.steady_state "$res/rung0.jsonl" "$res/rung8.jsonl" | tee "$res/steady.txt"
+  python3 -m benchmarks.overhead.steady_state "$res/rung0.jsonl" "$res/rung8.jsonl" | tee "$res/steady.txt"
 }
 
 part_overhead() {
-  python3 -m benchmarks.hook_overhead tiny --blocks 10 --steps 300 \
+  python3 -m benchmarks.overhead.hook_overhead tiny --blocks 10 --steps 300 \
     --json "$res/overhead_tiny.json" | tail -1
-  python3 -m benchmarks.hook_overhead resnet-rung8 --blocks 6 --steps 40 \
+  python3 -m benchmarks.overhead.hook_overhead resnet-rung8 --blocks 6 --steps 40 \
     --json "$res/overhead_rung8.json" 2> "$res/overhead_rung8.err" | tail -1
 }
 
@@ -106,9 +106,9 @@ part_tui_cost() {
   python3 demos/resnet.py --workers 8 --steps 2500 > "$res/demo.log" 2>&1 &
   local demo=$!
   sleep 25  # past the demo's start-up: the samplers measured on a running job
-  python3 -m benchmarks.sampler_cost --pid "$demo" --json "$res/sampler_cost.json"
+  python3 -m benchmarks.overhead.sampler_cost --pid "$demo" --json "$res/sampler_cost.json"
   kill -INT "$demo"; wait "$demo"
-  python3 -m benchmarks.tui_cost --size 160x48 --warmup 20 --measure 40 --rounds 3 \
+  python3 -m benchmarks.frontends.tui_cost --size 160x48 --warmup 20 --measure 40 --rounds 3 \
     --json "$res/tui_cost.json" -- --workers 8
 }
 
@@ -116,7 +116,7 @@ part_tui_ab() {
   local tree=${AB_TREE:?tui-ab needs AB_TREE: a git archive of the earlier tree, in this tree}
   # This tree, the earlier one and nvitop round after round, in one run (tui_cost --baseline):
   # it prints the TUI over nvitop and over the earlier tree, per round.
-  python3 -m benchmarks.tui_cost --size 160x48 --warmup 10 --measure 20 --rounds 3 \
+  python3 -m benchmarks.frontends.tui_cost --size 160x48 --warmup 10 --measure 20 --rounds 3 \
     --modes tui,nvitop --threads --baseline "$tree" --json "$res/tui_cost_ab.json" \
     -- --workers 8 | tee "$res/tui_cost_ab.txt"
 }
@@ -126,7 +126,7 @@ part_gpt_ladder() {
     local name=$1 limit=$2; shift 2
     timeout "$limit" python3 -m gputop_train --headless --format json --interval 5 \
       --record "$res/$name.jsonl" "$@" > "$res/$name.out" 2> "$res/$name.err"
-    tail -1 "$res/$name.out" | python3 -m benchmarks.transformer_report "$name" "$res/$name.err"
+    tail -1 "$res/$name.out" | python3 -m benchmarks.diagnosis.transformer_report "$name" "$res/$name.err"
   }
   local ladder="60:precision=bf16,300:attention=sdpa,600:optimizer=fused,900:micro_batch=16"
   ladder+=",1100:checkpointing=true,1300:checkpointing=false;compile=true"
@@ -138,21 +138,22 @@ part_gpt_ladder() {
 }
 
 part_tokens() {
-  python3 -m benchmarks.tokens_meter --out "$res" --name nanogpt --seconds 60
-  python3 -m benchmarks.tokens_meter --out "$res" --name slowdata --sleep-ms 30 --seconds 40
+  python3 -m benchmarks.diagnosis.tokens_meter --out "$res" --name nanogpt --seconds 60
+  python3 -m benchmarks.diagnosis.tokens_meter --out "$res" --name slowdata --sleep-ms 30 --seconds 40
   rm -f "$res"/*-meter.json
 }
 
 part_tokens_ab() {
   local tree=${AB_TREE:?tokens-ab needs AB_TREE: a git archive of the earlier tree, in this tree}
   # One benchmark, two trees: the script and the reader it starts.
-  cp benchmarks/hook_overhead.py "$tree/benchmarks/hook_overhead.py"
+  mkdir -p "$tree/benchmarks/overhead"  # an earlier tree may predate the topic folders
+  cp benchmarks/overhead/__init__.py benchmarks/overhead/hook_overhead.py "$tree/benchmarks/overhead/"
   cp benchmarks/common/reader.py "$tree/benchmarks/common/reader.py"
   for round in $(seq "${AB_ROUNDS:-2}"); do
     for workload in tiny gpt; do
       for side in old new new old; do
         local dir=.; [ "$side" = old ] && dir=$tree
-        (cd "$dir" && PYTHONPATH=/tmp/site:$PWD python3 -m benchmarks.hook_overhead "$workload" \
+        (cd "$dir" && PYTHONPATH=/tmp/site:$PWD python3 -m benchmarks.overhead.hook_overhead "$workload" \
           --blocks 8 --steps 300 --json "$res/overhead-$workload-$side-$round.json") \
           | tail -1 | sed "s/^/$side $round /"
       done
@@ -161,7 +162,7 @@ part_tokens_ab() {
 }
 
 part_screenshot() {
-  python3 -m benchmarks.tui_cost --size 160x48 --warmup 45 --measure 2 --modes tui \
+  python3 -m benchmarks.frontends.tui_cost --size 160x48 --warmup 45 --measure 2 --modes tui \
     --screenshot "$res/shot" -- --workers 8 --pin-memory --batch-size 512 --input uint8
   cp "$res/shot/tui.svg" "$res/tui_rung4.svg"
 }
@@ -182,7 +183,7 @@ part_pyspy() {
   rung rung0
   rung rung1 --workers 8
   rung rung4 --workers 8 --pin-memory --batch-size 512 --input uint8
-  python3 -m benchmarks.pyspy_vs_hook "$dir" | tee "$res/pyspy_vs_hook.txt"
+  python3 -m benchmarks.diagnosis.pyspy_vs_hook "$dir" | tee "$res/pyspy_vs_hook.txt"
 }
 
 part_threads() {
@@ -205,16 +206,16 @@ part_threads() {
       echo "rung $r $setting exit $?"
     done
   done
-  python3 -m benchmarks.steady_state "$res"/threads-*.jsonl | tee "$res/threads.txt"
+  python3 -m benchmarks.overhead.steady_state "$res"/threads-*.jsonl | tee "$res/threads.txt"
 }
 
 part_autopilot() {
-  python3 -m benchmarks.autopilot --out "$res/ap" --budget "${AUTOPILOT_BUDGET:-10}" 2>&1 | tail -30
+  python3 -m benchmarks.autopilot.climb --out "$res/ap" --budget "${AUTOPILOT_BUDGET:-10}" 2>&1 | tail -30
 }
 
 part_diagnosis() {
   local only=(); [ -n "${DIAGNOSIS_SCENARIOS:-}" ] && read -ra only <<< "--only $DIAGNOSIS_SCENARIOS"
-  python3 -m benchmarks.diagnosis --out "$res/diag" "${only[@]}" 2>&1 | tail -20
+  python3 -m benchmarks.diagnosis.scorecard --out "$res/diag" "${only[@]}" 2>&1 | tail -20
 }
 
 part_ranks() {

@@ -1,10 +1,10 @@
 """The job never pays for a bad client (issue 13's attack run, repeated).
 
-Each attack of benchmarks/attacks.py runs against one live CPU job under the hook while an
+Each attack of benchmarks/frontends/attacks.py runs against one live CPU job under the hook while an
 honest monitor stays connected. After each: the job trains on, a new monitor is served its
 hello and new steps, the honest monitor was never dropped, the job grew by less than 50 MB,
 and a flooding client was cut off. What each attack costs in step time is measured by
-``python benchmarks/attacks.py`` (docs/security.md), not asserted here.
+``python benchmarks/frontends/attacks.py`` (docs/security.md), not asserted here.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from benchmarks import attacks
+from benchmarks.frontends import attacks
 from gputop_train.hook.listener import MAX_CLIENTS, SEND_PERIOD_S
 
 pytest.importorskip("torch")

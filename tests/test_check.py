@@ -4,6 +4,7 @@ XML a standard parser reads and a Markdown summary."""
 from __future__ import annotations
 
 import json
+import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -140,14 +141,18 @@ def test_on_the_cpu_demo_a_slowed_run_fails_and_an_unchanged_one_passes(tmp_path
     (2026-11-27 14:14 UTC) an unchanged run read +2.2% samples/s and ``--jpeg-side 400``
     -20.3% (+23.8% step p50), beyond the noise of ±49-51 samples/s."""
     demo = str(REPO / "demos" / "resnet.py")
-    steps = ("--steps", "600")
-    base = gputop("check", *steps, "--record", str(tmp_path / "base.jsonl"), demo, timeout=300)
+
+    def check(name: str, *args: str) -> subprocess.CompletedProcess[str]:
+        outputs = [f"--{kind}={tmp_path / name}.{end}" for kind, end in
+                   (("record", "jsonl"), ("junit", "xml"), ("markdown", "md"))]  # fmt: skip
+        return gputop("check", "--steps", "600", *outputs, *args, timeout=300)
+
+    base = check("base", demo)
     assert base.returncode == 0, base.stdout[-2000:]
     baseline = ("--baseline", str(tmp_path / "base.jsonl"))
-    same = gputop("check", *steps, *baseline, "--record", str(tmp_path / "same.jsonl"), demo,
-                  timeout=300)  # fmt: skip
+    same = check("same", *baseline, demo)
     assert same.returncode == 0, same.stdout[-2000:]
-    slowed = gputop("check", *steps, *baseline, "--record", str(tmp_path / "slow.jsonl"), demo,
-                    "--jpeg-side", "400", timeout=300)  # fmt: skip
+    slowed = check("slow", *baseline, demo, "--jpeg-side", "400")
     assert slowed.returncode == 1, slowed.stdout[-2000:]
     assert "FAILED  samples/s against the baseline: regressed beyond noise" in slowed.stdout
+    assert {"slow.xml", "slow.md"} <= {path.name for path in tmp_path.iterdir()}

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.diagnosis import Outcome, carries, judge, scorecard
+from benchmarks.diagnosis.scorecard import Outcome, carries, judge, scorecard
 from gputop_train import events
 from gputop_train.advise.rules import findings
 from gputop_train.collect.fake import FakeGpu, FakeNvml, FakeProcess, FakePsutil
@@ -138,5 +138,6 @@ def test_one_busy_worker_per_core_is_saturation_on_any_machine() -> None:
 
 def test_the_scorecard_is_written_with_machine_date_and_command(tmp_path: Path) -> None:
     outcome = Outcome("s", "gpu.bound", [], {"compile=true": 1.01}, {}, "compile=true", "right")
-    text = scorecard([outcome], "H200", "python benchmarks/diagnosis.py", time.strftime("%F"))
+    command = "python benchmarks/diagnosis/scorecard.py"
+    text = scorecard([outcome], "H200", command, time.strftime("%F"))
     assert "- machine: H200" in text and "right on **1 of 1**" in text

@@ -4,7 +4,7 @@ said of eager transformers that had 1.3x left in one flag)."""
 
 from __future__ import annotations
 
-from benchmarks.diagnosis import judge
+from benchmarks.diagnosis.scorecard import judge
 from tests.support.diagnosis_runs import ROLES, finding, summary
 
 

@@ -1,0 +1,1 @@
+"""The frontends benchmarks (benchmarks/README.md)."""

@@ -1,0 +1,1 @@
+"""The overhead benchmarks (benchmarks/README.md)."""

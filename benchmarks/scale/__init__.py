@@ -1,0 +1,1 @@
+"""The scale benchmarks (benchmarks/README.md)."""

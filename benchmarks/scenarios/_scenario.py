@@ -94,7 +94,7 @@ def parser(doc: str | None) -> argparse.ArgumentParser:
     return parser
 
 
-# benchmarks/saturated_cost.py reads the job's own clock: each step's end (perf_counter),
+# benchmarks/overhead/saturated_cost.py reads the job's own clock: each step's end (perf_counter),
 # appended as a float64 to this file when it is set.
 STEP_TIMES_ENV = "SCENARIO_STEP_TIMES"
 

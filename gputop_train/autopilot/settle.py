@@ -39,7 +39,7 @@ LEVEL_SIGMAS = 2.0
 LEVEL_WAIT_PTS = 5.0
 # A phase still not level after this long of measured steps is judged on the latter half
 # of them, said so ("not level"): a job whose throughput drifts for good (a thermal limit,
-# a shrinking dataset) must still be measured. benchmarks/autopilot_any waits 30 s for 16
+# a shrinking dataset) must still be measured. benchmarks/autopilot/any_script waits 30 s for 16
 # new ImageNet workers to settle on the H100 (issue 38: 1.73x at 5 s, 2.9x settled); twice that.
 GIVE_UP_S = 60.0
 # Only the phase's latest this-many seconds are searched: the search is quadratic in blocks,

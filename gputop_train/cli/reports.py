@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import re
+import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..record.reader import UnreadableRecording
+from ..reports.box import MAX_LOAD_CHANGE_PCT
 
 if TYPE_CHECKING:
     from ..reports.load import Run
@@ -30,8 +33,30 @@ def percent(text: str) -> float:
         value = float(text.strip().rstrip("%"))
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r}: expected a percentage, e.g. 5%") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError("must be 0% or more")
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a percentage of 0% or more")
+    return value
+
+
+def positive(text: str) -> float:
+    """A finite number above 0: a bound of nan or inf would be no bound at all."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a number, e.g. 250") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a finite number above 0")
+    return value
+
+
+def count(text: str) -> int:
+    """A whole number above 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a whole number, e.g. 200") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a whole number above 0")
     return value
 
 
@@ -46,9 +71,12 @@ def size(text: str) -> int:
     if not match or unit not in _UNITS:
         raise argparse.ArgumentTypeError(f"{text!r}: expected a size, e.g. 24GiB or 500MB")
     try:
-        return int(float(match.group(1)) * _UNITS[unit])
+        value = float(match.group(1)) * _UNITS[unit]
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r}: expected a size, e.g. 24GiB") from None
+    if not math.isfinite(value) or value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a finite size, 1 byte or more")
+    return int(value)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -70,8 +98,8 @@ def _parser() -> argparse.ArgumentParser:
         "judge it. Exit 0: passed; 1: a regression or a bound broken; 2: could not run.",
     )
     budget = check.add_mutually_exclusive_group(required=True)
-    budget.add_argument("--steps", type=int, help="stop the job after N steps")
-    budget.add_argument("--seconds", type=float, help="stop the job after S seconds")
+    budget.add_argument("--steps", type=count, help="stop the job after N steps")
+    budget.add_argument("--seconds", type=positive, help="stop the job after S seconds")
     check.add_argument("--baseline", type=Path, help="a recording of the reference run")
     check.add_argument(
         "--max-regression", type=percent, default=5.0, metavar="PCT",
@@ -79,8 +107,13 @@ def _parser() -> argparse.ArgumentParser:
         "noise (5%%)",
     )  # fmt: skip
     check.add_argument("--max-memory", type=size, metavar="SIZE", help="e.g. 24GiB")
-    check.add_argument("--min-samples-per-s", type=float, metavar="N")
-    check.add_argument("--max-step-ms", type=float, metavar="MS", help="step time p50 bound")
+    check.add_argument(
+        "--max-load-change", type=percent, default=MAX_LOAD_CHANGE_PCT, metavar="PCT",
+        help="refuse to judge against the baseline (exit 2) when the cores other processes "
+        "left free differ by more than this on a machine with no idle core (25%%)",
+    )  # fmt: skip
+    check.add_argument("--min-samples-per-s", type=positive, metavar="N")
+    check.add_argument("--max-step-ms", type=positive, metavar="MS", help="step time p50 bound")
     check.add_argument("--record", type=Path, default=Path("gputop-check.jsonl"),
                        help="the run's recording (gputop-check.jsonl)")  # fmt: skip
     check.add_argument("--junit", type=Path, default=Path("gputop-check.xml"))
@@ -92,17 +125,37 @@ def _parser() -> argparse.ArgumentParser:
 
 def run_subcommand(argv: Sequence[str]) -> int:
     args = _parser().parse_args(argv)
+    from ..reports.check import NotRun
+    from ..reports.report import ReportPlaceError
+
     try:
         if args.command == "report":
             return _report(args)
         if args.command == "compare":
             return _compare(args)
         return _check(args)
+    except (NotRun, ReportPlaceError) as error:
+        _say(f"{args.command}: {error}")
     except FileNotFoundError as error:
         _say(f"no recording at {error.filename} (gputop-train sessions lists them)")
     except (OSError, UnreadableRecording) as error:
         _say(str(error))
     return 2
+
+
+def _cannot_launch(target: list[str]) -> str:
+    """Why ``target`` cannot start (a script that is not there, a program not on PATH), said
+    before the run: the monitor's own message would only reach the check's log."""
+    from ..job.launched import LaunchError, build_command
+
+    raw = target[0] == "--"
+    if raw and shutil.which(target[1]) is None:
+        return f"command not found: {target[1]}"
+    try:
+        build_command(target[1:] if raw else target, raw)
+    except LaunchError as error:
+        return str(error)
+    return ""
 
 
 def warn_skipped(run: Run) -> None:
@@ -114,6 +167,9 @@ def warn_skipped(run: Run) -> None:
     if recording.skipped_events:
         _say(f"warning: skipped {recording.skipped_events} event(s) of {recording.path} that "
              "make no sense")  # fmt: skip
+    if recording.skipped_figures:
+        _say(f"warning: read {recording.skipped_figures} non-finite or absurd figure(s) of "
+             f"{recording.path} as N/A")  # fmt: skip
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -154,8 +210,12 @@ def _check(args: argparse.Namespace) -> int:
         _say(f"check: {args.record} exists; give a new --record path (recordings are never "
              "appended to)")  # fmt: skip
         return 2
+    problem = _cannot_launch(args.target)
+    if problem:
+        _say(f"check: {problem}")
+        return 2
     bounds = check.Bounds(args.max_regression, args.max_memory, args.min_samples_per_s,
-                          args.max_step_ms)  # fmt: skip
+                          args.max_step_ms, args.max_load_change)  # fmt: skip
     outcome = check.check(args.target, args.record, args.baseline, bounds, args.steps,
                           args.seconds)  # fmt: skip
     report = None
@@ -172,6 +232,9 @@ def _check(args: argparse.Namespace) -> int:
     if outcome.verdicts[0].outcome == "failed":  # the job's own error, from its output
         print("".join(log.read_text(errors="replace").splitlines(keepends=True)[-20:]), end="")
     print(f"the job's and the monitor's output: {log}")
-    print(f"{'FAILED' if outcome.failed else 'PASSED'}; wrote {args.junit}, {args.markdown}"
-          + (f", {report}" if report else ""))  # fmt: skip
+    word = "FAILED" if outcome.failed else "NOT JUDGED" if outcome.not_judged else "PASSED"
+    print(f"{word}; wrote {args.junit}, {args.markdown}" + (f", {report}" if report else ""))
+    if outcome.not_judged and not outcome.failed:
+        _say(f"check: {outcome.not_judged}")
+        return 2
     return 1 if outcome.failed else 0

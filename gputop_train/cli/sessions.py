@@ -75,6 +75,9 @@ def _load(path: Path) -> Recording:
             f"warning: skipped {len(recording.skipped_lines)} unreadable line(s) of {path} "
             f"(line {lines}{more}); the rest is used"
         )
+    if recording.skipped_figures:
+        _say(f"warning: read {recording.skipped_figures} non-finite or absurd figure(s) of "
+             f"{path} as N/A")  # fmt: skip
     return recording
 
 
@@ -131,7 +134,9 @@ def list_sessions(directory: Path) -> int:
     for path in recordings:
         print(_session_line(path))
     print(
-        "\na page with plots: gputop-train report FILE; two side by side: gputop-train compare A B"
+        "\nsteps: those the recording holds, as its summary counts them (from an attach, the "
+        "steps since it)\na page with plots: gputop-train report FILE; two side by side: "
+        "gputop-train compare A B"
     )
     return 0
 
@@ -155,10 +160,16 @@ def _session_line(path: Path) -> str:
         summary = json.loads(summary_path.read_text())
         figures = summary["figures"]
         code = summary["exit_code"]
+        total, before = figures["total_steps"], summary.get("steps_before_start") or 0
+        attached = 0 < before <= total  # steps_text's rule: the summary counts from the attach
+        steps = total - before if attached else total
+        command = " ".join(summary["command"])
+        if attached:
+            command = f"(attached at the job's step {before}) {command}"
         return (
             f"{path.name:<48} {fmt.duration(summary['duration_s']):>8} "
-            f"{figures['total_steps']:>7} {fmt.rate(figures['samples_per_s'], ''):>10} "
-            f"{code if code is not None else 'N/A':>5}  {' '.join(summary['command'])[:60]}"
+            f"{steps:>7} {fmt.rate(figures['samples_per_s'], ''):>10} "
+            f"{code if code is not None else 'N/A':>5}  {command[:60]}"
         )
     except (OSError, ValueError, KeyError, TypeError):
         return f"{path.name:<48} unreadable summary: gputop-train summary --write {path}"

@@ -2,7 +2,7 @@
 
 Every field may be N/A (None): a call that fails or is not supported never stops the
 sampler. Fields are sampled in tiers by their CPU cost, measured on the reference H100 with
-benchmarks/sampler_cost.py (docs/benchmarks.md): the whole fast tier ~0.17 ms, energy
+benchmarks/overhead/sampler_cost.py (docs/benchmarks.md): the whole fast tier ~0.17 ms, energy
 ~2.7 ms, per-process utilization ~1.9 ms, PCIe throughput ~0.7 ms of CPU (20 ms of wall time).
 """
 

@@ -32,9 +32,9 @@ RUN_WAIT_ROLES = ("worker", "main")
 
 # Seconds between reads of every thread's children file of a process; between them only its
 # main thread's and those of the threads that had children are read. A training job's main
-# process runs dozens of threads (an OpenMP pool per core, CUDA's, the pin-memory thread):
-# all 31 children files of a 31-thread process took 416 us of CPU, 13 us between full scans
-# (dev box, benchmarks/sampler_cost.py --pid, docs/benchmarks.md §5). A child forked by another
+# process runs dozens of threads (an OpenMP pool per core, CUDA's, the pin-memory thread): all 31
+# children files of a 31-thread process took 416 us of CPU, 13 us between full scans (dev box,
+# benchmarks/overhead/sampler_cost.py --pid; docs/benchmarks.md §5). A child forked by another
 # thread shows up within this long; DataLoader workers come from the thread that iterates the
 # loader, remembered after the first scan.
 FULL_SCAN_PERIOD_S = 5.0

@@ -52,7 +52,8 @@ MAX_CLIENT_BUFFER_BYTES = 4 * 1024 * 1024
 MAX_CLIENTS = 8
 # New connections served per second (burst of ACCEPT_BURST): each costs a hello and the
 # backlog. Beyond it, connections wait in the kernel's queue (a reconnecting client at
-# ~10,000/s cost the job 40-80% of its step rate before this limit: benchmarks/attacks.py).
+# ~10,000/s cost the job 40-80% of its step rate before this limit:
+# benchmarks/frontends/attacks.py).
 ACCEPTS_PER_S, ACCEPT_BURST = 4.0, 8
 # After a failed accept (no file descriptors left), wait before trying again: a failed
 # accept leaves the connection queued, so retrying at once spins (34% slower training).

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import format as fmt
+from .box import MAX_LOAD_CHANGE_PCT
 from .compare import BEYOND, Comparison, Row, compare, peak_memory
 from .compare_format import markdown as compare_markdown
 from .compare_format import noise_text, value_text
@@ -36,12 +37,28 @@ GATED = ("samples_per_s", "tokens_per_s", "step_ms_p50", "gpu_util_pct")
 STOP_GRACE_S = 30.0
 
 
+class NotRun(RuntimeError):
+    """The monitor ended before it recorded anything; the message says why, from its log."""
+
+
+def _last_words(recording: Path) -> str:
+    log = log_path(recording)
+    try:
+        lines = [line for line in log.read_text(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        lines = []
+    said = lines[-1].strip() if lines else "it said nothing"
+    return f"{said} (all of its output: {log})"
+
+
 @dataclass
 class Bounds:
     max_regression_pct: float = 5.0
     max_memory_bytes: int | None = None
     min_samples_per_s: float | None = None
     max_step_ms: float | None = None
+    # The cores other processes left free may differ this much between the runs (reports/box.py)
+    max_load_change_pct: float = MAX_LOAD_CHANGE_PCT
 
 
 @dataclass
@@ -51,6 +68,7 @@ class Outcome:
     run: Run
     seconds: float
     notes: list[str] = field(default_factory=list)
+    not_judged: str = ""  # why the run was not judged against its baseline (exit 2)
 
     @property
     def failed(self) -> bool:
@@ -104,7 +122,8 @@ def judge(
     verdicts = [Verdict("the job ran", "passed" if job_ok else "failed", why)]
     if comparison is not None:
         rows = {r.key: r for r in comparison.rows}
-        verdicts += [_gate(rows[key], bounds.max_regression_pct) for key in GATED]
+        gates = [_gate(rows[key], bounds.max_regression_pct) for key in GATED]
+        verdicts += [_against_load(gate, comparison, bounds) for gate in gates]
     if bounds.max_memory_bytes is not None:
         peak = peak_memory(run.summary)
         verdicts.append(_bound("peak memory", peak, bounds.max_memory_bytes, "bytes", True))
@@ -136,6 +155,27 @@ def _gate(row: Row, max_regression_pct: float) -> Verdict:
     return Verdict(name, "passed", shown)
 
 
+def not_judged(comparison: Comparison | None, bounds: Bounds) -> str:
+    """Why the gates against the baseline cannot be judged: the box differed beyond the line."""
+    change = comparison.box_change if comparison is not None else None
+    if change is None or not change.beyond(bounds.max_load_change_pct):
+        return ""
+    return (f"the box differed beyond the {bounds.max_load_change_pct:g}% line: {change.text()} "
+            "on a machine with no idle core; rerun on a quieter machine, or raise "
+            "--max-load-change")  # fmt: skip
+
+
+def _against_load(gate: Verdict, comparison: Comparison, bounds: Bounds) -> Verdict:
+    """A gate the box's load may explain, marked so; skipped where it is not judged."""
+    if gate.outcome != "skipped" and not_judged(comparison, bounds):
+        return Verdict(gate.name, "skipped", f"not judged (the box differed): {gate.message}")
+    change = comparison.box_change
+    if gate.outcome == "failed" and comparison.box_note and change and change.tighter == "B":
+        return Verdict(gate.name, "failed", f"{gate.message}; the box's load may explain it: "
+                       f"{change.text()}")  # fmt: skip
+    return gate
+
+
 def _bound(name: str, value: float | None, limit: float, unit: str, ceiling: bool) -> Verdict:
     label = f"{name} {'at most' if ceiling else 'at least'} {value_text(limit, unit)}"
     if value is None:
@@ -147,6 +187,8 @@ def _bound(name: str, value: float | None, limit: float, unit: str, ceiling: boo
 def markdown(outcome: Outcome, report: str | None) -> str:
     failed = [v for v in outcome.verdicts if v.outcome == "failed"]
     head = f"FAILED: {len(failed)} of {len(outcome.verdicts)}" if failed else "PASSED"
+    if outcome.not_judged and not failed:
+        head = f"NOT JUDGED: {outcome.not_judged}"
     lines = [f"# gputop-train check: {head}", "",
              f"`{' '.join(outcome.run.summary['command'])}`, {fmt.duration(outcome.seconds)}", "",
              "| check | outcome | detail |", "|---|---|---|"]  # fmt: skip
@@ -173,6 +215,8 @@ def check(
     started = time.monotonic()
     code, stopped = run_job(target, recording, steps, seconds)
     elapsed = time.monotonic() - started
+    if not recording.exists():
+        raise NotRun(f"the monitor exited ({code}) before it recorded: {_last_words(recording)}")
     run = load(recording)
     exit_code = run.summary["exit_code"]
     if stopped:
@@ -186,7 +230,7 @@ def check(
         notes.append(f"the job ended after {steps_done} of the {steps} steps asked")
     comparison = compare(before, run) if before else None
     verdicts = judge(run, comparison, bounds, job_ok, why)
-    return Outcome(verdicts, comparison, run, elapsed, notes)
+    return Outcome(verdicts, comparison, run, elapsed, notes, not_judged(comparison, bounds))
 
 
 def _budget(steps: int | None, seconds: float | None) -> str:

@@ -8,6 +8,7 @@ import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from .box import MAX_LOAD_CHANGE_PCT, BoxChange, BoxLoad, box_change
 from .load import Run
 from .measured import GPU_FIGURES, STEP_FIGURES, Figure, Measured, RunFigures, run_figures
 
@@ -48,7 +49,19 @@ class Comparison:
     findings: list[FindingChange]
     knobs: list[tuple[str, Any, Any]]  # name, A's value, B's
     basis: str  # how the figures were measured
+    box_a: BoxLoad  # how busy each run's machine was
+    box_b: BoxLoad
+    box_change: BoxChange | None  # None: either machine not measured
     headline: str = field(default="")
+
+    @property
+    def box_note(self) -> str:
+        """Where the box differed enough to move the figures: how, and which verdict it may
+        explain; empty where it did not."""
+        change = self.box_change
+        if change is None or not change.beyond(MAX_LOAD_CHANGE_PCT):
+            return ""
+        return f"the box differed: {change.text()}, a machine with no idle core"
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -69,6 +82,9 @@ def compare(a: Run, b: Run) -> Comparison:
         knobs=_knob_changes(a, b),
         basis=f"A: {fa.measured_steps} measured steps, {fa.warmup_note}; "
         f"B: {fb.measured_steps}, {fb.warmup_note}",
+        box_a=fa.box,
+        box_b=fb.box,
+        box_change=box_change(fa.box, fb.box),
     )
     comparison.headline = _headline(comparison)
     return comparison
@@ -256,4 +272,15 @@ def _headline(c: Comparison) -> str:
     else:
         word = "better" if all(judged) else "worse" if not any(judged) else "mixed"
     who = f"B ({knobs})" if knobs else "B"
-    return f"{who} is {word} beyond noise: " + ", ".join(parts)
+    return f"{who} is {word} beyond noise: " + ", ".join(parts) + _load_explains(c, word)
+
+
+def _load_explains(c: Comparison, word: str) -> str:
+    """The mark on a verdict the box's load explains: B worse with fewer free cores, or better
+    with more."""
+    if not c.box_note or c.box_change is None:
+        return ""
+    tighter = c.box_change.tighter
+    if (word == "worse" and tighter == "B") or (word == "better" and tighter == "A"):
+        return f" (the box's load may explain it: {tighter} had fewer free cores)"
+    return ""

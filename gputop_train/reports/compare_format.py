@@ -52,7 +52,8 @@ COLUMNS = ("figure", "A", "B", "change", "verdict")
 def text(c: Comparison) -> str:
     lines = [f"A: {c.a}", f"B: {c.b}", ""]
     lines += [f"warning: {w}" for w in c.warnings]
-    lines += [c.headline, f"(figures over the measured steps: {c.basis})", ""]
+    lines += [c.headline, f"(figures over the measured steps: {c.basis})"]
+    lines += [*_box_lines(c, ""), ""]
     lines += _text_table([_cells(r) for r in c.rows])
     for rank, rows in c.ranks.items():
         lines += ["", f"{rank}:", *_text_table([_cells(r) for r in rows])]
@@ -72,12 +73,21 @@ def markdown(c: Comparison) -> str:
     lines = ["# gputop-train compare", "", f"- A: `{c.a}`", f"- B: `{c.b}`"]
     lines += [f"- **warning**: {w}" for w in c.warnings]
     lines += ["", f"**{c.headline}** (figures over the measured steps: {c.basis})", ""]
+    lines += [*_box_lines(c, "- "), ""]
     lines += _md_table([_cells(r) for r in c.rows])
     for rank, rows in c.ranks.items():
         lines += ["", f"## {rank}", "", *_md_table([_cells(r) for r in rows])]
     lines += ["", "## What differs", "", *_knob_lines(c, "- knobs that differ: ")]
     lines += _finding_lines(c, "- ")
     return "\n".join(lines) + "\n"
+
+
+def _box_lines(c: Comparison, bullet: str) -> list[str]:
+    """Each run's machine, and whether it differed enough to move the figures."""
+    lines = [f"{bullet}box A: {c.box_a.text()}", f"{bullet}box B: {c.box_b.text()}"]
+    if c.box_note:
+        lines.append(f"{bullet}warning: {c.box_note}")
+    return lines
 
 
 def _md_table(rows: list[tuple[str, ...]]) -> list[str]:

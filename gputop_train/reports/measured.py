@@ -19,6 +19,7 @@ from ..samples import GpuSample
 from ..session import stats
 from ..session.phases import NOISE_BLOCKS, split_warmup
 from ..session.steps import Step
+from .box import BoxLoad, box_load
 from .load import Run
 
 Ticks = Sequence[tuple[GpuSample, ...]]
@@ -73,6 +74,7 @@ class RunFigures:
     ranks: dict[str, dict[str, Measured]]  # "rank 0" -> figure key -> measured
     measured_steps: int
     warmup_note: str  # how the steps were chosen, for the reader
+    box: BoxLoad  # the machine over the same steps
 
 
 def run_figures(run: Run) -> RunFigures:
@@ -98,7 +100,7 @@ def run_figures(run: Run) -> RunFigures:
                 for key in RANK_FIGURES
             }
     primary = [s for s in steps if run.primary_pid is None or s.pid == run.primary_pid]
-    return RunFigures(figures, ranks, len(primary), note)
+    return RunFigures(figures, ranks, len(primary), note, box_load(run.recording, windows))
 
 
 def _step_figure(

@@ -80,6 +80,27 @@ def _band(ax: Axes, b: downsample.Buckets, colour: str, label: str, band: bool) 
         ax.fill_between(b.t, b.low, b.high, color=colour, alpha=0.2, linewidth=0)
 
 
+# Lines drawn one per rank or GPU up to this many; past it one band for them all (mean line,
+# min-max band): 256 ranks drew 1,024 lines and a legend of 768 entries, 12 of the report's
+# 17 s (256 ranks x 2 min, dev box, 2026-12-05; benchmarks/scale/report_size.py).
+MAX_LINES = 8
+
+
+def _pooled(buckets: Sequence[downsample.Buckets]) -> downsample.Buckets:
+    """Many series' buckets as one: the mean of their means, the min and max of their
+    extremes (NaN where none was measured)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a bucket empty in every series
+        return downsample.Buckets(
+            buckets[0].t,
+            np.nanmean([b.mean for b in buckets], axis=0),
+            np.nanmin([b.low for b in buckets], axis=0),
+            np.nanmax([b.high for b in buckets], axis=0),
+        )
+
+
 def _note(ax: Axes, text: str) -> None:
     ax.text(0.5, 0.5, text, transform=ax.transAxes, ha="center", va="center", color="#777")
 
@@ -104,17 +125,27 @@ def timeline(run: Run, procs: list[ProcessSeries], gpus: list[GpuSeries]) -> str
         total = np.zeros(len(bounds) - 1)
         measured = np.zeros(len(bounds) - 1, dtype=bool)
         means, highs = [], []
+        pooled = len(procs) > MAX_LINES
+        every_step, every_wait = [], []
         for i, p in enumerate(procs):
             steps = downsample.extremes(p.t, p.step_ms, bounds)
             means.append(steps.mean)
             highs.append(steps.high)
-            _band(step_ax, steps, _colour(i), p.label, band=not several or i == 0)
             done = p.tokens if tokens else p.samples
             rate = downsample.ratio(p.t, done, p.step_ms / 1000.0, bounds)
             measured |= ~np.isnan(rate)
             total += np.nan_to_num(rate)
             share = 100.0 * downsample.ratio(p.t, p.data_ms, p.step_ms, bounds)
+            if pooled:
+                every_step.append(steps)
+                every_wait.append(downsample.Buckets(steps.t, share, share, share))
+                continue
+            _band(step_ax, steps, _colour(i), p.label, band=not several or i == 0)
             wait_ax.plot(steps.t, share, color=_colour(i), linewidth=1.2, label=p.label)
+        if pooled:
+            label = f"all {len(procs)} processes (mean; band: min-max)"
+            _band(step_ax, _pooled(every_step), _colour(0), label, band=True)
+            _band(wait_ax, _pooled(every_wait), _colour(0), label, band=True)
         step_ax.set_ylabel("step time, ms\n(hook; band: min-max)")
         _clip_outliers(step_ax, means, highs)
         if procs:
@@ -171,6 +202,8 @@ def _gpu_activity(ax: Axes, run: Run, gpus: list[GpuSeries], bounds: np.ndarray)
     ax.set_ylabel("GPU activity, %\n(NVML util; GPM SM)")
     ax.set_ylim(0, 105)
     drawn = False
+    if len(gpus) > MAX_LINES:
+        drawn, gpus = _pooled_gpus(ax, gpus, bounds), []
     for i, g in enumerate(gpus):
         util = downsample.extremes(g.t, g.util_pct, bounds)
         if not np.all(np.isnan(util.mean)):
@@ -185,6 +218,24 @@ def _gpu_activity(ax: Axes, run: Run, gpus: list[GpuSeries], bounds: np.ndarray)
         _note(ax, f"N/A: {why}")
 
 
+def _pooled_gpus(ax: Axes, gpus: list[GpuSeries], bounds: np.ndarray) -> bool:
+    """Many GPUs' utilization and SM activity as one band each; whether any was drawn."""
+    drawn = False
+    for i, (name, field, style) in enumerate(
+        (("util", "util_pct", "-"), ("SM", "sm_active_pct", ":"))
+    ):
+        series = [downsample.extremes(g.t, getattr(g, field), bounds) for g in gpus]
+        if all(np.all(np.isnan(b.mean)) for b in series):
+            continue
+        pooled = _pooled(series)
+        ax.plot(pooled.t, pooled.mean, color=_colour(i), linestyle=style,
+                label=f"all {len(gpus)} GPUs {name} (mean; band: min-max)")  # fmt: skip
+        ax.fill_between(pooled.t, pooled.low, pooled.high, color=_colour(i), alpha=0.2,
+                        linewidth=0)  # fmt: skip
+        drawn = True
+    return drawn
+
+
 def _nvml_reason(run: Run) -> str:
     for line in run.recording.events:
         if line.get("kind") == "gpus" and line.get("error"):
@@ -197,8 +248,13 @@ def ranks(summary: dict[str, Any]) -> str | None:
     rows = summary["figures"].get("ranks") or []
     if len(rows) < 2:
         return None
+    shown = ""
+    if len(rows) > MAX_RANK_BARS:  # the stragglers: the others wait for them in collectives
+        rows = sorted(rows, key=_own_work, reverse=True)[:MAX_RANK_BARS]
+        total = len(summary["figures"]["ranks"])
+        shown = f"; the {MAX_RANK_BARS} of {total} with the most step time outside collectives"
     labels = [f"rank {r['rank']}" if r["rank"] is not None else f"PID {r['pid']}" for r in rows]
-    with _figure(1, 2.6) as fig:
+    with _figure(1, 2.6 if len(rows) <= 8 else 0.9 + 0.16 * len(rows)) as fig:
         step_ax, wait_ax = fig.subplots(1, 2)
         y = np.arange(len(rows))
         step = [r["step_ms_p50"] or 0.0 for r in rows]
@@ -207,7 +263,7 @@ def ranks(summary: dict[str, Any]) -> str | None:
         step_ax.barh(y, comm, color="C1", alpha=0.8, label="of which collective wait p50")
         step_ax.set_yticks(y, labels)
         step_ax.invert_yaxis()
-        step_ax.set_xlabel("ms (hook, end of run)")
+        step_ax.set_xlabel(f"ms (hook, end of run{shown})")
         step_ax.legend(fontsize=7, loc="lower right")
         wait = [r["data_wait_pct"] or 0.0 for r in rows]
         wait_ax.barh(y, wait, color="C2")
@@ -216,6 +272,15 @@ def ranks(summary: dict[str, Any]) -> str | None:
         wait_ax.set_xlim(0, 100)
         wait_ax.set_xlabel("data-wait, % of step time (hook)")
         return _svg(fig)
+
+
+# Bars drawn one per rank up to this many; past it the stragglers only (the table below the
+# chart lists every rank): 256 bars' labels were unreadable at any height.
+MAX_RANK_BARS = 16
+
+
+def _own_work(rank: dict[str, Any]) -> float:
+    return (rank["step_ms_p50"] or 0.0) - (rank.get("comm_ms_p50") or 0.0)
 
 
 def step_split(run: Run) -> str | None:
@@ -254,6 +319,8 @@ def memory(run: Run, procs: list[ProcessSeries], gpus: list[GpuSeries]) -> str |
     """GPU memory over the run (NVML per GPU, and each process's allocator), its peak marked."""
     series = [(f"GPU {g.index} used (NVML)", g.t, g.mem_used_bytes) for g in gpus]
     series = [s for s in series if not np.all(np.isnan(s[2]))]
+    if len(series) > MAX_LINES:  # the fullest GPU's at each sample, and the mean of them all
+        series = _fullest_and_mean(gpus)
     if not series:  # no NVML: each process's CUDA allocator, as its hook reads it
         series = [(f"{p.label} allocated (hook)", p.t, p.mem_alloc) for p in procs]
         series += [(f"{p.label} allocator peak (hook)", p.t, p.mem_peak) for p in procs[:1]]
@@ -282,3 +349,18 @@ def memory(run: Run, procs: list[ProcessSeries], gpus: list[GpuSeries]) -> str |
         fig.legend(loc="outside upper center", fontsize=7, ncols=8)
         _mark_phases([ax], run)
         return _svg(fig)
+
+
+def _fullest_and_mean(gpus: list[GpuSeries]) -> list[tuple[str, np.ndarray, np.ndarray]]:
+    """Many GPUs' memory as two series on their common sample times: the fullest GPU's at each
+    sample, and the mean over them."""
+    import warnings
+
+    times = np.unique(np.concatenate([g.t for g in gpus]))
+    grid = np.full((len(gpus), len(times)), np.nan)
+    for row, g in enumerate(gpus):
+        grid[row, np.searchsorted(times, g.t)] = g.mem_used_bytes
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a time no GPU was sampled at
+        return [(f"the fullest of {len(gpus)} GPUs (NVML)", times, np.nanmax(grid, axis=0)),
+                (f"mean of {len(gpus)} GPUs (NVML)", times, np.nanmean(grid, axis=0))]  # fmt: skip

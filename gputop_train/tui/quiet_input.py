@@ -2,7 +2,7 @@
 
 Textual's input thread waits for a key at most 0.1 s at a time, to check whether the app is
 quitting and to end a lone Escape: ten wake-ups a second with nothing to read. That thread
-cost 0.11% of a core of the replay's 1.1% (benchmarks/tui_cost.py --threads, dev box,
+cost 0.11% of a core of the replay's 1.1% (benchmarks/frontends/tui_cost.py --threads, dev box,
 docs/benchmarks.md §5), where nvitop's has none. Here the wait is the short one only after
 input (so an Escape still ends within 0.1 s, as before) and ``IDLE_WAIT_S`` while the keyboard
 is quiet; quitting writes to a pipe the wait also watches, so it ends at once.

@@ -362,7 +362,7 @@ def two_trainers(p: dict[str, Any]) -> None:
 def steady(p: dict[str, float]) -> None:
     """Trains until interrupted or ``seconds`` pass, appending each step's end time (the
     job's own clock, time.perf_counter) as a float64 to ``times`` when given; declares a
-    knob. For the attack tests and benchmarks/attacks.py."""
+    knob. For the attack tests and benchmarks/frontends/attacks.py."""
     import struct
 
     import gputop_train.hook

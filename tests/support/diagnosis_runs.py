@@ -1,4 +1,4 @@
-"""Diagnosis runs as benchmarks/diagnosis.py reads them (summaries with phases, trials and
+"""Diagnosis runs as benchmarks/diagnosis/scorecard.py reads them (summaries with phases, trials and
 findings), for the scorecard's tests."""
 
 from __future__ import annotations

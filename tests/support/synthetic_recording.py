@@ -11,7 +11,7 @@ from typing import Any
 
 from gputop_train import events
 from gputop_train.record.recorder import FORMAT_VERSION
-from gputop_train.samples import GpuSample
+from gputop_train.samples import GpuSample, ProcSample
 
 GIB = 2**30
 
@@ -23,10 +23,15 @@ def write_synthetic(
     step_ms: float = 250.0,
     straggler: int = 3,
     knob_at_s: float | None = None,
+    workers: int = 0,
+    busy_pct: float = 80.0,
+    worker_cpu_pct: float = 95.0,
 ) -> int:
     """A DDP-shaped run: every rank steps every ``step_ms`` (the straggler's data-wait is 40%
     of it, the others wait for it in collectives), 8 GPUs sampled at 2 Hz, hooks sending every
-    0.5 s, a ``num_workers`` change at ``knob_at_s`` (half-way by default). Returns the lines."""
+    0.5 s, a ``num_workers`` change at ``knob_at_s`` (half-way by default); with ``workers``,
+    a process sample each second of every rank and its DataLoader workers, the machine's 64
+    cores ``busy_pct`` busy, each worker at ``worker_cpu_pct`` of a core. Returns the lines."""
     start = 1_790_000_000.0
     knob_at_s = seconds / 2 if knob_at_s is None else knob_at_s
     lines: list[str] = []
@@ -52,7 +57,7 @@ def write_synthetic(
     steps = int((seconds - 2) / step_s)
     knob_step = int(knob_at_s / step_s)
     batch: dict[int, list[list[Any]]] = {pid: [] for pid in pids}
-    next_send, next_gpu = start + 2.5, start + 2.0
+    next_send, next_gpu, next_procs = start + 2.5, start + 2.0, start + 2.0
     for n in range(1, steps + 1):
         t = start + 2 + n * step_s
         faster = n > knob_step
@@ -79,6 +84,14 @@ def write_synthetic(
                           power_w=500.0, sm_active_pct=util * 0.8)
                 for i in range(ranks))))  # fmt: skip
             next_gpu += 0.5
+        while workers and next_procs <= t:
+            put(next_procs, events.ProcsSampled(tuple(
+                ProcSample(pid=pid * 100 + w if w else pid, ppid=pid if w else 1, name="python",
+                           role="worker" if w else "main",
+                           cpu_pct=worker_cpu_pct if w else 60.0,
+                           rss_bytes=2 * GIB, io_read_bps=1e6, io_write_bps=0.0, status="R")
+                for pid in pids for w in range(workers + 1)), busy_pct, 64.0))  # fmt: skip
+            next_procs += 1.0
         if t >= next_send:
             for pid in pids:
                 put(t, events.StepRows(pid=pid, rows=tuple(batch[pid])))

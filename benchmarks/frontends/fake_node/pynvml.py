@@ -1,7 +1,7 @@
 """A node of 8 busy GPUs, as the module ``pynvml``: the fake NVML (gputop_train/collect/
 fake.py) behind the real binding's constants, structures and error classes. With this folder
 first on PYTHONPATH, gputop-train and nvitop both read the same node with no GPU at hand
-(``benchmarks/tui_cost.py --fake-node``: the TUI against nvitop on the CPU, issue 47)."""
+(``benchmarks/frontends/tui_cost.py --fake-node``: the TUI against nvitop on the CPU, issue 47)."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ One module per family (input, gpu, memory, syncs, model, ranks), the readings th
 ``window`` and ``loaders``, the types in ``finding``, and the ordered list of rules in
 ``registry``. This package re-exports what the rest of the code uses.
 
-docs/advisor.md has every rule, threshold and source; benchmarks/diagnosis.py checks each
+docs/advisor.md has every rule, threshold and source; benchmarks/diagnosis/scorecard.py checks each
 headline against the measured gain of applying it on the scenario corpus.
 """
 

@@ -1,0 +1,1 @@
+"""The autopilot benchmarks (benchmarks/README.md)."""

@@ -1,0 +1,1 @@
+"""The diagnosis benchmarks (benchmarks/README.md)."""
