@@ -14,7 +14,8 @@ from gputop_train.reports import downsample
 from tests.support.cli import gputop
 from tests.support.synthetic_recording import write_synthetic
 
-# The bar for a 1-hour, 8-rank session's report (time: benchmarks/scale/report_size.py).
+# The bar for a 1-hour, 8-rank session's report (time: git show
+# 6a2d3ea:benchmarks/scale/report_size.py).
 MAX_REPORT_BYTES = 5 * 1024 * 1024
 
 

@@ -26,8 +26,8 @@ from typing import Literal
 # The gap (what the others lose per step) that names a rank, as a share of the job's median
 # step: unslowed, 2 and 4 gloo ranks on the dev box read gaps of at most 5.3 and 6.1% of their
 # step over 25 and 13 windows, while a rank with +30 ms of compute in a ~55 ms step stood
-# 49-56% out (benchmarks/ranks/stragglers.py, 2026-11-24, docs/ranks.md). 10% is a rank costing the
-# job a tenth of its time: worth chasing, over the unslowed spread.
+# 49-56% out (git show 6a2d3ea:benchmarks/ranks/stragglers.py, 2026-11-24, docs/ranks.md).
+# 10% is a rank costing the job a tenth of its time: worth chasing, over the unslowed spread.
 GAP_SHARE = 0.10
 # ... and at least this many ms: sub-millisecond steps on an idle box jitter by more than 10%.
 GAP_MIN_MS = 2.0
@@ -41,7 +41,8 @@ MAD_TO_SIGMA = 1.4826  # the MAD of a normal sample times this is its standard d
 # A rank is named only where it stands out in each of this many consecutive windows:
 # unslowed 4 gloo ranks of CPU work beside two busy loops on the 2-core dev box, judged on one
 # window, named a rank in 4 of 41 lines; held over three, in none of 31, while a rank slowed
-# 30 ms was named in 16 of 18 (2026-11-27, benchmarks/ranks/stragglers.py --cpu-bound).
+# 30 ms was named in 16 of 18 (2026-11-27, stragglers.py --cpu-bound: git show
+# 6a2d3ea:benchmarks/ranks/stragglers.py).
 HOLD_WINDOWS = 3
 # A cause is named when its measurement covers this share of the gap ("most of it").
 CAUSE_COVERS = 0.6

@@ -24,7 +24,7 @@ from prometheus_client.registry import Collector
 
 # How old a page may be: the figures are medians over a 10 s window, and the job view reads
 # once a second; the render costs a few ms of the monitor's CPU per period
-# (benchmarks/overhead/exporter_cost.py).
+# (git show 6a2d3ea:benchmarks/overhead/exporter_cost.py).
 RENDER_PERIOD_S = 1.0
 # A client that read the page this many times while the job ran is a scraper whose read of
 # the end the monitor waits for (a Prometheus, each of an HA pair, a poller); one read (a

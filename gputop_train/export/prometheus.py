@@ -3,7 +3,7 @@ syncs, MFU, findings; with NVML's per-GPU figures beside them (docs/prometheus.m
 
 The metrics are built from a fresh view every second on a thread of their own and served as a
 pre-rendered page (page.py), so a scrape under load costs the niced monitor only a copy of
-bytes (benchmarks/overhead/exporter_cost.py).
+bytes (git show 6a2d3ea:benchmarks/overhead/exporter_cost.py).
 """
 
 from __future__ import annotations

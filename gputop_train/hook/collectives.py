@@ -29,7 +29,7 @@ itself runs as if unhooked.
 A Python DDP comm hook was tried first (the default all-reduce plus clock reads in its
 future's callback): its callbacks run on gloo's thread and take the GIL from the training
 thread, +833 us of CPU a step with 4 buckets on the dev box against the loop unhooked
-(benchmarks/overhead/comm_hook_cost.py; docs/benchmarks.md section 12).
+(git show 6a2d3ea:benchmarks/overhead/comm_hook_cost.py; docs/benchmarks.md section 12).
 """
 
 from __future__ import annotations

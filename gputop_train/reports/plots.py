@@ -82,7 +82,7 @@ def _band(ax: Axes, b: downsample.Buckets, colour: str, label: str, band: bool) 
 
 # Lines drawn one per rank or GPU up to this many; past it one band for them all (mean line,
 # min-max band): 256 ranks drew 1,024 lines and a legend of 768 entries, 12 of the report's
-# 17 s (256 ranks x 2 min, dev box, 2026-12-05; benchmarks/scale/report_size.py).
+# 17 s (256 ranks x 2 min, dev box, 2026-12-05; git show 6a2d3ea:benchmarks/scale/report_size.py).
 MAX_LINES = 8
 
 
