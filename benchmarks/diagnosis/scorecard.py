@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import time
@@ -32,6 +31,7 @@ from typing import Any
 
 from benchmarks.common.monitored import run_until_pilot_done
 from benchmarks.common.paths import SCENARIOS
+from benchmarks.common.provenance import provenance
 
 # A fix must gain this much to count (the "within 10%"), both ways.
 MARGIN = 1.10
@@ -283,8 +283,8 @@ def main() -> int:
             outcome = Outcome(scenario.name, None, [], {}, {}, None, "error", error=str(error))
         outcomes.append(outcome)
         print(json.dumps(vars(outcome)), flush=True)
-    machine = f"{platform.node()}, {cores} cores, {_gpu_name()}"
-    return _report(args, outcomes, machine, _utc(time.time()))
+    origin = provenance()
+    return _report(args, outcomes, f"{origin.machine}; commit {origin.commit}", origin.date)
 
 
 def _utc(t: float) -> str:
@@ -299,15 +299,6 @@ def _report(args: argparse.Namespace, outcomes: list[Outcome], machine: str, whe
         args.scorecard.write_text(text)
     print(text)
     return 0
-
-
-def _gpu_name() -> str:
-    try:
-        import torch
-
-        return torch.cuda.get_device_name() if torch.cuda.is_available() else "no GPU"
-    except ImportError:
-        return "no torch"
 
 
 if __name__ == "__main__":

@@ -25,7 +25,9 @@ from pathlib import Path
 
 import torch
 
+from benchmarks.common.abba import abba_rounds
 from benchmarks.common.paths import REPO
+from benchmarks.common.provenance import write_result
 from benchmarks.common.reader import start_reader
 from gputop_train.hook import patches
 
@@ -190,20 +192,19 @@ def main() -> None:
         step()  # also opens the hook's socket
     reader = start_reader(os.getpid(), 600.0)
     time.sleep(1.0)
-    hooked: list[float] = []
-    bare: list[float] = []
-    hooked_means: list[float] = []
-    bare_means: list[float] = []
-    for block in range(2 * args.blocks):
-        with_hook = block % 4 in (0, 3)  # ABBA: a linear drift cancels out
+
+    def measure(with_hook: bool, _: int) -> tuple[float, float]:
         if with_hook:
             patches.install(torch)
         else:
             patches.uninstall()
-        median_ms, mean_ms = block_ms(step, args.steps, sync)
-        (hooked if with_hook else bare).append(median_ms)
-        (hooked_means if with_hook else bare_means).append(mean_ms)
+        return block_ms(step, args.steps, sync)
+
+    # Blocks hooked / bare in ABBA order (HB BH HB ...): a linear drift cancels out.
+    rounds = abba_rounds((True, False), args.blocks, measure)
     patches.install(torch)
+    hooked, hooked_means = [r[True][0] for r in rounds], [r[True][1] for r in rounds]
+    bare, bare_means = [r[False][0] for r in rounds], [r[False][1] for r in rounds]
     reader.terminate()
     ratio = statistics.median(hooked) / statistics.median(bare)
     mean_ratio = statistics.median(hooked_means) / statistics.median(bare_means)
@@ -232,7 +233,7 @@ def main() -> None:
         f"{result['slowdown_paired_pct']:+.2f}%, means {result['slowdown_paired_mean_pct']:+.2f}%)"
     )
     if args.json:
-        args.json.write_text(json.dumps(result, indent=2))
+        write_result(args.json, json.dumps(result, indent=2))
 
 
 if __name__ == "__main__":

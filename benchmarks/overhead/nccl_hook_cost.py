@@ -6,7 +6,8 @@ per step a batch of 256 through two Linear layers of ``--width`` (a 64 MiB gradi
 all-reduced over NCCL at 4096) around a GPU spin of ``--step-ms``; each rank writes its own
 loop clock's step times (its meter). The monitored arm runs the same command under
 ``gputop-train --headless --no-record``. A round is one plain and one monitored run, in ABBA
-order over the rounds so that neither arm is always first; its figure is the monitored
+order over the rounds (AB, BA, ...: benchmarks/common/abba.py) so that neither arm is always
+first; its figure is the monitored
 median step over the plain one. The cost is the median of the rounds' ratios, each round
 shown (a burst of the machine moves a round, not the median).
 
@@ -25,6 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks.common.abba import abba_rounds, add_round_options
+from benchmarks.common.provenance import write_result
 from benchmarks.common.steps import rank_step_ms
 
 REPO = Path(__file__).resolve().parents[2]
@@ -55,29 +58,27 @@ def run(monitored: bool, steps: int, width: int, step_ms: float, nproc: int) -> 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=4)
+    add_round_options(parser, rounds=4, warmup=None, measure=None)
     parser.add_argument("--steps", type=int, default=600)
     parser.add_argument("--width", type=int, default=4096)
     parser.add_argument("--step-ms", type=float, default=18.0)
     parser.add_argument("--nproc", type=int, default=2)
     parser.add_argument("--json", type=Path, help="write the per-round figures here")
     args = parser.parse_args()
-    rounds = []
-    for index in range(args.rounds):
-        order = (False, True) if index % 4 in (0, 3) else (True, False)  # ABBA
-        medians = {}
-        for monitored in order:
-            started = time.monotonic()
-            times = run(monitored, args.steps, args.width, args.step_ms, args.nproc)
-            medians["monitored" if monitored else "plain"] = statistics.median(times)
-            print(
-                f"round {index + 1} {'monitored' if monitored else 'plain'}: median step "
-                f"{statistics.median(times):.3f} ms over {len(times)} rank-steps "
-                f"({time.monotonic() - started:.0f} s)",
-                flush=True,
-            )
+
+    def measure(arm: str, index: int) -> float:
+        started = time.monotonic()
+        times = run(arm == "monitored", args.steps, args.width, args.step_ms, args.nproc)
+        print(
+            f"round {index + 1} {arm}: median step {statistics.median(times):.3f} ms over "
+            f"{len(times)} rank-steps ({time.monotonic() - started:.0f} s)",
+            flush=True,
+        )
+        return statistics.median(times)
+
+    rounds = abba_rounds(("plain", "monitored"), args.rounds, measure)
+    for medians in rounds:
         medians["ratio"] = medians["monitored"] / medians["plain"]
-        rounds.append(medians)
     ratios = [r["ratio"] for r in rounds]
     print("| round | plain median step, ms | monitored, ms | monitored / plain |")
     print("|---:|---:|---:|---:|")
@@ -86,7 +87,7 @@ def main() -> None:
     cost = statistics.median(ratios) - 1.0
     print(f"cost: median of the rounds' ratios {statistics.median(ratios):.4f} ({cost:+.2%})")
     if args.json:
-        args.json.write_text(json.dumps({"rounds": rounds, "cost": cost}, indent=1))
+        write_result(args.json, json.dumps({"rounds": rounds, "cost": cost}, indent=1))
 
 
 if __name__ == "__main__":

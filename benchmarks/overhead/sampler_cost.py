@@ -26,6 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from benchmarks.common.provenance import write_result
 from gputop_train.collect import nvml as nvml_sampler
 from gputop_train.collect.procs import ProcessSampler, ProcfsChildren
 from gputop_train.collect.stacks import StackSampler
@@ -146,7 +147,7 @@ def report(results: dict[str, Any], path: Path | None) -> None:
     for name, result in results.items():
         print(f"{name:24} {json.dumps(result)}")
     if path:
-        path.write_text(json.dumps(results, indent=2))
+        write_result(path, json.dumps(results, indent=2))
 
 
 if __name__ == "__main__":
