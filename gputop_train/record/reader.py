@@ -9,7 +9,7 @@ import math
 import re
 import stat
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -283,13 +283,18 @@ def _finite(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def replay_all(recording: Recording) -> Session:
-    """The session as it stood at the end of the recording."""
+def replay_all(
+    recording: Recording, listener: Callable[[events.Event], None] | None = None
+) -> Session:
+    """The session as it stood at the end of the recording; ``listener`` is told each decoded
+    event as the session takes it (the report keeps its step rows so, decoding each once)."""
     session, clock = new_session(recording)
+    session.listener = listener
     recording.skipped_events = 0
     for event in recording.events:
         clock.t = event["t"]
         if not apply(session, event):
             recording.skipped_events += 1
     clock.t = recording.ended_at
+    session.listener = None
     return session

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import events
-from ..record.reader import Recording, apply, new_session, read
+from ..record.reader import Recording, read, replay_all
 from ..record.summary import summarize
 from ..samples import GpuSample
 from ..session.model import Session
@@ -60,16 +60,8 @@ def load(path: Path) -> Run:
     The replay's own decoded events are kept as they pass (the session's listener), so each
     line is decoded once."""
     recording = read(path)
-    session, clock = new_session(recording)
     kept = _Kept()
-    session.listener = kept.take
-    recording.skipped_events = 0
-    for line in recording.events:
-        clock.t = line["t"]
-        if not apply(session, line):
-            recording.skipped_events += 1
-    clock.t = recording.ended_at
-    session.listener = None
+    session = replay_all(recording, kept.take)
     summary = summarize(session, recording.meta)
     steps = _whole_run(session.steps(), kept.rows)
     steps.sort(key=lambda s: s.t)
