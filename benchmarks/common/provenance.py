@@ -61,9 +61,18 @@ def machine() -> str:
     return f"{gpus or 'no GPU'}, {os.cpu_count()} cores, 1-min load {load:.1f}"
 
 
+def _command_words() -> list[str]:
+    """This process's command as it was typed: ``python -m MODULE ARGS`` for a module."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    if spec is not None and spec.name:
+        return ["python", "-m", spec.name, *sys.argv[1:]]
+    return ["python", *sys.argv]
+
+
 def provenance(argv: list[str] | None = None) -> Provenance:
-    """This run's provenance; the command is ``python`` and this process's arguments."""
-    words = ["python", *(sys.argv if argv is None else argv)]
+    """This run's provenance; the command is this process's unless ``argv`` (after
+    ``python``) is given."""
+    words = _command_words() if argv is None else ["python", *argv]
     date = time.strftime("%Y-%m-%dT%H:%MZ", time.gmtime())
     return Provenance(commit(), machine(), date, shlex.join(words))
 

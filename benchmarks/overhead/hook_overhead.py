@@ -110,22 +110,9 @@ def resnet_rung8_workload(device: str) -> Callable[[], None]:
     sys.path.insert(0, str(REPO / "demos"))
     import resnet
 
+    rung8 = "--workers 4 --pin-memory --batch-size 1024 --input gpu-resize --precision bf16"
     config, _, _ = resnet.parse_args(
-        [
-            "--workers",
-            "4",
-            "--pin-memory",
-            "--batch-size",
-            "1024",
-            "--input",
-            "gpu-resize",
-            "--precision",
-            "bf16",
-            "--channels-last",
-            "--compile",
-            "--device",
-            device,
-        ]
+        [*rung8.split(), "--channels-last", "--compile", "--device", device]
     )
     trainer = resnet.Trainer(config)
     iterator = iter(trainer.loader)
