@@ -6,7 +6,8 @@
 #     bash benchmarks/gpu.sh PART [PART...]
 #
 # Each part's results go to $OUT/PART-MACHINE-DATE/ (machine: the GPU's name and count; date:
-# UTC, to the minute) with machine.txt (date, GPU, driver, cores, Python, torch) and are packed
+# UTC, to the minute) with machine.txt (date, GPU, driver, cores, Python, torch, commit: COMMIT or
+# git's, command) and are packed
 # into $OUT/PART-MACHINE-DATE.tar.gz, one file per part (the device tool brings back a few).
 #
 # Parts (and the environment variables some take):
@@ -35,7 +36,7 @@
 #               old-new-new-old, AB_ROUNDS times (2)
 set -uo pipefail
 cd "$(dirname "$0")/.."
-[ $# -gt 0 ] || { sed -n '2,32p' "$0"; exit 2; }
+[ $# -gt 0 ] || { awk 'NR > 1 && !/^#/ { exit } NR > 1' "$0"; exit 2; }
 
 OUT=${OUT:-/tmp/gputop-out}
 mkdir -p "$OUT"
@@ -53,11 +54,13 @@ model=$(printf '%s\n' "$gpus" | head -1 | sed -E 's/NVIDIA //; s/ .*//' | tr '[:
 machine=${model:-cpu}$([ "$count" -gt 1 ] && echo "x$count")
 stamp=$(date -u +%Y-%m-%dT%Hh%M)
 
-machine_txt() {
-  date -u +%FT%TZ
+machine_txt() {  # the part's provenance: date, GPUs, cores, versions, commit (COMMIT=REV where
+  date -u +%FT%TZ  # the copy has no .git) and command
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
   echo "cores $(nproc)"
   python3 -c 'import sys, torch; print("python", sys.version.split()[0], "torch", torch.__version__)'
+  echo "commit ${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
+  echo "command bash benchmarks/gpu.sh $part"
 }
 
 part_rungs() {
