@@ -7,7 +7,10 @@ to ``--step-ms`` with no hog) for each of four cases, steps of ~2.2 ms and ~20 m
 
 - ``plain``: the job alone, started in a session of its own (as the launcher starts it);
 - ``monitored``: ``gputop-train --headless --no-record`` on the same job (the hook, the
-  monitor, the socket traffic).
+  monitor, the socket traffic);
+- ``hook`` (with ``--arms plain,hook,monitored``): the job under the hook's environment with
+  no monitor, so that the hook's own per-step work in the job's process is told apart from
+  what the monitor's processes take.
 
 The hogs (``while True: pass`` processes, each in its own session) run for one run only and are
 killed at its end (and bounded by ``timeout`` in any case). A run's figure is its mean step
@@ -34,6 +37,7 @@ import time
 from pathlib import Path
 
 from benchmarks.common.paths import REPO
+from gputop_train.job.launched import hook_environment
 
 # The job: a Linear layer's forward, backward and SGD step, ``reps`` times a step, on one
 # thread; each step's end (perf_counter) appended to STEP_TIMES as a float64.
@@ -53,7 +57,7 @@ while time.perf_counter() < end:
     optimizer.zero_grad()
     out.write(struct.pack("d", time.perf_counter()))
 """
-ARMS = ("plain", "monitored")
+ARMS = ("plain", "hook", "monitored")
 
 
 def run(arm: str, reps: int, hogs: int, seconds: float, times: Path) -> None:
@@ -63,6 +67,8 @@ def run(arm: str, reps: int, hogs: int, seconds: float, times: Path) -> None:
     job = [sys.executable, "-c", JOB, str(reps), str(seconds)]
     if arm == "monitored":
         job = [sys.executable, "-m", "gputop_train", "--headless", "--no-record", "--", *job]
+    elif arm == "hook":
+        env = hook_environment(env)
     hog = ["timeout", str(seconds + 60), sys.executable, "-c", "while True: pass"]
     hogging = [subprocess.Popen(hog, start_new_session=True) for _ in range(hogs)]
     try:
@@ -103,8 +109,12 @@ def main() -> None:
     parser.add_argument("--measure", type=float, default=6.0, help="seconds measured per run")
     parser.add_argument("--step-ms", default="2.2,20", help="step times of the cases")
     parser.add_argument("--hogs", default="0,4", help="CPU hogs beside the job, per case")
+    parser.add_argument("--arms", default="plain,monitored", help=f"of {', '.join(ARMS)}")
     parser.add_argument("--json", type=Path, help="write every run here")
     args = parser.parse_args()
+    arms = tuple(args.arms.split(","))
+    if arms[0] != "plain" or not set(arms) <= set(ARMS):
+        parser.error(f"--arms: plain first, then any of {', '.join(ARMS[1:])}")
     seconds = args.warmup + args.measure
     results: list[dict] = []
     with tempfile.TemporaryDirectory() as scratch_dir:
@@ -115,7 +125,7 @@ def main() -> None:
             for hogs in map(int, args.hogs.split(",")):
                 for index in range(args.rounds):
                     # ABBA: plain, monitored, monitored, plain, then again.
-                    order = ARMS if index % 2 == 0 else ARMS[::-1]
+                    order = arms if index % 2 == 0 else arms[::-1]
                     for arm in order:
                         times = scratch / f"{step_ms}-{hogs}-{index}-{arm}.bin"
                         started = time.time()
@@ -128,7 +138,8 @@ def main() -> None:
                         }  # fmt: skip
                         results.append(line)
                         print(json.dumps(line), flush=True)
-    print(f"{'step':>6} {'hogs':>4} {'plain ms':>9} {'speed ratio':>11} {'range':>13} {'pairs':>5}")
+    print(f"{'step':>6} {'hogs':>4} {'arm':>9} {'plain ms':>9} {'speed ratio':>11} {'range':>13} "
+          f"{'pairs':>5}")  # fmt: skip
     cases = sorted({(r["step_ms_target"], r["hogs"]) for r in results})
     summary = []
     for step_ms, hogs in cases:
@@ -136,14 +147,15 @@ def main() -> None:
         by_pair: dict[int, dict[str, float]] = {}
         for r in case:
             by_pair.setdefault(r["pair"], {})[r["arm"]] = r["mean_step_ms"]
-        ratios = [p["plain"] / p["monitored"] for p in by_pair.values() if len(p) == 2]
         plain = statistics.median(p["plain"] for p in by_pair.values())
-        line = {"step_ms": step_ms, "hogs": hogs, "plain_ms": plain, "ratios": ratios}
-        summary.append(line)
-        print(
-            f"{step_ms:6.1f} {hogs:4d} {plain:9.3f} {statistics.median(ratios):11.4f} "
-            f"{min(ratios):6.4f}-{max(ratios):<6.4f} {len(ratios):5d}"
-        )
+        for arm in arms[1:]:
+            ratios = [p["plain"] / p[arm] for p in by_pair.values() if "plain" in p and arm in p]
+            line = {"step_ms": step_ms, "hogs": hogs, "arm": arm, "plain_ms": plain}
+            summary.append({**line, "ratios": ratios})
+            print(
+                f"{step_ms:6.1f} {hogs:4d} {arm:>9} {plain:9.3f} {statistics.median(ratios):11.4f} "
+                f"{min(ratios):6.4f}-{max(ratios):<6.4f} {len(ratios):5d}"
+            )
     if args.json:
         commit = subprocess.run(
             ["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=REPO
