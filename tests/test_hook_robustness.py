@@ -307,13 +307,13 @@ def _row(step: int) -> list[Any]:
 
 @pytest.mark.torch
 def test_rows_after_a_step_come_from_the_newest_end_of_a_full_ring() -> None:
-    from gputop_train.hook.agent import Agent
+    from gputop_train.hook.step_ring import StepRing
 
-    agent = Agent(pytest.importorskip("torch"), ring_steps=5)
-    agent._ring.extend(_row(step) for step in range(1, 9))  # the ring keeps 4..8
+    ring = StepRing(pytest.importorskip("torch"), steps=5)
+    ring.rows.extend(_row(step) for step in range(1, 9))  # the ring keeps 4..8
 
     def steps(after: int) -> list[int]:
-        return [row[wire.COLUMN["step"]] for row in agent.rows_after(after)]
+        return [row[wire.COLUMN["step"]] for row in ring.rows_after(after)]
 
     assert steps(6) == [7, 8]
     assert steps(0) == [4, 5, 6, 7, 8]  # a monitor further behind than the ring gets it all
@@ -324,7 +324,7 @@ def test_rows_after_a_step_come_from_the_newest_end_of_a_full_ring() -> None:
 def test_rows_after_tries_again_when_training_appends_during_the_walk() -> None:
     from collections import deque
 
-    from gputop_train.hook.agent import Agent
+    from gputop_train.hook.step_ring import StepRing
 
     class MovingRing(deque):
         moved = False
@@ -336,6 +336,6 @@ def test_rows_after_tries_again_when_training_appends_during_the_walk() -> None:
                 raise RuntimeError("deque mutated during iteration")
             return super().__reversed__()
 
-    agent = Agent(pytest.importorskip("torch"))
-    agent._ring = MovingRing(_row(step) for step in (1, 2, 3))
-    assert [row[wire.COLUMN["step"]] for row in agent.rows_after(1)] == [2, 3, 4]
+    ring = StepRing(pytest.importorskip("torch"))
+    ring.rows = MovingRing(_row(step) for step in (1, 2, 3))
+    assert [row[wire.COLUMN["step"]] for row in ring.rows_after(1)] == [2, 3, 4]

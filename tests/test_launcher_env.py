@@ -75,7 +75,7 @@ def test_a_schedule_no_launcher_of_this_job_passed_is_said_and_ignored(
     agent = torch_agent(torch)
     assert agent.board.schedule == [] and agent.enabled
     said = f"{wire.SCHEDULE_ENV} ignored: no gputop-train launcher of this job passed it"
-    assert said in capfd.readouterr().err and said in agent._notices[-1]
+    assert said in capfd.readouterr().err and said in agent._outbox.notices[-1]
     monkeypatch.setenv(wire.MONITOR_PID_ENV, str(os.getppid()))
     assert torch_agent(torch).board.schedule == [(2, {"step_ms": 50})]
 

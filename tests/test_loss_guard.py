@@ -69,7 +69,7 @@ def test_a_change_that_makes_the_loss_nan_is_reverted(agent: Agent) -> None:
 def test_a_change_that_leaves_the_loss_alone_stays(agent: Agent) -> None:
     run(agent, 20 + 3 * WINDOW_STEPS, {15: ("cudnn_benchmark", True)})
     assert outcome(agent) == [("cudnn_benchmark", True, True, False, None)]
-    (notice,) = [n for n in agent._notices if n.startswith("numerics guard")]
+    (notice,) = [n for n in agent._outbox.notices if n.startswith("numerics guard")]
     assert notice.startswith("numerics guard: cudnn_benchmark kept (loss ")
     assert torch.backends.cudnn.benchmark is True
     torch.backends.cudnn.benchmark = False

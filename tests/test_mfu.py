@@ -203,7 +203,7 @@ def train_hooked(agent: object, steps: int, checkpointing: bool = False) -> None
 
 def published(agent: object, kind: str) -> list[dict]:
     """The facts of ``kind`` the agent has waiting for the listener, as their fields."""
-    pending = agent._pending_facts  # type: ignore[attr-defined]
+    pending = agent._outbox._facts  # type: ignore[attr-defined]
     return [frame.fields() for frame in pending if kind == frame.TYPE]
 
 
@@ -241,17 +241,18 @@ def test_activation_checkpointing_adds_no_model_flops() -> None:
 
 def test_a_failing_workload_probe_stops_alone_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
     from gputop_train.hook import agent as agent_module
+    from gputop_train.hook import workload_probes
 
     class Broken(Census):
         def start(self) -> None:
             raise RuntimeError("no dispatch modes here")
 
-    monkeypatch.setattr(agent_module, "Census", Broken)
+    monkeypatch.setattr(workload_probes, "Census", Broken)
     agent = agent_module.Agent(torch)
     train_hooked(agent, 5)
     assert agent.enabled and agent._step == 5  # the hook and the training went on
     assert published(agent, "workload") == [] and published(agent, "flops")
-    assert any("workload probes" in notice for notice in agent._notices)
+    assert any("workload probes" in notice for notice in agent._outbox.notices)
 
 
 def test_a_compiled_model_is_counted_eagerly_and_stays_compiled() -> None:

@@ -27,9 +27,12 @@ from gputop_train.hook.agent import Agent
 from gputop_train.hook.cuda_timer import CudaStepTimer
 from gputop_train.hook.feeds import Feeds
 from gputop_train.hook.loss_guard import LossGuard
+from gputop_train.hook.outbox import Outbox
 from gputop_train.hook.primary import PRIMARY, PrimaryElection
 from gputop_train.hook.probe_schedule import ProbeSchedule
 from gputop_train.hook.step_parts import StepTimeline
+from gputop_train.hook.step_ring import StepRing
+from gputop_train.hook.workload_probes import WorkloadProbes
 
 Undo = Callable[[], None]
 
@@ -68,17 +71,23 @@ def variants(agent: Agent) -> dict[str, Callable[[], Undo] | None]:
         "-end_probes": lambda: _stub(Agent, "_end_probes"),
         # The hook as on a CPU job: no CUDA events, step timer, memory reads or sync scans.
         "-cuda": lambda: _stub(Agent, "_cuda_in_use", lambda self: False),
-        # Inside the step's end: rows still made, or (-rows_sent) made but never sent.
-        "-finish_row": lambda: _stub(Agent, "_finish_row"),
-        "-collect_gpu": lambda: _stub(Agent, "_collect_gpu_times"),
+        # Inside the step's end: rows still made but not kept (hook/step_ring.py), or
+        # (-rows_sent) kept but never sent.
+        "-finish_row": lambda: _stub(StepRing, "finish"),
+        "-collect_gpu": lambda: _stub(StepRing, "collect"),
         "-memory": lambda: _stub(Agent, "_memory", lambda self, now: (None, None, None)),
-        "-rows_sent": lambda: _stub(Agent, "rows_after", lambda self, step: []),
-        # The agent's parts, each alone (hook/feeds.py, primary.py, probe_schedule.py):
-        # the loader feeds (no data wait, samples or loader facts), the election (every
-        # optimizer step counts) and the probe schedule (no probe ever due).
+        "-rows_sent": lambda: _rows_unsent(agent),
+        # The agent's parts, each alone (hook/feeds.py, primary.py, probe_schedule.py,
+        # outbox.py, workload_probes.py): the loader feeds (no data wait, samples or loader
+        # facts), the election (every optimizer step counts), the training thread's gate (its
+        # events handled without it), the probe schedule (no probe ever due), the outbox (no
+        # fact kept) and the workload probes' step end.
         "-feeds": lambda: _feeds_off(),
         "-primary": lambda: _stub(PrimaryElection, "elect", lambda self, optimizer: PRIMARY),
+        "-gate": lambda: _gate_off(),
         "-schedule": lambda: _schedule_off(agent),
+        "-outbox": lambda: _stub(Outbox, "publish"),
+        "-workload": lambda: _stub(WorkloadProbes, "end"),
     }
 
 
@@ -103,6 +112,21 @@ def _schedule_off(agent: Agent) -> Undo:
         undo()
 
     return undo_all
+
+
+def _rows_unsent(agent: Agent) -> Undo:
+    """The listener asks for no rows: it holds the ring's ``rows_after`` bound at its start,
+    so the stub goes on the listener itself."""
+    listener = agent.listener
+    original = listener._rows_after
+    listener._rows_after = lambda step: []
+    return lambda: setattr(listener, "_rows_after", original)
+
+
+def _gate_off() -> Undo:
+    """Each event the gate guards (primary.primary_thread_only) handled without it."""
+    gated = [name for name, value in vars(Agent).items() if hasattr(value, "__wrapped__")]
+    return _stubs_with(*((Agent, name, vars(Agent)[name].__wrapped__) for name in gated))
 
 
 def _feeds_off() -> Undo:

@@ -4,9 +4,11 @@ optimizer per trial are told apart here). Training thread only; no locks."""
 
 from __future__ import annotations
 
+import functools
 import threading
 import weakref
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 # Steps in a row of another optimizer on the training thread, with none of the one we count,
 # after which the loop has moved to it (a new optimizer per fold, sweep trial or epoch). A GAN's
@@ -70,3 +72,31 @@ class PrimaryElection:
         steps = self._successor[1] + 1 if self._successor and self._successor[0] == key else 1
         self._successor = (key, steps)
         return steps >= PRIMARY_HANDOVER_STEPS
+
+
+class Elects(Protocol):
+    """What ``primary_thread_only`` reads of the object whose handlers it gates (the agent)."""
+
+    primary: PrimaryElection
+
+
+Params = ParamSpec("Params")
+Owner = TypeVar("Owner", bound=Elects)
+
+
+def primary_thread_only(
+    handler: Callable[Concatenate[Owner, Params], None],
+) -> Callable[Concatenate[Owner, Params], None]:
+    """The one gate for the training thread's events (a batch, an autocast, a backward, a
+    count): once another thread steps an optimizer of its own, its events are not the
+    measured loop's and are dropped here. While one thread trains, the gate is one attribute
+    read (``other_trainer``) before the handler."""
+
+    @functools.wraps(handler)
+    def gated(owner: Owner, *args: Params.args, **kwargs: Params.kwargs) -> None:
+        election = owner.primary
+        if election.other_trainer and not election.on_primary_thread():
+            return
+        handler(owner, *args, **kwargs)
+
+    return gated

@@ -139,7 +139,7 @@ def broken_hook(p: dict[str, float]) -> None:
     def explode(*_: object) -> None:
         raise RuntimeError("injected hook fault")
 
-    agent._finish_row = explode  # type: ignore[method-assign]
+    agent._memory = explode  # type: ignore[method-assign]
     sleepy({"batch_ms": 0, "step_ms": 1, "steps": p.get("steps", 20)})
     print(f"trained {int(p.get('steps', 20))} steps")
 
