@@ -418,6 +418,15 @@ class StacksSampled(Event):
         )
 
 
+@event("stacks_expected")
+@dataclass(frozen=True)
+class StacksExpected(Event):
+    """A job without the hook is sampled with py-spy: its first window is due ``window_s``
+    from now (what the screen says until it comes)."""
+
+    window_s: float
+
+
 @event("autopilot")
 @dataclass(frozen=True)
 class AutopilotChanged(Event):

@@ -18,6 +18,7 @@ from .session.breakdown import PART_NAMES, MemoryAudit, StepParts
 from .session.job_gpus import GpuFigures
 from .session.model import Snapshot
 from .session.phases import WARMUP_S, WARMUP_STEPS, PhaseRow
+from .session.snapshot import Activity
 from .session.stats import GpuStats, RankStats
 
 
@@ -78,6 +79,8 @@ class View:
 
 
 def view_of(snap: Snapshot) -> View:
+    if snap.activity is not None:  # the snapshot the front ends draw says it in words
+        snap = replace(snap, activity_note=activity_note(snap.activity))
     phases = _phase_views(snap)
     measure = over_phases(efficiency(snap.observation, snap.steps), [p.efficiency for p in phases])
     achieved, mfu = measure.achieved_tflops, measure.mfu_pct
@@ -90,6 +93,39 @@ def view_of(snap: Snapshot) -> View:
         phases=phases,
         figures=_figures(snap, achieved, mfu),
         efficiency=measure,
+    )
+
+
+def activity_note(activity: Activity | None) -> str | None:
+    """In words, what the job is doing while it has made no step (None: nothing to say)."""
+    a = activity
+    if a is None:
+        return None
+    if not a.running:
+        ended = "ended" if a.exit_code in (0, None) else f"failed (exit {a.exit_code})"
+        return f"the job {ended} before any training step"
+    if a.hooked:
+        pids = ", ".join(str(pid) for pid in a.hooked)
+        return (
+            f"PID {pids} is hooked (it iterated a DataLoader) but has made no "
+            f"optimizer.step() in {a.elapsed_s:.0f} s: the hook counts a step at each one"
+        )
+    if a.stacks_due_s is not None:
+        return (
+            f"sampling the training thread with py-spy: the first window comes in "
+            f"{a.stacks_due_s:.0f} s (no hook: no step times)"
+        )
+    if a.stacks_shown:
+        return None  # py-spy's window is on screen
+    if a.refused is not None:
+        pid, reason = a.refused
+        return (
+            f"PID {pid} is hooked but its hook turned this monitor away ({reason}); "
+            "asking again every few seconds"
+        )
+    return (
+        f"waiting for the first training step ({a.elapsed_s:.0f} s): the hook starts at the "
+        "first DataLoader batch or optimizer.step() of a process that imports torch"
     )
 
 

@@ -58,7 +58,8 @@ def test_the_census_says_where_the_hand_written_attention_is_called(run: HookedR
     census = workload.census
     assert census is not None
     assert census["manual_attention"] == 1
-    site = census["attention_at"]
+    site = census.get("attention_at")
+    assert site is not None
     assert site["file"] == str(SCRIPT) and f"code_sites.py:{site['line']}" == marked(
         run, "attention"
     )
@@ -66,7 +67,7 @@ def test_the_census_says_where_the_hand_written_attention_is_called(run: HookedR
 
 
 def test_the_sdpa_finding_and_its_edit_name_the_attention_line(run: HookedRun) -> None:
-    seen = Workload.from_frame(run.session.facts(wire.Workload)[-1].fields())
+    seen = Workload.from_frame(run.session.facts(wire.Workload)[-1])
     assert seen.attention_at is not None
     # The CPU run's own window has no GPU to be busy: the GPU figures are the rule tests'.
     o = observe(
@@ -105,11 +106,14 @@ def test_the_input_edits_name_the_dataloaders_construction(run: HookedRun, findi
     assert edit_of(finding).lines == (expected,)
 
 
-def test_a_site_of_the_wrong_shape_is_left_unknown() -> None:
+def test_a_site_of_the_wrong_shape_refuses_its_frame_saying_which_key() -> None:
     census = {"manual_attention": 1, "attention_at": {"file": "a.py", "line": "12", "op": ""}}
-    assert Workload.from_frame({"census": census}).attention_at is None
+    raw = {"type": "workload", "step": 3, "census": census}
+    with pytest.raises(TypeError, match=r"^census\.attention_at\.line must be int, not '12'$"):
+        wire.Workload.decode(raw)
+    assert wire.decode_frame(raw) is None  # counted as dropped, as any malformed frame
     good: wire.CodeSite = {"file": "/x/a.py", "line": 12, "op": ""}
-    assert Workload.from_frame({"census": {"attention_at": good}}).attention_at == good
+    assert Workload.from_frame(wire.Workload(census={"attention_at": good})).attention_at == good
     assert site_evidence(good, "the DataLoader's construction") == (
         "a.py:12 the DataLoader's construction (hook)",
     )

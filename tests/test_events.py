@@ -134,6 +134,7 @@ any_event = st.one_of(
             st.fixed_dictionaries({c: SMALL for c in CATEGORIES}),
         ),
     ),
+    st.builds(events.StacksExpected, st.floats(0.5, 20.0)),
     st.builds(
         events.AutopilotChanged,
         st.fixed_dictionaries(

@@ -26,7 +26,7 @@ from gputop_train.tui.panels.overview import ChartsPanel
 from gputop_train.tui.screens import HelpScreen, QuitScreen
 from gputop_train.tui.widgets.chart import BrailleChart
 from gputop_train.tui.widgets.live_text import LiveText
-from gputop_train.views import status_fields, view_of
+from gputop_train.views import activity_note, status_fields, view_of
 from tests.support.paths import REPO, SCENARIOS
 from tests.support.sessions import JOB_PID, scripted_session
 from tests.support.tui import app_under_test
@@ -164,7 +164,7 @@ async def test_w_shows_its_new_window_in_the_chart_titles_at_80_columns() -> Non
 def test_a_hooked_loop_without_optimizer_steps_says_so() -> None:
     session = Session(command=("train.py",))
     session.apply(events.ProcessHello.of(7, {"rank": None}))
-    note = session.snapshot().activity_note
+    note = activity_note(session.snapshot().activity)
     assert note is not None and "no optimizer.step()" in note
 
 
@@ -180,8 +180,9 @@ def test_a_job_that_fails_before_training_says_so_not_was_torch_imported() -> No
 
 def test_a_job_sampled_by_py_spy_says_when_its_first_window_comes() -> None:
     session = Session(command=("train.py",))
-    session.expect_stacks(10.0)
-    assert "py-spy" in session.snapshot().activity_note
+    session.apply(events.StacksExpected(10.0))
+    note = view_of(session.snapshot()).snap.activity_note  # as the front ends read it
+    assert note is not None and "py-spy: the first window comes in 10 s" in note
 
 
 @pytest.mark.torch

@@ -4,6 +4,7 @@ hook client's dispatch by class, and docs/protocol.md held to the list of classe
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 import socket
 from pathlib import Path
@@ -86,6 +87,11 @@ def test_a_refusal_has_no_seq_key() -> None:
         {"type": "syncs", "count": 1, "sites": ["a.py:3"]},
         {"type": "flops", "flops": 1.5},
         {"type": "model", "cuda": 1},
+        {"type": "workload", "census": {"ops": "657"}},
+        {"type": "workload", "census": [657]},
+        {"type": "workload", "profile": {"top_non_math": "aten::add"}},
+        {"type": "workload", "peak": {"tflops": True}},
+        {"type": "workload", "census": {"attention_at": {"file": "a.py", "line": 3}}},
         {"type": "no_such_frame"},
     ],
 )
@@ -100,6 +106,49 @@ def test_a_frame_with_a_field_of_the_wrong_type_is_counted_and_dropped(raw: dict
         client.close()
     assert session.snapshot().dropped_frames == 1
     assert not session.hooked_pids()
+
+
+@pytest.mark.parametrize(
+    ("part", "reason"),
+    [
+        ({"census": {"ops": "657"}}, "census.ops must be int or null, not '657'"),
+        ({"census": [657]}, "census must be Census or null, not [657]"),
+        ({"profile": {"kernel_ms": float("nan")}}, "profile.kernel_ms must be float or null"),
+        ({"profile": {"top_non_math": [3]}}, "profile.top_non_math must be str, not 3"),
+        ({"peak": {"reason": 5}}, "peak.reason must be str or null, not 5"),
+        ({"census": {"attention_at": {"file": "a.py"}}}, "census.attention_at has no line"),
+    ],
+)
+def test_a_malformed_workload_part_is_refused_naming_its_key(part: dict, reason: str) -> None:
+    with pytest.raises(TypeError) as refused:
+        wire.Workload.decode({"type": "workload", "step": 3, **part})
+    assert str(refused.value).startswith(reason)
+
+
+# A workload frame of the H100 GPT ladder's recording (docs/results/gpt-ladder-h100-2026-11-25T04h51
+# .tar.gz, ladder.jsonl), as the hook sent it.
+H100_WORKLOAD = (
+    '{"type": "workload", "step": 4, "census": {"ops": 2177, "optimizer_ops": 1480, '
+    '"fused_attention": 0, "manual_attention": 12, "convolutions": 0, "fp8_matmuls": 0, '
+    '"params": 124475904, "non_embedding_params": 123689472, "analytic_flops": 7007297863680, '
+    '"tokens": 8192, "sequence": 1024, "analytic_note": null, "matmul_precision": "fp32", '
+    '"census_error": null}, "profile": {"kernels": 1866, "triton_kernels": 0, "kernel_ms": '
+    '199.086, "non_math_pct": 24.3, "top_non_math": ["void at::native::vectorized_elementwise_'
+    'kernel<4, at::native", "void at::native::elementwise_kernel<128, 2, at::native::gpu_", '
+    '"void (anonymous namespace)::softmax_warp_backward<float, flo"], "probe_ms": 275.0}, '
+    '"peak": {"precision": "fp32", "device": "NVIDIA H100 80GB HBM3", "repeats": 2, '
+    '"enqueue_ms": 2.1, "run_ms": 5.321, "tflops": 51.65852655401475, "reason": null}}'
+)
+
+
+def test_a_workload_frame_as_the_hook_sends_it_decodes_typed_and_a_newer_key_is_ignored() -> None:
+    raw = json.loads(H100_WORKLOAD)
+    raw["census"]["from_a_newer_hook"] = [1]
+    frame = wire.Workload.decode(raw)
+    assert frame.census is not None and frame.census.get("analytic_flops") == 7007297863680
+    assert frame.peak is not None and frame.peak.get("tflops") == 51.65852655401475
+    skipped = wire.Workload.decode({"type": "workload", "census": {"skipped": "compiled"}})
+    assert skipped.census == {"skipped": "compiled"}  # every key may be absent
 
 
 FLOPS = {"type": "flops", "flops": 10**12, "samples": 32, "step": 3}

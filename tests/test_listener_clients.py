@@ -19,6 +19,7 @@ from gputop_train.job.launched import hook_environment
 from gputop_train.monitor import hook_client
 from gputop_train.monitor.hook_client import HookClient
 from gputop_train.session.model import Session
+from gputop_train.views import activity_note
 from tests.support import torch_jobs
 from tests.support.waiting import wait_until
 
@@ -124,7 +125,7 @@ def test_an_attacher_turned_away_is_told_so_at_once(knobbed_job) -> None:
         note = None
         while time.monotonic() < deadline:
             client.poll(0.1)
-            note = session.snapshot().activity_note
+            note = activity_note(session.snapshot().activity)
             if note and "turned this monitor away" in note:
                 break
         assert note is not None and "over 8 monitors at once" in note, note
@@ -166,5 +167,5 @@ def test_a_refusal_sent_before_the_monitors_first_word_is_still_read(tmp_path: P
             finally:
                 client.close()
         refuser.join()
-    note = session.snapshot().activity_note
+    note = activity_note(session.snapshot().activity)
     assert note is not None and "turned this monitor away (over 8 monitors at once)" in note

@@ -8,29 +8,28 @@ computed once, so no front end computes statistics of its own.
 from __future__ import annotations
 
 import functools
-import math
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from dataclasses import replace as _replace
 from typing import Any
 
 from .. import events, wire
 from ..samples import GpuSample, ProcSample, StackShares
-from . import job_gpus, observe, stats
+from . import job_gpus, observe, stats, step_log
 from .comm import HOLD_WINDOWS
 from .gpu_tracking import GpuTracking
+from .hooked import HookedProcesses
 from .job_end import stop_seen
 from .knob_phases import KnobPhases
 from .phases import KnobState, PhaseTable
 from .series import ChartBinner
-from .snapshot import HookedProcess, JobState, Snapshot
+from .snapshot import Activity, HookedProcess, JobState, Snapshot
+from .step_log import StepLog, step_ahead
 from .steps import Step
 
-# 100k steps is hours of a fast loop at ~100 bytes each.
-MAX_STEPS = 100_000
 MAX_NOTICES = 200
 MAX_PROC_TICKS = 7200  # two hours of 1 Hz process samples
 MAX_FACTS = 10_000  # of each kind: one per epoch, scan or knob change; years of those
@@ -47,23 +46,18 @@ class Session:
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
         self.started_at = self.started_at or self.clock()
-        self._steps: deque[Step] = deque(maxlen=MAX_STEPS)
-        # Every GPU's ticks, the job's apart, and which GPUs are the job's.
+        # The parts, each called under the lock: the step rows; every GPU's ticks, the job's
+        # apart, and which GPUs are the job's; the hooked processes; the knobs and phases.
+        self._log = StepLog(self.started_at)
         self._gpus = GpuTracking()
+        self._hooked = HookedProcesses()
+        self._knob_phases = KnobPhases(self.started_at)
         self._processes: tuple[ProcSample, ...] = ()
-        self._hooked: dict[int, HookedProcess] = {}
         self._notices: deque[str] = deque(maxlen=MAX_NOTICES)
-        self._refused: dict[int, str] = {}  # PIDs whose hook turned us away, and why
         self._notice_count = 0
         self._readings: dict[str, dict[str, Any]] = {}
         self._job = JobState()
-        self._total_samples: int | None = None
         self._dropped_frames = 0
-        self._last_step: dict[int, int] = {}
-        self._steps_before: dict[int, int] = {}  # per PID: its last step before started_at
-        self._samples_by_pid: dict[int, int] = {}  # every process's samples so far
-        self._step_pids: set[int] = set()  # every process that has sent a step
-        self._knob_phases = KnobPhases(self.started_at)
         # the fact frames (events.FACT_FRAMES) as they came, by class, with when each was seen
         self._facts: dict[type[wire.Frame], list[tuple[float, wire.Frame]]] = {}
         self._proc_ticks: deque[stats.ProcTick] = deque(maxlen=MAX_PROC_TICKS)
@@ -77,7 +71,6 @@ class Session:
         self._job_ended_at: float | None = None
         self._autopilot: dict[str, Any] | None = None
         self._stacks_expected: float | None = None  # seconds after start of py-spy's 1st window
-        self._run_cache: tuple[int, stats.StepStats] | None = None
 
     def _tell(self, item: events.Event) -> None:
         if self.listener is not None:
@@ -107,28 +100,16 @@ class Session:
             self._gpus.found(item)
 
     def _on_hello(self, item: events.ProcessHello) -> None:
-        process = HookedProcess(
-            pid=item.pid,
-            argv=item.argv,
-            rank=item.rank,
-            torch_version=item.torch,
-            host=item.host,
-            connected=True,
-            local_rank=item.local_rank,
-            world_size=item.world_size,
-        )
         with self._lock:
-            self._hooked[item.pid] = process
-            self._refused.pop(item.pid, None)
+            self._hooked.hello(item)
 
     def _on_refused(self, item: events.HookRefused) -> None:
         with self._lock:
-            self._refused[item.pid] = item.reason
+            self._hooked.refused[item.pid] = item.reason
 
     def _on_disconnected(self, item: events.ProcessGone) -> None:
         with self._lock:
-            if item.pid in self._hooked:
-                self._hooked[item.pid] = _replace(self._hooked[item.pid], connected=False)
+            self._hooked.gone(item.pid)
 
     def _on_knobs(self, item: events.KnobsDeclared) -> None:
         """The knobs a process advertised (hello or knobs frame); the primary's are shown."""
@@ -149,30 +130,16 @@ class Session:
 
     def _on_steps(self, item: events.StepRows) -> None:
         """Append steps from a wire frame; a malformed row counts as a dropped frame."""
-        pid = item.pid
-        parsed = [Step.from_row(pid, row) if isinstance(row, list) else None for row in item.rows]
-        good = [s for s in parsed if s is not None]
+        steps, malformed = step_log.parse(item.pid, item.rows)
         with self._lock:
-            for step in good:
-                if step.step <= self._last_step.get(pid, 0):
-                    continue  # a re-attach resends the ring's backlog
-                self._last_step[pid] = step.step
-                backlog = step.t <= self.started_at  # the ring a hook sends an attach
-                if backlog:
-                    self._steps_before[pid] = step.step
-                self._steps.append(step)
-                self._step_pids.add(pid)
-                if step.samples is not None:
-                    if not backlog:  # the session's samples are those of its own steps
-                        self._total_samples = (self._total_samples or 0) + step.samples
-                    self._samples_by_pid[pid] = self._samples_by_pid.get(pid, 0) + step.samples
-            self._dropped_frames += len(parsed) - len(good)
+            self._log.take(item.pid, steps)
+            self._dropped_frames += malformed
 
     def _on_gpu(self, item: events.GpuSampled) -> None:
         """One NVML tick; where the job's GPUs changed with it, the charts and phase rows are
         built anew from the job's ticks taken again (session/gpu_tracking.py)."""
         with self._lock:
-            hooked = self._current_locked()
+            hooked = self._hooked.current()
             job_pids = {p.pid for p in self._processes} | {p.pid for p in hooked}
             if self._gpus.sampled(item.samples, job_pids, {p.pid: p.rank for p in hooked}):
                 self._binners.clear()
@@ -182,26 +149,7 @@ class Session:
         """One process sample, and the busy share of all the machine's cores meanwhile. When the
         job's tree is gone, the last sample stays on screen, marked ended."""
         processes = item.samples
-        workers = tuple(
-            p.cpu_pct for p in processes if p.role == "worker" and p.cpu_pct is not None
-        )
-        mains = [p.cpu_pct for p in processes if p.role == "main" and p.cpu_pct is not None]
-        system = item.system_cpu_pct
-        tick = stats.ProcTick(
-            self.clock(),
-            workers,
-            sum(mains) if mains else None,
-            system,
-            job=stats.job_cpu(processes),
-            usable_cores=item.usable_cores,
-            worker_waits=tuple(
-                p.run_wait_pct
-                for p in processes
-                if p.role == "worker" and p.run_wait_pct is not None
-            ),
-            main_wait=_sum_or_none(p.run_wait_pct for p in processes if p.role == "main"),
-            loaders=sum(1 for p in processes if p.role == "main"),
-        )
+        tick = stats.ProcTick.of(self.clock(), processes, item.system_cpu_pct, item.usable_cores)
         with self._lock:
             if not processes and self._processes:
                 processes = tuple(
@@ -214,6 +162,11 @@ class Session:
     def _on_stacks(self, item: events.StacksSampled) -> None:
         with self._lock:
             self._stacks = (self.clock(), item.stacks)
+
+    def _on_stacks_expected(self, item: events.StacksExpected) -> None:
+        """A job without the hook: py-spy's first window is due in ``window_s``."""
+        with self._lock:
+            self._stacks_expected = self.clock() - self.started_at + item.window_s
 
     def _on_fact(self, item: events.FactSeen) -> None:
         """The primary process's fact frames, typed as the wire decoded them, by class."""
@@ -271,21 +224,16 @@ class Session:
 
     def hooked_pids(self) -> set[int]:
         with self._lock:
-            return set(self._hooked)
+            return set(self._hooked.by_pid)
 
     def hooked_processes(self) -> list[HookedProcess]:
         with self._lock:
-            return list(self._hooked.values())
+            return list(self._hooked.by_pid.values())
 
     def last_steps(self) -> dict[int, Step]:
         """Each hooked process's latest step (a stall's evidence: who stopped where)."""
         with self._lock:
-            latest: dict[int, Step] = {}
-            for step in reversed(self._steps):
-                latest.setdefault(step.pid, step)
-                if len(latest) == len(self._step_pids):
-                    break
-            return latest
+            return self._log.latest()
 
     def job_running(self) -> bool:
         with self._lock:
@@ -309,38 +257,10 @@ class Session:
         """Each process's last step taken (PID -> its step counter): a step at or below it
         is skipped when it comes again."""
         with self._lock:
-            return dict(self._last_step)
+            return dict(self._log.last_step)
 
     def _primary_pid_locked(self) -> int | None:
-        current = self._current_locked()
-        if not current:
-            # Steps but no hello: a hook's own rows in the recording, of a job whose hook
-            # this monitor never reached (Monitor.fold_in_recorded_steps, issue 39).
-            return min(self._step_pids, default=None)
-        return min(current, key=lambda p: (p.rank is None, p.rank or 0, p.pid)).pid
-
-    def _current_locked(self) -> list[HookedProcess]:
-        """The hooked processes less those a restart replaced: a rank whose process is gone
-        once a later hello names the same rank (torchrun --max-restarts), so that the new
-        rank 0 leads and the dead ones' figures do not stand beside the new ones'."""
-        newest = {p.rank: p.pid for p in self._hooked.values() if p.rank is not None}
-        return [
-            p
-            for p in self._hooked.values()
-            if p.rank is None or p.connected or newest[p.rank] == p.pid
-        ]
-
-    def _replaced_locked(self) -> set[int]:
-        """The processes a restart replaced (a dead generation of ranks)."""
-        current = {p.pid for p in self._current_locked()}
-        return {pid for pid in self._hooked if pid not in current}
-
-    def _samples_of_current(self, replaced: set[int]) -> int | None:
-        """Samples so far, less a restart's dead generation's: the restart resumes from its
-        checkpoint and counts them again."""
-        if self._total_samples is None or not replaced:
-            return self._total_samples
-        return self._total_samples - sum(self._samples_by_pid.get(pid, 0) for pid in replaced)
+        return self._hooked.primary(self._log.pids)
 
     def gpu_ticks(self) -> list[tuple[GpuSample, ...]]:
         """The NVML ticks of the job's GPUs (``all_gpu_ticks``: every GPU's)."""
@@ -353,7 +273,7 @@ class Session:
 
     def steps(self) -> list[Step]:
         with self._lock:
-            return list(self._steps)
+            return list(self._log.steps)
 
     def facts(self, kind: type[observe.F]) -> list[observe.F]:
         """The primary process's frames of a fact class (``wire.Loader``, ...), oldest first."""
@@ -365,16 +285,11 @@ class Session:
         any has reported, plus ``ahead_s`` at the primary's recent pace (``min_ahead`` at
         least); None with a single process, where a change applies at its next boundary."""
         with self._lock:
-            if len(self._last_step) < 2:
+            if len(self._log.last_step) < 2:
                 return None
-            furthest = max(self._last_step.values())
-            primary = self._primary_pid_locked()
-            recent = [s for s in list(self._steps)[-200:] if s.pid == primary]
-        ahead = min_ahead
-        if len(recent) >= 2 and recent[-1].t > recent[0].t:
-            pace = (recent[-1].step - recent[0].step) / (recent[-1].t - recent[0].t)
-            ahead = max(min_ahead, math.ceil(pace * ahead_s))
-        return furthest + ahead
+            furthest = max(self._log.last_step.values())
+            recent = self._log.recent_of(self._primary_pid_locked())
+        return step_ahead(furthest, recent, ahead_s, min_ahead)
 
     def knob(self, name: str) -> KnobState | None:
         with self._lock:
@@ -399,9 +314,11 @@ class Session:
             if chart_points:
                 key = (chart_window_s, chart_points)
                 binner = self._binners.setdefault(key, ChartBinner(*key))
-                charts = binner.series(self._steps, self._gpus.job, now, self._primary_pid_locked())
-            recent_steps = observe.tail_between(self._steps, since, end)
-            replaced = self._replaced_locked()
+                charts = binner.series(
+                    self._log.steps, self._gpus.job, now, self._primary_pid_locked()
+                )
+            recent_steps = observe.tail_between(self._log.steps, since, end)
+            replaced = self._hooked.replaced()
             if replaced:  # a restart's dead generation adds nothing to the live figures
                 recent_steps = [s for s in recent_steps if s.pid not in replaced]
             recent_gpu = observe.ticks_between(self._gpus.job, since, end)
@@ -422,12 +339,12 @@ class Session:
                 gpu_uuids=self._gpus.uuids,
                 gpu_pci_bus_ids=self._gpus.pci_bus_ids,
                 nvml_error=self._gpus.nvml_error,
-                hooked=tuple(self._current_locked()),
+                hooked=tuple(self._hooked.current()),
                 # The job's steps: the primary process's own counter (every rank of a DDP
                 # job takes the same steps), which also counts steps before a late connect.
-                total_steps=self._last_step.get(primary, 0) if primary is not None else 0,
-                steps_before_start=self._steps_before.get(primary, 0) if primary else 0,
-                total_samples=self._samples_of_current(replaced),
+                total_steps=self._log.last_step.get(primary, 0) if primary is not None else 0,
+                steps_before_start=self._log.steps_before.get(primary, 0) if primary else 0,
+                total_samples=self._log.samples_of_current(replaced),
                 window_s=window_s,
                 steps=self._window_steps(figures, observation),
                 gpu=stats.gpu_stats(recent_gpu),
@@ -441,7 +358,7 @@ class Session:
                 phases=tuple(
                     self._phase_table.rows(
                         self._knob_phases.phases,
-                        self._steps,
+                        self._log.steps,
                         self._gpus.job,
                         primary,
                         functools.partial(observe.observe_measured, series),
@@ -456,8 +373,8 @@ class Session:
                 autopilot=self._autopilot,
                 notice_count=self._notice_count,
                 readings=dict(self._readings),
-                activity_note=self._activity_note(now, primary),
-                run_steps=self._run_steps(primary),
+                activity=self._activity(now, primary),
+                run_steps=None if self._job.running else self._log.run_stats(primary),
                 ranks=self._rank_stats(
                     recent_steps,
                     self._known_figures(primary, figures),
@@ -475,43 +392,24 @@ class Session:
         """Where live windows end: now while the job runs; after it, at its last step."""
         if self._job.running:
             return now
-        if self._steps:
-            return min(now, self._steps[-1].t)
+        if self._log.steps:
+            return min(now, self._log.steps[-1].t)
         return min(now, self._job_ended_at or now)
 
-    def _activity_note(self, now: float, primary: int | None) -> str | None:
-        """In words, what the job is doing when there is nothing to show yet (lock held)."""
-        elapsed = now - self.started_at
-        stepped = primary is not None and self._last_step.get(primary, 0) > 0
-        if stepped:
+    def _activity(self, now: float, primary: int | None) -> Activity | None:
+        """What the job is doing while it has made no step (lock held; views says it)."""
+        if primary is not None and self._log.last_step.get(primary, 0) > 0:
             return None
-        if not self._job.running:
-            code = self._job.exit_code
-            ended = "ended" if code in (0, None) else f"failed (exit {code})"
-            return f"the job {ended} before any training step"
-        if self._stacks is None and not self._hooked and self._stacks_expected:
-            due = max(0.0, self._stacks_expected - elapsed)
-            return (
-                f"sampling the training thread with py-spy: the first window comes in "
-                f"{due:.0f} s (no hook: no step times)"
-            )
-        if self._stacks is not None and not self._hooked:
-            return None  # py-spy's window is on screen
-        if self._refused and not self._hooked:
-            pid, reason = next(iter(self._refused.items()))
-            return (
-                f"PID {pid} is hooked but its hook turned this monitor away ({reason}); "
-                "asking again every few seconds"
-            )
-        if self._hooked:
-            pids = ", ".join(str(pid) for pid in sorted(self._hooked))
-            return (
-                f"PID {pids} is hooked (it iterated a DataLoader) but has made no "
-                f"optimizer.step() in {elapsed:.0f} s: the hook counts a step at each one"
-            )
-        return (
-            f"waiting for the first training step ({elapsed:.0f} s): the hook starts at the "
-            "first DataLoader batch or optimizer.step() of a process that imports torch"
+        elapsed = now - self.started_at
+        due = self._stacks_expected
+        return Activity(
+            elapsed_s=elapsed,
+            running=self._job.running,
+            exit_code=self._job.exit_code,
+            stacks_due_s=max(0.0, due - elapsed) if self._stacks is None and due else None,
+            stacks_shown=self._stacks is not None,
+            hooked=tuple(sorted(self._hooked.by_pid)),
+            refused=next(iter(self._hooked.refused.items()), None),
         )
 
     def _series(self) -> observe.Series:
@@ -519,13 +417,13 @@ class Session:
         return observe.Series(
             primary=self._primary_pid_locked(),
             phases=self._knob_phases.phases,
-            last_step=self._last_step,
+            last_step=self._log.last_step,
             gpu=self._gpus.job,
             proc_ticks=self._proc_ticks,
             facts=self._facts,
             stacks=self._stacks,
-            hooked=len(self._hooked),
-            world_size=max((p.world_size or 0 for p in self._hooked.values()), default=0) or None,
+            hooked=len(self._hooked.by_pid),
+            world_size=self._hooked.world_size(),
             gpu_names=self._gpus.names,
             cpu_count=self.cpu_count,
             rank_stats=self._rank_stats,
@@ -538,14 +436,14 @@ class Session:
     ) -> dict[int, stats.StepStats]:
         """With one process, its row is the window's figures: the same steps, computed once
         (lock held)."""
-        return {primary: figures} if primary is not None and self._step_pids == {primary} else {}
+        return {primary: figures} if primary is not None and self._log.pids == {primary} else {}
 
     def _held_steps(self, end: float, window_s: float, replaced: set[int]) -> list[Step] | None:
         """With several processes, the steps of the last HOLD_WINDOWS windows: the span over
         which a straggler's lag must hold (session/comm.py). Lock held."""
-        if len(self._hooked) < 2:
+        if len(self._hooked.by_pid) < 2:
             return None
-        steps = observe.tail_between(self._steps, end - HOLD_WINDOWS * window_s, end)
+        steps = observe.tail_between(self._log.steps, end - HOLD_WINDOWS * window_s, end)
         return [s for s in steps if s.pid not in replaced] if replaced else steps
 
     def _rank_stats(
@@ -560,28 +458,19 @@ class Session:
             steps,
             [
                 stats.RankIdentity(p.pid, p.rank, p.local_rank, p.host)
-                for p in self._current_locked()
+                for p in self._hooked.current()
             ],
-            self._last_step,
-            self._samples_by_pid,
+            self._log.last_step,
+            self._log.samples_by_pid,
             self._gpus.rank_gpus(),
             known,
             held_steps,
         )
 
-    def _run_steps(self, primary: int | None) -> stats.StepStats | None:
-        """The whole run's step figures once the job has ended (cached: no step comes later
-        but the drain's, which a new count of steps picks up)."""
-        if self._job.running:
-            return None
-        if self._run_cache is None or self._run_cache[0] != len(self._steps):
-            self._run_cache = (len(self._steps), stats.step_stats(list(self._steps), primary))
-        return self._run_cache[1]
-
     def expect_stacks(self, window_s: float) -> None:
-        """A job without the hook: py-spy's first window is due in ``window_s``."""
-        with self._lock:
-            self._stacks_expected = self.clock() - self.started_at + window_s
+        """A job without the hook: py-spy's first window is due in ``window_s`` (an event, as
+        every input is: the CLI's way to say it)."""
+        self.apply(events.StacksExpected(window_s))
 
     @staticmethod
     def _window_steps(
@@ -605,6 +494,7 @@ _HANDLERS: dict[type[events.Event], Callable[[Session, Any], None]] = {
     events.GpuSampled: Session._on_gpu,
     events.ProcsSampled: Session._on_procs,
     events.StacksSampled: Session._on_stacks,
+    events.StacksExpected: Session._on_stacks_expected,
     events.FactSeen: Session._on_fact,
     events.AutopilotChanged: Session._on_autopilot,
     events.NoticeAdded: Session._on_notice,
@@ -614,8 +504,3 @@ _HANDLERS: dict[type[events.Event], Callable[[Session, Any], None]] = {
     events.StopAsked: Session._on_stop,
     events.JobEnded: Session._on_job_ended,
 }
-
-
-def _sum_or_none(values: Iterable[float | None]) -> float | None:
-    known = [v for v in values if v is not None]
-    return sum(known) if known else None

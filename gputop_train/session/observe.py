@@ -135,7 +135,6 @@ def observe(
     syncs = fact_at(series, wire.Syncs, end)
     flops = fact_at(series, wire.Flops, end) or wire.Flops(None)
     parts = fact_at(series, wire.StepParts, end) or wire.StepParts()
-    workload = fact_at(series, wire.Workload, end)
     step_stats, wait_source = known or stats.step_stats(steps, series.primary), "hook"
     if not steps and series.stacks:
         step_stats = _replace(step_stats, data_wait_pct=series.stacks[1].shares[DATA_WAIT])
@@ -166,8 +165,7 @@ def observe(
         else None,
         model=stats.ModelFacts.from_frame(fact_at(series, wire.Model, end)),
         flops_per_step=float(flops.flops) if flops.flops is not None else None,
-        # The hook's workload parts are read by session/workload.py from the frame's fields.
-        workload=Workload.from_frame(workload.fields() if workload else None),
+        workload=Workload.from_frame(fact_at(series, wire.Workload, end)),
         data_wait_source=wait_source,
         system_cpu_pct=system_cpu,
         epochs=epochs,

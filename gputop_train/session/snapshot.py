@@ -41,6 +41,22 @@ class JobState:
 
 
 @dataclass(frozen=True)
+class Activity:
+    """What the job is doing while it has made no training step: the facts that
+    ``views.activity_note`` says in words (the screen explains itself as it happens)."""
+
+    elapsed_s: float  # since the monitor started
+    running: bool = True
+    exit_code: int | None = None
+    # py-spy's first window of a job without the hook is due in this many seconds; None:
+    # none awaited (a hooked job, or a window already seen: ``stacks_shown``).
+    stacks_due_s: float | None = None
+    stacks_shown: bool = False
+    hooked: tuple[int, ...] = ()  # the hooked PIDs, in order
+    refused: tuple[int, str] | None = None  # a PID whose hook turned this monitor away, why
+
+
+@dataclass(frozen=True)
 class Snapshot:
     """Everything a front end draws, at one instant. Immutable: safe to hand across threads."""
 
@@ -81,8 +97,10 @@ class Snapshot:
     # the job's and the others (marked), in index order.
     job_gpus: JobGpus | None = None
     gpus: tuple[GpuFigures, ...] = ()
-    # What is happening while there are no figures to show ("waiting for the first
-    # optimizer.step() (12 s)..."): the screen explains itself as it happens.
+    # What the job is doing while it has made no step; None once it has.
+    activity: Activity | None = None
+    # The same in words ("waiting for the first training step (12 s): ..."), written by
+    # views.view_of from ``activity`` (presentation lives in views): read it from a view.
     activity_note: str | None = None
     # The primary process's steps made before this monitor started (an attach, a replay of
     # one): total_steps counts from the job's start, the elapsed time from the monitor's.

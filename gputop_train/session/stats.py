@@ -419,6 +419,30 @@ class ProcTick:
     main_wait: float | None = None  # the training processes' run-queue wait, as ``main``
     loaders: int = 0  # the training processes ("main" roles), each with its own loader
 
+    @classmethod
+    def of(
+        cls,
+        t: float,
+        processes: Sequence[ProcSample],
+        system: float | None,
+        usable_cores: float | None,
+    ) -> ProcTick:
+        """What is kept of one process sample, taken at ``t``."""
+        workers = [p for p in processes if p.role == "worker"]
+        mains = [p for p in processes if p.role == "main"]
+        main_cpu = [p.cpu_pct for p in mains if p.cpu_pct is not None]
+        return cls(
+            t,
+            tuple(p.cpu_pct for p in workers if p.cpu_pct is not None),
+            sum(main_cpu) if main_cpu else None,
+            system,
+            job=job_cpu(processes),
+            usable_cores=usable_cores,
+            worker_waits=tuple(p.run_wait_pct for p in workers if p.run_wait_pct is not None),
+            main_wait=_sum_or_none(p.run_wait_pct for p in mains),
+            loaders=len(mains),
+        )
+
 
 def job_cpu(processes: Sequence[ProcSample]) -> float | None:
     """The CPU of every process of the job's tree (main, workers, ranks, launcher, children),
@@ -486,3 +510,8 @@ def loader_workers(num_workers: int | None, node_workers: int | None, ranks: int
 
 def mean_pcie_rx(ticks: Sequence[tuple[GpuSample, ...]]) -> float | None:
     return _mean(g.pcie_rx_mibps for tick in ticks for g in tick)
+
+
+def _sum_or_none(values: Iterable[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None

@@ -1,12 +1,12 @@
-"""The hook's ``workload`` frame, checked: what one step computes (the operator census and
-its analytic FLOPs), one step's kernels, and the matmul peak measured on the device. Every
-field is None where the frame lacks it or holds the wrong kind of value (N/A, never a guess).
+"""The hook's ``workload`` frame as the advisor reads it: what one step computes (the operator
+census and its analytic FLOPs), one step's kernels, and the matmul peak measured on the
+device. The wire checked each part's keys (``wire.Census``, ``wire.KernelProfile``,
+``wire.MatmulPeak``); a figure the frame lacks is None (N/A, never a guess).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from .. import wire
 
@@ -46,62 +46,42 @@ class Workload:
         return bool(self.fused_attention or self.manual_attention or self.tokens)
 
     @classmethod
-    def from_frame(cls, frame: dict[str, Any] | None) -> Workload:
-        if not frame:
+    def from_frame(cls, frame: wire.Workload | None) -> Workload:
+        """The workload a frame holds, its parts typed as ``wire.decode_frame`` checked them."""
+        if frame is None:
             return cls()
-        census = _dict(frame.get("census"))
-        profile = _dict(frame.get("profile"))
-        peak = _dict(frame.get("peak"))
+        census = frame.census or wire.Census()
+        profile = frame.profile or wire.KernelProfile()
+        peak = frame.peak or wire.MatmulPeak()
         return cls(
-            ops=_int(census.get("ops")),
-            optimizer_ops=_int(census.get("optimizer_ops")),
-            fused_attention=_int(census.get("fused_attention")),
-            manual_attention=_int(census.get("manual_attention")),
-            attention_at=code_site(census.get("attention_at")),
-            convolutions=_int(census.get("convolutions")),
-            fp8_matmuls=_int(census.get("fp8_matmuls")),
-            params=_int(census.get("params")),
-            non_embedding_params=_int(census.get("non_embedding_params")),
-            analytic_flops=_int(census.get("analytic_flops")),
-            analytic_note=_str(census.get("analytic_note")),
-            count_note=_str(census.get("skipped")),
-            tokens=_int(census.get("tokens")),
-            sequence=_int(census.get("sequence")),
-            matmul_precision=_str(census.get("matmul_precision")),
-            kernels=_int(profile.get("kernels")),
-            triton_kernels=_int(profile.get("triton_kernels")),
-            kernel_ms=_float(profile.get("kernel_ms")),
-            non_math_pct=_float(profile.get("non_math_pct")),
-            top_non_math=tuple(n for n in profile.get("top_non_math") or () if isinstance(n, str)),
-            profile_ms=_float(profile.get("probe_ms")),
-            peak_tflops=_float(peak.get("tflops")),
-            peak_precision=_str(peak.get("precision")),
-            peak_run_ms=_float(peak.get("run_ms")),
-            peak_note=_str(peak.get("reason")),
+            ops=census.get("ops"),
+            optimizer_ops=census.get("optimizer_ops"),
+            fused_attention=census.get("fused_attention"),
+            manual_attention=census.get("manual_attention"),
+            attention_at=census.get("attention_at"),
+            convolutions=census.get("convolutions"),
+            fp8_matmuls=census.get("fp8_matmuls"),
+            params=census.get("params"),
+            non_embedding_params=census.get("non_embedding_params"),
+            analytic_flops=census.get("analytic_flops"),
+            analytic_note=census.get("analytic_note"),
+            count_note=census.get("skipped"),
+            tokens=census.get("tokens"),
+            sequence=census.get("sequence"),
+            matmul_precision=census.get("matmul_precision"),
+            kernels=profile.get("kernels"),
+            triton_kernels=profile.get("triton_kernels"),
+            kernel_ms=_real(profile.get("kernel_ms")),
+            non_math_pct=_real(profile.get("non_math_pct")),
+            top_non_math=tuple(profile.get("top_non_math", ())),
+            profile_ms=_real(profile.get("probe_ms")),
+            peak_tflops=_real(peak.get("tflops")),
+            peak_precision=peak.get("precision"),
+            peak_run_ms=_real(peak.get("run_ms")),
+            peak_note=peak.get("reason"),
         )
 
 
-def code_site(value: Any) -> wire.CodeSite | None:
-    """A line of the script as the hook sends it (wire.CodeSite), or None."""
-    try:
-        return wire.checked(value, wire.CodeSite, "site") if value is not None else None
-    except TypeError:
-        return None
-
-
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _float(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value)
-
-
-def _str(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
+def _real(value: float | None) -> float | None:
+    """A JSON number as a float (a whole one decodes as an int)."""
+    return None if value is None else float(value)
