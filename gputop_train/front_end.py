@@ -1,9 +1,11 @@
-"""What every front end (the TUI, headless, the exporter) asks of the rest of the program,
-as protocols: a snapshot source and the controls of a live job (the monitor implements them).
+"""What the front ends (the TUI, headless, the exporter) ask of the rest of the program, as
+protocols: a snapshot source, the controls of a live job (the monitor implements them) and
+the watch's clock (cli/drive.py keeps it: headless prints a line at each of its ticks).
 
 They lived in tui/boundary.py, where headless could not share them without reaching into the
 TUI's package (issue 47 point 4); here, below the front ends and above the session, each front
-end and its tests' fakes read the same shapes.
+end and its tests' fakes read the same shapes. What only the TUI reads (a replay's timeline,
+its options) stays in tui/boundary.py.
 """
 
 from __future__ import annotations
@@ -33,3 +35,17 @@ class JobControls(Protocol):
     def toggle_autopilot(self) -> str: ...
 
     def dump_stall(self) -> str: ...
+
+
+class Clock(Protocol):
+    """The watch's time, kept by whoever drives the job (cli/drive.py): a front end asks it
+    when its next line is due and when the watch is over, so a test's fake clock moves no
+    real time and needs no process."""
+
+    def now(self) -> float:
+        """The session's clock: the whole run's window ends here."""
+        ...
+
+    def wait(self, seconds: float) -> bool:
+        """Wait at most ``seconds``; True once the watch is over (the job ended, a detach)."""
+        ...

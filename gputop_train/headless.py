@@ -1,25 +1,20 @@
-"""Headless front end: one status line (or JSON object) per interval, and a closing summary."""
+"""Headless front end: one status line (or JSON object) per interval, and a closing summary.
+
+A printer of views: what it prints and when comes from a snapshot source and a clock
+(front_end.py); the job's signals, wait, log and close are cli/drive.py's."""
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import queue
 import shutil
-import signal
-import sys
 import textwrap
-import threading
-import time
 from collections.abc import Iterable, Sequence
-from typing import Any, TextIO
+from dataclasses import dataclass
+from typing import TextIO
 
-from . import events, tables
 from . import format as fmt
-from .job import Job
-from .job.log import LogTail
-from .monitor.monitor import Monitor
+from . import tables
+from .front_end import Clock, SnapshotSource
 from .session.model import Snapshot
 from .session.stats import RankStats
 from .views import (
@@ -292,144 +287,39 @@ class ReaderGone(Exception):
         self.pipe = isinstance(error, BrokenPipeError)
 
 
+@dataclass(frozen=True)
+class Printer:
+    """Headless's lines on ``out``: a status per interval of the ``clock`` over the last
+    ``window_s``, and the summary over the whole run, as text or JSON. The job's driving (its
+    signals, wait, log and close) is the clock's keeper's (cli/drive.py): a printer handles no
+    signal and no process, so a fake source and a fake clock test it."""
+
+    source: SnapshotSource
+    clock: Clock
+    window_s: float
+    as_json: bool
+    out: TextIO
+
+    def statuses(self, interval_s: float) -> None:
+        """A status each ``interval_s`` until the clock says the watch is over; ReaderGone
+        when stdout's reader is gone (the caller silences it and decides for the job)."""
+        while not self.clock.wait(interval_s):
+            snap = self.source(self.window_s, 0.0, 0, False)
+            _emit(self.out, _status(view_of(snap), self.as_json))
+
+    def summary(self, started_at: float) -> None:
+        """The closing summary, over the whole run from ``started_at`` (with its phase
+        table); ReaderGone as for a status."""
+        whole_run_s = self.clock.now() - started_at + 1.0
+        _emit(self.out, _summary(view_of(self.source(whole_run_s, 0.0, 0, True)), self.as_json))
+
+
 def _emit(out: TextIO, text: str) -> None:
     try:
         out.write(text + "\n")
         out.flush()
     except OSError as error:  # EPIPE: `| head` is done; EIO: the terminal is gone
         raise ReaderGone(error) from error
-
-
-def run_headless(
-    job: Job,
-    monitor: Monitor,
-    interval_s: float,
-    window_s: float,
-    as_json: bool,
-    log: LogTail | None = None,
-    out: TextIO = sys.stdout,
-    err: TextIO = sys.stderr,
-) -> int:
-    """Print a status per interval until the job ends, and the job's output (its log, when
-    we launched it) on ``err``. Returns the job's exit code (0 when it keeps running).
-
-    Ctrl+C and SIGTERM are passed on to a job we started (``timeout`` and schedulers stop a
-    command with SIGTERM); from a monitor attached by PID they detach. SIGHUP (an SSH drop)
-    or a terminal that is gone stop the monitor only: the job runs in its own session and
-    carries on, ready for a later attach. A closed pipe
-    (``| head``) ends the pipeline: a job we started is stopped as Ctrl+C would, and the
-    summaries are still written (docs/exits.md).
-    """
-    session = monitor.session
-    stop_waiting = threading.Event()
-    ended: list[int | None] = []
-    ended_at: list[float] = []
-    echo = log is not None
-
-    # A signal handler runs on the main thread between two of its bytecodes, maybe inside
-    # session.snapshot() with the session's lock held, or inside a write to ``err``: it only
-    # signals the job and leaves the stop's event and line here, for the loop (a handler that
-    # applied the event itself deadlocked a monitor on Ctrl+C, the job running on).
-    from_handlers: queue.SimpleQueue[tuple[events.Event, str]] = queue.SimpleQueue()
-
-    def forward_interrupt(signum: int, frame: Any) -> None:
-        sent = job.interrupt()
-        firmer = {"SIGINT": "; Ctrl+C again sends SIGTERM", "SIGTERM": "; again: SIGKILL"}
-        line = f"gputop-train: sent {sent} to the job{firmer.get(sent, '')}\n"
-        from_handlers.put((events.StopAsked("Ctrl+C"), line))
-
-    def detach(signum: int, frame: Any) -> None:
-        stop_waiting.set()
-
-    def forward_terminate(signum: int, frame: Any) -> None:
-        sent = job.terminate()
-        again = "; SIGKILL in 30 s, or at once if asked again" if sent == "SIGTERM" else ""
-        line = f"gputop-train: got SIGTERM: sent {sent} to the job{again}\n"
-        from_handlers.put((events.StopAsked("SIGTERM"), line))
-
-    def take_handled() -> None:
-        """What the signal handlers left: each stop recorded, each line said."""
-        while not from_handlers.empty():
-            event, line = from_handlers.get()
-            session.apply(event)
-            with contextlib.suppress(OSError):
-                err.write(line)
-                err.flush()
-
-    def wait_for_job() -> None:
-        try:
-            code = job.wait()
-            ended_at.append(time.time())
-            ended.append(code)
-        finally:  # a waiter that died must not leave the monitor waiting forever
-            stop_waiting.set()
-
-    def copy_output() -> None:
-        nonlocal echo
-        if not echo or log is None:
-            return
-        try:
-            for line in log.read_new():
-                err.write(line + "\n")
-            err.flush()
-        except OSError:  # the terminal is gone: the log file keeps everything
-            echo = False
-
-    signal.signal(signal.SIGINT, forward_interrupt if job.owned else detach)
-    signal.signal(signal.SIGTERM, forward_terminate if job.owned else detach)
-    signal.signal(signal.SIGHUP, detach)
-    threading.Thread(target=wait_for_job, daemon=True).start()
-    try:
-        while not stop_waiting.wait(interval_s):
-            take_handled()
-            copy_output()
-            _emit(out, _status(view_of(session.snapshot(window_s)), as_json))
-    except ReaderGone as gone:
-        _silence(out)
-        if gone.pipe and job.owned:  # the pipeline is over: so is the job, as with Ctrl+C
-            session.apply(events.StopAsked("the output pipe was closed"))
-            # What the job says as it stops (its KeyboardInterrupt traceback) stays in its
-            # log: the reader that asked for the output is gone.
-            copy_output()
-            echo = False
-            _say(err, "the output pipe was closed: stopping the job" + _log_text(log))
-            job.stop()
-            stop_waiting.wait(30.0)
-    take_handled()  # a stop asked just before the job ended is recorded before its end
-    if ended:
-
-        def last_output() -> tuple[str, ...]:
-            copy_output()  # to the terminal, as every line before it
-            # Kept with the end too: how it ended (torchrun's "got signal: 2") tells a stop
-            # from a crash (session/job_end.py).
-            if log is None:
-                return ()
-            if not echo:
-                log.read_new()
-            return tuple(log.last(20))
-
-        monitor.close_job(ended[0], ended_at[0], last_output)
-    monitor.stop()
-    final = view_of(
-        session.snapshot(window_s=session.clock() - session.started_at + 1.0, with_phases=True)
-    )
-    try:
-        _emit(out, _summary(final, as_json))
-    except ReaderGone:
-        _silence(out)
-    if not ended:
-        return 0
-    return ended[0] if ended[0] is not None else 0
-
-
-def _log_text(log: LogTail | None) -> str:
-    return f"; its output is in {log.path}" if log is not None else ""
-
-
-def _say(err: TextIO, text: str) -> None:
-    with contextlib.suppress(OSError, ValueError):
-        err.write(f"gputop-train: {text}\n")
-        err.flush()
 
 
 def _status(view: View, as_json: bool) -> str:
@@ -441,9 +331,3 @@ def _summary(view: View, as_json: bool) -> str:
         return summary_text(view)
     fields = {**status_fields(view), "type": "summary", "exit_code": view.snap.job.exit_code}
     return json.dumps({**fields, "phases": phase_dicts(view)})
-
-
-def _silence(out: TextIO) -> None:
-    """Point a dead stdout at /dev/null: no BrokenPipeError at interpreter exit."""
-    with contextlib.suppress(OSError, ValueError):
-        os.dup2(os.open(os.devnull, os.O_WRONLY), out.fileno())

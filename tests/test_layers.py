@@ -28,9 +28,11 @@ HEADLESS_MODULES = [
     "gputop_train.job.launched",
     "gputop_train.job.attached",
     "gputop_train.monitor.monitor",
+    "gputop_train.front_end",
     "gputop_train.headless",
     "gputop_train.cli",
     "gputop_train.cli.run",
+    "gputop_train.cli.drive",
     "gputop_train.cli.sessions",
 ]
 UI_LIBRARIES = ("textual", "rich")

@@ -1,6 +1,6 @@
-"""A signal handler runs on the main thread between two of its bytecodes: headless's must not
-take the session's lock, which that thread may hold (a Ctrl+C during a snapshot deadlocked the
-monitor, and the job ran on)."""
+"""A signal handler runs on the main thread between two of its bytecodes: headless's
+(cli/drive.py) must not take the session's lock, which that thread may hold (a Ctrl+C during a
+snapshot deadlocked the monitor, and the job ran on)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
+from gputop_train.cli.drive import drive_headless
 from gputop_train.collect.fake import FakeNvml
-from gputop_train.headless import run_headless
 from gputop_train.monitor.monitor import Monitor
 from gputop_train.session.model import Session
 
@@ -66,7 +66,7 @@ def test_ctrl_c_inside_a_snapshot_stops_the_job_and_is_recorded() -> None:
     previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     err, job = io.StringIO(), InterruptibleJob()
     try:
-        code = run_headless(job, monitor, 0.05, 10.0, as_json=False, out=io.StringIO(), err=err)
+        code = drive_headless(job, monitor, 0.05, 10.0, as_json=False, out=io.StringIO(), err=err)
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)

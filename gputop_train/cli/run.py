@@ -24,7 +24,7 @@ from ..export.identity import identify
 from ..export.prometheus import Exporter, ExporterError, Tls, parse_address, serve
 from ..job import Job
 from ..job.attached import AttachError, find_job, no_hook_advice, output_of, python_process
-from ..job.launched import TERMINATE_GRACE_S, LaunchError, build_command, start_job
+from ..job.launched import LaunchError, build_command, start_job
 from ..job.log import LogTail
 from ..monitor.monitor import Monitor
 from ..monitor.priority import yield_to_job
@@ -33,6 +33,7 @@ from ..record.files import RecordError
 from ..record.session_files import SessionFiles
 from ..session.model import Session
 from ..views import view_of
+from . import drive
 from .held_interrupts import HeldInterrupts
 
 
@@ -423,12 +424,11 @@ def _run_headless(
     monitor: Monitor,
     log: LogTail | None,
 ) -> int:
-    from ..headless import run_headless
-
     snap = session.snapshot()
     if snap.nvml_error:
         _say(f"GPU figures are N/A: {snap.nvml_error}")
-    outcome = run_headless(job, monitor, args.interval, args.window, args.format == "json", log)
+    as_json = args.format == "json"
+    outcome = drive.drive_headless(job, monitor, args.interval, args.window, as_json, log)
     if job.running():
         _leave(job, files, monitor)
     _report(files.finish(session, job_running=job.running()))
@@ -449,7 +449,7 @@ def _run_tui(
     from ..tui.app import create_app
     from ..tui.boundary import AppOptions
 
-    job_watch = _watch_job_end(job, monitor, LogTail(log.path) if log is not None else None)
+    waiter = drive.watch_job_end(job, monitor, LogTail(log.path) if log is not None else None)
     options = AppOptions(
         job_pid=job.pid,
         log=log,
@@ -460,46 +460,13 @@ def _run_tui(
         warnings=tuple(warnings),
     )
     app = create_app(session.snapshot, options, controls=monitor)
-    # An SSH drop (SIGHUP) ends the monitor, never the job (its own session); a SIGTERM
-    # (``timeout``, a scheduler) is passed on to a job we started, as torchrun does.
-    signal.signal(signal.SIGHUP, lambda signum, frame: app.exit("leave"))
-    on_term = "terminate" if job.owned else "leave"
-    signal.signal(signal.SIGTERM, lambda signum, frame: app.exit(on_term))
+    drive.exit_on_signals(app.exit, job.owned)
     choice = app.run()
     code = 0
     if choice == "leave" and job.running():
         _leave(job, files, monitor)
     else:
-        if choice == "terminate" and job.running():
-            session.apply(events.StopAsked("SIGTERM"))
-            _say(f"got SIGTERM: sent {job.terminate()} to the job")
-            signal.signal(signal.SIGTERM, lambda signum, frame: job.terminate())
-            job_watch.join(timeout=TERMINATE_GRACE_S + 10.0)
-        if job.running():  # "stop", or the app ended some other way (a crash)
-            session.apply(events.StopAsked("stopped from the monitor"))
-            job.stop()
-        # The watcher reads the job's last frames and records its end, while the monitor
-        # still runs: only then is the session complete enough to summarise.
-        job_watch.join(timeout=20.0)
-        code = session.snapshot().job.exit_code or 0
+        code = drive.end_after_tui(choice, job, session, waiter)
     monitor.stop()
     _report(files.finish(session, job_running=job.running()))
     return code
-
-
-def _watch_job_end(job: Job, monitor: Monitor, log: LogTail | None) -> threading.Thread:
-    """In a thread: when the job exits, collect its last frames and mark the session."""
-
-    def last_output() -> tuple[str, ...]:
-        if log is None:
-            return ()
-        log.read_new()
-        return tuple(log.last(20))
-
-    def wait() -> None:
-        code = job.wait()
-        monitor.close_job(code, time.time(), last_output)  # the drain's seconds are not the job's
-
-    thread = threading.Thread(target=wait, name="gputop-train-job", daemon=True)
-    thread.start()
-    return thread

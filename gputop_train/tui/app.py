@@ -19,12 +19,13 @@ from textual.driver import Driver
 from textual.widgets import Footer, TabbedContent, TabPane
 
 from .. import format as fmt
+from ..front_end import JobControls, SnapshotSource
 from ..session.model import Snapshot
 from ..session.phases import KnobState
 from ..views import View, view_of
 from ..wire import KnobValue
 from . import layout
-from .boundary import AppOptions, JobControls, SnapshotSource, Timeline
+from .boundary import AppOptions, Timeline
 from .knob_edit import KnobEditScreen
 from .messages import ApplyKnob, KnobAnswered, SnapshotTaken
 from .panels.base import FAST, Panel, UiState

@@ -1,9 +1,11 @@
-"""What the TUI asks of the rest of the program, as protocols and one options object.
+"""What only the TUI asks of the rest of the program: a replay's timeline and one options
+object.
 
-The app never sees a Monitor or a ReplayController: it is handed a snapshot source, the
-controls of a live job (the monitor implements them) or a timeline (a replay implements it),
-and its options. Tests hand it fakes of the same shapes; ``create_app`` is the one way to
-build it, for the CLI, the benchmarks and the tests alike.
+The app never sees a Monitor or a ReplayController: it is handed a snapshot source and the
+controls of a live job (the monitor implements them), the protocols every front end shares
+(front_end.py), or a timeline (a replay implements it, here), and its options. Tests hand it
+fakes of the same shapes; ``create_app`` is the one way to build it, for the CLI, the
+benchmarks and the tests alike.
 """
 
 from __future__ import annotations
@@ -14,10 +16,7 @@ from pathlib import Path
 from typing import Protocol
 
 from .. import wire
-from ..front_end import JobControls, SnapshotSource
 from ..job.log import LogTail
-
-__all__ = ["AppOptions", "JobControls", "RecordingSpan", "SnapshotSource", "Timeline"]
 
 # One redraw per frame the hook sends (2 Hz): fresh enough to watch a step-time change,
 # cheap over SSH; a faster redraw would draw the same figures again.

@@ -6,9 +6,10 @@ from typing import Any
 
 from textual.pilot import Pilot
 
+from gputop_train.front_end import JobControls, SnapshotSource
 from gputop_train.job.log import LogTail
 from gputop_train.tui.app import GputopApp, create_app
-from gputop_train.tui.boundary import AppOptions, JobControls, SnapshotSource, Timeline
+from gputop_train.tui.boundary import AppOptions, Timeline
 from tests.support.sessions import JOB_PID
 
 
