@@ -183,7 +183,10 @@ class GputopApp(App[str]):
         with self.batch_update():
             for panel in self._panels:
                 if (panel.TIER == FAST or slow) and self._visible(panel):
-                    panel.show_view(view, ui)
+                    key = panel.key(view, ui)
+                    if key is None or key != panel.drawn_key:
+                        panel.drawn_key = key
+                        panel.show_view(view, ui)
         self._report_end(view.snap)
         self._report_renderer()
 
