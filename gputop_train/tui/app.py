@@ -9,6 +9,7 @@ psutil or socket code runs here.
 
 from __future__ import annotations
 
+import gc
 import threading
 
 from textual import work
@@ -131,6 +132,11 @@ class GputopApp(App[str]):
         for warning in self._options.warnings:
             self.notify(warning, severity="warning", timeout=STARTUP_WARNING_S, markup=False)
         if self._options.auto_refresh:
+            # What is alive once the screen is built (Textual, the widgets, the modules) lives
+            # as long as the app: out of the collector's sight, the collections the redraws'
+            # garbage starts no longer walk it (most of the UI thread's collector time on the
+            # fake 8-GPU node, docs/benchmarks.md §5). Tests leave it: their apps come and go.
+            gc.freeze()
             self._feed()
 
     def on_unmount(self) -> None:
