@@ -33,6 +33,7 @@ CPU steps; nvitop shows the 8 GPUs and no process on them).
 ``--baseline DIR`` runs each mode but nvitop from an earlier tree too (``git archive REV | tar
 -x -C DIR``), right after this tree's run, round after round, labelled ``MODE@baseline``, and
 prints this tree's figures over the baseline's: a change's effect side by side in one run.
+Every other round runs its runs in the reverse order (ABBA).
 
     python -m benchmarks.frontends.tui_cost --modes replay --breakdown --rounds 3 \
         --baseline /tmp/base
@@ -130,6 +131,13 @@ def start_profile(pid: int, seconds: float, out: Path) -> subprocess.Popen[bytes
     return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
+def named_threads(tree: Path) -> Path:
+    """The thread-naming launcher of ``tree``: benchmarks/overhead/ since the lab was sorted
+    by topic, benchmarks/ in a baseline tree from before."""
+    moved = tree / "benchmarks" / "overhead" / "named_threads.py"
+    return moved if moved.exists() else tree / "benchmarks" / "named_threads.py"
+
+
 def run_in_pty(
     args: list[str],
     columns: int,
@@ -153,9 +161,7 @@ def run_in_pty(
         env["XDG_DATA_HOME"] = str(screenshot_dir)
     if tree != REPO:  # the earlier tree's package, not this one's
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tree), env.get("PYTHONPATH")]))
-    launcher = (
-        [str(tree / "benchmarks" / "named_threads.py")] if by_thread else ["-m", "gputop_train"]
-    )
+    launcher = [str(named_threads(tree))] if by_thread else ["-m", "gputop_train"]
     monitor = subprocess.Popen(
         program or [sys.executable, *launcher, *args],
         stdin=slave,
@@ -339,14 +345,19 @@ def main() -> None:
     demo = [args.script, *[a for a in args.demo_args if a != "--"]]
     runs: dict[str, list[dict[str, float]]] = {}
     trees = [("", REPO)] + ([("@baseline", args.baseline.resolve())] if args.baseline else [])
+    plan = [
+        (mode + suffix, mode, tree)
+        for mode in args.modes.split(",")
+        for suffix, tree in (trees if mode != "nvitop" else trees[:1])
+    ]
     for round_index in range(args.rounds):
-        for mode in args.modes.split(","):
-            for suffix, tree in trees if mode != "nvitop" else trees[:1]:
-                label = mode + suffix
-                stacks = args.profile / f"{label}-{round_index + 1}.txt" if args.profile else None
-                run = run_mode(args, mode, demo, columns, rows, stacks, tree)
-                runs.setdefault(label, []).append(run)
-                print(label, json.dumps(run), flush=True)
+        # ABBA: every other round runs in the reverse order, so no run always comes first
+        # (on a shared box the load drifts within a round).
+        for label, mode, tree in plan if round_index % 2 == 0 else plan[::-1]:
+            stacks = args.profile / f"{label}-{round_index + 1}.txt" if args.profile else None
+            run = run_mode(args, mode, demo, columns, rows, stacks, tree)
+            runs.setdefault(label, []).append(run)
+            print(label, json.dumps(run), flush=True)
     # One figure per mode: the median run by CPU (the machines are noisy; every run is kept).
     results = {
         mode: sorted(found, key=lambda r: r["cpu_pct_of_one_core"])[len(found) // 2]

@@ -9,6 +9,7 @@ psutil or socket code runs here.
 
 from __future__ import annotations
 
+import gc
 import threading
 
 from textual import work
@@ -132,6 +133,11 @@ class GputopApp(App[str]):
         for warning in self._options.warnings:
             self.notify(warning, severity="warning", timeout=STARTUP_WARNING_S, markup=False)
         if self._options.auto_refresh:
+            # What is alive once the screen is built (Textual, the widgets, the modules) lives
+            # as long as the app: out of the collector's sight, the collections the redraws'
+            # garbage starts no longer walk it (most of the UI thread's collector time on the
+            # fake 8-GPU node, docs/benchmarks.md §5). Tests leave it: their apps come and go.
+            gc.freeze()
             self._feed()
 
     def on_unmount(self) -> None:
@@ -184,7 +190,10 @@ class GputopApp(App[str]):
         with self.batch_update():
             for panel in self._panels:
                 if (panel.TIER == FAST or slow) and self._visible(panel):
-                    panel.show_view(view, ui)
+                    key = panel.key(view, ui)
+                    if key is None or key != panel.drawn_key:
+                        panel.drawn_key = key
+                        panel.show_view(view, ui)
         self._report_end(view.snap)
         self._report_renderer()
 

@@ -37,6 +37,13 @@ class Panel:
     NEEDS_CHARTS: ClassVar[bool] = False
     NEEDS_PHASES: ClassVar[bool] = False
     tab: str | None = None
+    drawn_key: object = None  # the key of the view drawn last (the app keeps it)
 
     def show_view(self, view: View, ui: UiState) -> None:
         raise NotImplementedError
+
+    def key(self, view: View, ui: UiState) -> object:
+        """What the panel draws from, cheap to compare: a view of the same key as the one
+        drawn last is not drawn again (building a panel's text costs far more than comparing
+        its inputs). None: drawn every time its tier is due."""
+        return None

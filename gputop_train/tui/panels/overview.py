@@ -35,11 +35,20 @@ class StepsPanel(LiveText, Panel):
 
 
 class GpuPanel(LiveText, Panel):
+    """Every GPU's figures over the window; most ticks leave them as they were (a sample
+    every second, figures rounded as shown), and then the panel is not built again."""
+
+    def key(self, view: View, ui: UiState) -> object:
+        snap = view.snap
+        return (snap.nvml_error, snap.gpus, snap.job_gpus, snap.memory, self._width())
+
     def show_view(self, view: View, ui: UiState) -> None:
+        self.show(text.gpu_panel(view.snap, self._width()))
+
+    def _width(self) -> int:
         # Before its first layout the panel has no width: half the terminal's, as #top
         # splits it (app.tcss), less the padding.
-        width = self.content_region.width or max(0, self.app.size.width // 2 - 2)
-        self.show(text.gpu_panel(view.snap, width))
+        return self.content_region.width or max(0, self.app.size.width // 2 - 2)
 
 
 class FindingsPanel(LiveText, Panel):
