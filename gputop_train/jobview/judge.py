@@ -66,10 +66,10 @@ class JobHistory:
         return build_view(sample, source, verdict, len(windows), age)
 
 
-# The verdict's cost grows with the square of the ranks (advise/rank_verdict.py compares each
-# rank with the median of all the others: 1.1 s at 800 ranks, minutes at 8,000 on the dev
-# box; docs/benchmarks.md): a refresh waits for it this long, then shows the rows with the
-# last verdict that finished, and says its age, while the new one runs on.
+# The verdict takes ~0.2 s at 8,000 ranks on the dev box (advise/rank_verdict.py, O(n log n)
+# since 2026-12-05; docs/jobs.md "Scale"), more on a loaded box: a refresh waits for it this
+# long, then shows the rows with the last verdict that finished, and says its age, while the
+# new one runs on.
 VERDICT_BUDGET_S = 0.5
 
 
