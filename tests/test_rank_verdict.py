@@ -158,7 +158,7 @@ def test_the_verdict_has_no_session_import() -> None:
     assert all(
         not name.startswith(".")
         and name.split(".")[0]
-        in {"__future__", "bisect", "statistics", "collections", "dataclasses", "typing"}
+        in {"__future__", "statistics", "collections", "dataclasses", "typing"}
         for name in imported
     )
 

@@ -71,14 +71,14 @@ def _window(
     ]
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(WINDOW)
 def test_each_ranks_others_give_the_plain_definitions_standouts(rows: list) -> None:
     window = _window(rows)
     assert rank_verdict._standouts(window) == _plain_standouts(window)
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=75, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(WINDOW, min_size=0, max_size=4))
 def test_the_verdict_is_the_plain_definitions_on_any_windows(held: list) -> None:
     history = [_window(rows) for rows in held]

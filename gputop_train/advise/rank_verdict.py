@@ -18,7 +18,6 @@ the job's).
 
 from __future__ import annotations
 
-import bisect
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -147,32 +146,32 @@ class _Others:
         self.values = sorted(values)
         self._deviations: dict[float, list[float]] = {}
 
-    def median_mad(self, own: float) -> tuple[float, float] | None:
-        """The median and MAD of every value but one equal to ``own`` (None: no other)."""
-        middle = _median_without(self.values, own)
-        if middle is None:
-            return None
+    def median(self, own: float) -> float | None:
+        """The median of every value but one equal to ``own`` (None: no other)."""
+        return _median_without(self.values, own)
+
+    def mad(self, own: float, middle: float) -> float:
+        """The MAD of every value but one equal to ``own``, about their median ``middle``."""
         deviations = self._deviations.get(middle)
         if deviations is None:
             deviations = sorted(abs(v - middle) for v in self.values)
             self._deviations[middle] = deviations
         mad = _median_without(deviations, abs(own - middle))
-        return middle, 0.0 if mad is None else mad
+        return 0.0 if mad is None else mad
 
 
 def _median_without(ordered: list[float], value: float) -> float | None:
-    """statistics.median of ``ordered`` (sorted) less one element equal to ``value``."""
+    """statistics.median of ``ordered`` (sorted) less one element equal to ``value``: the
+    element at i is kept at i below that one's place (``ordered[i] < value``), else at i - 1."""
     left = len(ordered) - 1
     if left < 1:
         return None
-    at = bisect.bisect_left(ordered, value)
-
-    def kept(i: int) -> float:
-        return ordered[i] if i < at else ordered[i + 1]
-
+    half = left // 2
+    upper = ordered[half] if ordered[half] < value else ordered[half + 1]
     if left % 2 == 1:
-        return kept(left // 2)
-    return (kept(left // 2 - 1) + kept(left // 2)) / 2
+        return upper
+    lower = ordered[half - 1] if ordered[half - 1] < value else ordered[half]
+    return (lower + upper) / 2
 
 
 def _stands_out(
@@ -181,12 +180,14 @@ def _stands_out(
     """``rank`` against the others on one figure: a gap over the line, or None. ``sign`` -1:
     the rank stands out by less (its wait in collectives), +1 by more (its step, its input)."""
     own = getattr(rank, f"{figure}_ms")
-    found = None if own is None else others.median_mad(own)
-    if found is None:
+    middle = None if own is None else others.median(own)
+    if own is None or middle is None:
         return None
-    middle, mad = found
-    line = max(GAP_SHARE * step_ms, GAP_MIN_MS, MAD_K * MAD_TO_SIGMA * mad)
     gap = sign * (own - middle)
+    floor = max(GAP_SHARE * step_ms, GAP_MIN_MS)
+    if gap < floor:  # under the line whatever the MAD: most ranks end here, before it
+        return None
+    line = max(floor, MAD_K * MAD_TO_SIGMA * others.mad(own, middle))
     return _Standout(rank, figure, own, middle, gap, line) if gap >= line else None
 
 
