@@ -10,7 +10,7 @@ rules loaded; then:
 - the job view's refresh, as ``JobWatch.refresh`` runs it, in its parts: the PromQL (its
   queries in parallel, their answers parsed into a sample), the verdict's windows, the
   verdict (advise/rank_verdict.judge), the rows, the JSON line; and its memory (tracemalloc's
-  peak).
+  peak, over one more refresh than those timed).
 
 One rank (node 7, rank 61) is slowed in its input; the view must name it with its node.
 
@@ -184,11 +184,12 @@ def _job_view(url: str, args: argparse.Namespace) -> dict[str, Any]:
     parts: dict[str, list[float]] = {
         name: [] for name in ("query", "query_cpu", "windows", "verdict", "rows", "json", "refresh")
     }
-    tracemalloc.start()
     for sample in source.past(args.interval):
         history.add(sample)
-    view, text, windows = None, "", []
-    for _ in range(args.refreshes):
+    view, text, windows, named = None, "", [], None
+    for refresh in range(args.refreshes + 1):
+        if refresh == args.refreshes:  # one more, for its memory: tracemalloc slows it 2-5x
+            tracemalloc.start()
         started, cpu = time.perf_counter(), time.process_time()
         sample = source.sample()
         history.add(sample)
@@ -206,13 +207,17 @@ def _job_view(url: str, args: argparse.Namespace) -> dict[str, Any]:
         mark = time.perf_counter()
         view = build_view(sample, source.describe(), verdict, len(windows))
         took["rows"] = time.perf_counter() - mark
+        if verdict is not None:
+            named = view.headline.text if view.headline else None
         mark = time.perf_counter()
         text = json.dumps(to_json(view)) + headline_line(view)
         took["json"] = time.perf_counter() - mark
         took["refresh"] = time.perf_counter() - started
+        print("  refresh: " + ", ".join(f"{k} {v:.2f} s" for k, v in took.items()), flush=True)
+        if refresh == args.refreshes:
+            break
         for name, seconds in took.items():
             parts[name].append(seconds)
-        print("  refresh: " + ", ".join(f"{k} {v:.2f} s" for k, v in took.items()), flush=True)
         time.sleep(1.0)
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
@@ -226,6 +231,7 @@ def _job_view(url: str, args: argparse.Namespace) -> dict[str, Any]:
         "job_view_ranks_read": len(view.ranks),
         "job_view_windows": len(windows),
         "job_view_headline": view.headline.text if view.headline else None,
+        "job_view_named_when_judged": named,
         "job_view_first_node": view.nodes[0].node if view.nodes else None,
     }
 
