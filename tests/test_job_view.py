@@ -274,8 +274,9 @@ def test_from_a_real_prometheus_the_slow_rank_and_its_node_are_named(tmp_path: P
 def test_a_slow_verdict_does_not_hold_the_refresh_and_its_age_is_said(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A 1,000-node job's verdict takes minutes (docs/benchmarks.md): the rows come within
-    the budget, with the last verdict that finished and its age."""
+    """A verdict slower than the budget (a loaded box, a job past 1,000 nodes: docs/jobs.md
+    "Scale"): the rows come within the budget, with the last verdict that finished and its
+    age."""
     from gputop_train.jobview import judge as judging
 
     history = judged(job({3: "input"}))
