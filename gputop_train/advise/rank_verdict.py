@@ -137,7 +137,7 @@ def _standouts(window: Sequence[RankWindow]) -> list[_Standout] | None:
 
 class _Others:
     """One figure of a window's ranks, sorted once, so that each rank's "others" (every value
-    but its own) give their median and MAD in O(log n): a median of the others for each rank
+    but its own) give their median and MAD in O(1) each: a median of the others for each rank
     was the square of the ranks (8,000 ranks of a 1,000-node job: minutes, docs/jobs.md).
     Leaving out one value, the median of the rest is one of three; for each of those the
     deviations of all values are sorted once (and the rank's own left out of them alike)."""
@@ -162,7 +162,8 @@ class _Others:
 
 def _median_without(ordered: list[float], value: float) -> float | None:
     """statistics.median of ``ordered`` (sorted) less one element equal to ``value``: the
-    element at i is kept at i below that one's place (``ordered[i] < value``), else at i - 1."""
+    rest's element j is ``ordered[j]`` where that is under ``value`` (before the one left
+    out), else ``ordered[j + 1]``."""
     left = len(ordered) - 1
     if left < 1:
         return None
