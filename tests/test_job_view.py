@@ -213,8 +213,7 @@ def test_a_rank_that_is_gone_is_left_out_of_the_verdict() -> None:
 
 
 async def test_the_tui_fits_80x24_with_8_nodes_and_scrolls_past(tmp_path: Path) -> None:
-    from textual.widgets import DataTable
-
+    from gputop_train.jobview.rows_table import RowsTable
     from gputop_train.jobview.tui import JobApp
     from gputop_train.jobview.watch import JobWatch
 
@@ -228,7 +227,7 @@ async def test_the_tui_fits_80x24_with_8_nodes_and_scrolls_past(tmp_path: Path) 
                 await pilot.pause(0.1)
                 if app.view is not None:
                     break
-            table = app.query_one("#nodes", DataTable)
+            table = app.query_one("#nodes", RowsTable)
             assert table.row_count == 24
             assert table.region.height >= 8 + 1  # 8 nodes and the header in view
             assert app.screen.region.width == 80
@@ -239,7 +238,7 @@ async def test_the_tui_fits_80x24_with_8_nodes_and_scrolls_past(tmp_path: Path) 
             assert table.cursor_row == 23  # scrolls past the screen, keyboard only
             assert table.scroll_y > 0
             await pilot.press("r")
-            ranks = app.query_one("#ranks", DataTable)
+            ranks = app.query_one("#ranks", RowsTable)
             assert ranks.display and ranks.row_count == 48
     finally:
         nodes.close()
@@ -275,8 +274,9 @@ def test_from_a_real_prometheus_the_slow_rank_and_its_node_are_named(tmp_path: P
 def test_a_slow_verdict_does_not_hold_the_refresh_and_its_age_is_said(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A 1,000-node job's verdict takes minutes (docs/benchmarks.md): the rows come within
-    the budget, with the last verdict that finished and its age."""
+    """A verdict slower than the budget (a loaded box, a job past 1,000 nodes: docs/jobs.md
+    "Scale"): the rows come within the budget, with the last verdict that finished and its
+    age."""
     from gputop_train.jobview import judge as judging
 
     history = judged(job({3: "input"}))

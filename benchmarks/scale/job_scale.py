@@ -6,13 +6,18 @@ rules loaded; then:
 - series per node and bytes per scrape (a node's page);
 - the job view's PromQL time per refresh (its queries, in parallel);
 - the alert rules' evaluation time (Prometheus's own ``evaluationTime`` per group);
-- the job view's time per refresh past the queries: its rows and JSON, and the verdict
-  (advise/rank_verdict.judge) apart, timed once (it grows with the square of the ranks), and
-  its memory (tracemalloc's peak).
+- the alert rules' costliest rules (each rule's ``evaluationTime``);
+- the job view's refresh, as ``JobWatch.refresh`` runs it, in its parts: the PromQL (its
+  queries in parallel, their answers parsed into a sample), the verdict's windows, the
+  verdict (advise/rank_verdict.judge), the rows, the JSON line; and its memory (tracemalloc's
+  peak, over one more refresh than those timed).
 
 One rank (node 7, rank 61) is slowed in its input; the view must name it with its node.
 
     python -m benchmarks.scale.job_scale --nodes 1000 --out docs/results/job-scale.json
+
+``--no-verdict`` leaves the verdict out (before 2026-12-05 it grew with the square of the
+ranks: minutes at 8,000).
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from benchmarks.common.provenance import write_result
 from benchmarks.scale.standin import Node, Rank, StandinNodes, node_page
 from gputop_train.advise.rank_verdict import judge
 from gputop_train.jobview.judge import JobHistory, build_view
@@ -68,6 +74,17 @@ def _rules_time(url: str) -> dict[str, float]:
     return {g["name"]: float(g.get("evaluationTime", 0.0)) for g in groups}
 
 
+def _costliest_rules(url: str, top: int = 8) -> dict[str, float]:
+    """The rules that took longest at their last evaluation, by name (s)."""
+    groups = _get(f"{url}/api/v1/rules")["data"]["groups"]
+    times = {
+        rule.get("name", "?"): float(rule.get("evaluationTime", 0.0))
+        for group in groups
+        for rule in group["rules"]
+    }
+    return dict(sorted(times.items(), key=lambda kv: -kv[1])[:top])
+
+
 def _scalar(url: str, promql: str) -> float:
     result = _get(f"{url}/api/v1/query?query={urllib.parse.quote(promql)}")["data"]["result"]
     return float(result[0]["value"][1]) if result else float("nan")
@@ -77,6 +94,12 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--interval", type=float, default=15.0, help="scrape interval (s)")
+    parser.add_argument(
+        "--eval-interval",
+        type=float,
+        default=1.0,
+        help="rule evaluation interval (s): 1 as the tests' Prometheus, the scrape's for a site's",
+    )
     parser.add_argument("--refreshes", type=int, default=5)
     parser.add_argument("--out", type=Path)
     parser.add_argument(
@@ -97,6 +120,7 @@ def main() -> int:
         "series_per_node": per_node,
         "scrape_bytes_per_node": len(page),
         "scrape_interval_s": args.interval,
+        "evaluation_interval_s": args.eval_interval,
     }
     print(json.dumps(result), flush=True)
     port = free_port()
@@ -117,11 +141,14 @@ def main() -> int:
         config = static_job("gputop-train", targets, args.interval)
         with (
             tempfile.TemporaryDirectory() as folder,
-            running_prometheus(Path(folder), config, RULES, scrape_self=True) as url,
+            running_prometheus(
+                Path(folder), config, RULES, scrape_self=True, evaluation_s=args.eval_interval
+            ) as url,
         ):
             ready = time.monotonic()
-            # Four scrapes of every target, so rates and the rules' windows have data.
-            while time.monotonic() - ready < 4.5 * args.interval:
+            # Six scrapes of every target, so rates, the rules' windows and the verdict's three
+            # windows (and the step counts before them) have data.
+            while time.monotonic() - ready < 6 * args.interval:
                 time.sleep(args.interval / 2)
                 head = _scalar(url, "prometheus_tsdb_head_series")
                 print(f"  {time.monotonic() - ready:5.0f} s: head series {head:.0f}", flush=True)
@@ -130,7 +157,15 @@ def main() -> int:
             result["scrape_duration_s_max"] = _scalar(
                 url, 'max(scrape_duration_seconds{job="gputop-train"})'
             )
-            result["rule_group_evaluation_s"] = _rules_time(url)
+            evaluations = []
+            for _ in range(5):  # five evaluations' figures
+                evaluations.append(_rules_time(url))
+                time.sleep(args.eval_interval)
+            result["rule_group_evaluation_s"] = {
+                name: statistics.median(e[name] for e in evaluations) for name in evaluations[0]
+            }
+            result["rule_group_evaluation_s_each"] = evaluations
+            result["costliest_rules_s"] = _costliest_rules(url)
             print(json.dumps(result), flush=True)
             result.update(_job_view(url, args))
     finally:
@@ -138,56 +173,65 @@ def main() -> int:
         nodes.wait(timeout=30)
     print(json.dumps(result, indent=2))
     if args.out:
-        result["command"] = " ".join(sys.argv)
-        result["commit"] = subprocess.run(
-            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=REPO
-        ).stdout.strip()
-        result["date"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        args.out.write_text(json.dumps(result, indent=2) + "\n")
+        write_result(args.out, json.dumps(result, indent=2) + "\n")
     return 0
 
 
 def _job_view(url: str, args: argparse.Namespace) -> dict[str, Any]:
-    """The job view's refreshes: PromQL, rows and JSON, the verdict; its memory."""
+    """The job view's refreshes, as JobWatch.refresh runs them, each part timed; its memory."""
     source = PrometheusSource(url, JOB)
     history = JobHistory(args.interval)  # windows one scrape apart
-    query_s, rows_s, verdict_s = [], [], []
-    verdict = None
-    tracemalloc.start()
+    parts: dict[str, list[float]] = {
+        name: [] for name in ("query", "query_cpu", "windows", "verdict", "rows", "json", "refresh")
+    }
     for sample in source.past(args.interval):
         history.add(sample)
-    view = None
-    for _ in range(args.refreshes):
-        started = time.perf_counter()
+    view, text, windows, named = None, "", [], None
+    for refresh in range(args.refreshes + 1):
+        if refresh == args.refreshes:  # one more, for its memory: tracemalloc slows it 2-5x
+            tracemalloc.start()
+        started, cpu = time.perf_counter(), time.process_time()
         sample = source.sample()
-        query_s.append(time.perf_counter() - started)
         history.add(sample)
+        # query_cpu: this process's own (parsing the answers, building the sample); the rest
+        # of "query" is Prometheus's and the wait for a core.
+        took = {"query": time.perf_counter() - started, "query_cpu": time.process_time() - cpu}
+        mark = time.perf_counter()
         windows = history.windows()
-        if (
-            not verdict_s and len(windows) >= 3 and not args.no_verdict
-        ):  # once: it is O(ranks^2) (docs/benchmarks.md)
-            started = time.perf_counter()
+        took["windows"] = time.perf_counter() - mark
+        verdict = None
+        if len(windows) >= 3 and not args.no_verdict:
+            mark = time.perf_counter()
             verdict = judge(windows)
-            verdict_s.append(time.perf_counter() - started)
-        started = time.perf_counter()
+            took["verdict"] = time.perf_counter() - mark
+        mark = time.perf_counter()
         view = build_view(sample, source.describe(), verdict, len(windows))
+        took["rows"] = time.perf_counter() - mark
+        if verdict is not None:
+            named = view.headline.text if view.headline else None
+        mark = time.perf_counter()
         text = json.dumps(to_json(view)) + headline_line(view)
-        rows_s.append(time.perf_counter() - started)
-        print(f"  refresh: query {query_s[-1]:.2f} s, rows and JSON {rows_s[-1]:.2f} s", flush=True)
+        took["json"] = time.perf_counter() - mark
+        took["refresh"] = time.perf_counter() - started
+        print("  refresh: " + ", ".join(f"{k} {v:.2f} s" for k, v in took.items()), flush=True)
+        if refresh == args.refreshes:
+            break
+        for name, seconds in took.items():
+            parts[name].append(seconds)
         time.sleep(1.0)
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
+    source.close()
     assert view is not None
     return {
-        "job_view_query_s": query_s,
-        "job_view_query_s_median": statistics.median(query_s),
-        "job_view_rows_and_json_s": rows_s,
-        "job_view_verdict_s": verdict_s,
+        "job_view_s": parts,
+        "job_view_s_median": {k: statistics.median(v) for k, v in parts.items() if v},
         "job_view_peak_python_bytes": peak,
         "job_view_json_bytes": len(text),
-        "job_view_ranks_read": len(sample.ranks),
+        "job_view_ranks_read": len(view.ranks),
         "job_view_windows": len(windows),
         "job_view_headline": view.headline.text if view.headline else None,
+        "job_view_named_when_judged": named,
         "job_view_first_node": view.nodes[0].node if view.nodes else None,
     }
 

@@ -24,6 +24,7 @@ from .view import JobFinding, JobView, NodeRow, RankRow, node_name, where
 DEFAULT_WINDOW_S = 10.0  # the monitors' --window: their figures are medians over it
 # A sample stands for a window's end when it was read within this share of a window of it.
 NEAREST_SHARE = 0.5
+_Built = tuple[JobSample, JobSample, list[RankWindow]]  # a window's end and start samples, built
 
 
 class JobHistory:
@@ -33,6 +34,7 @@ class JobHistory:
         self.window_s = window_s
         self._samples: deque[JobSample] = deque()
         self._judge = _VerdictWorker()
+        self._built: dict[tuple[int, int], _Built] = {}
 
     def add(self, sample: JobSample) -> None:
         self._samples.append(sample)
@@ -48,10 +50,16 @@ class JobHistory:
         latest = self._samples[-1].at
         ends = [self._nearest(latest - k * self.window_s) for k in range(HOLD_WINDOWS + 1)]
         windows = []
+        built: dict[tuple[int, int], _Built] = {}
         for end, start in itertools.pairwise(ends):
             if end is None or start is None:
                 break
-            windows.append(_rank_windows(end, start))
+            key = (id(end), id(start))  # the entry holds both samples: the ids stay theirs
+            found = self._built.get(key)
+            window = found[2] if found is not None else _rank_windows(end, start)
+            built[key] = (end, start, window)
+            windows.append(window)
+        self._built = built  # a window is built once, not at each refresh that holds it
         return windows[::-1]
 
     def _nearest(self, at: float) -> JobSample | None:
@@ -66,10 +74,10 @@ class JobHistory:
         return build_view(sample, source, verdict, len(windows), age)
 
 
-# The verdict's cost grows with the square of the ranks (advise/rank_verdict.py compares each
-# rank with the median of all the others: 1.1 s at 800 ranks, minutes at 8,000 on the dev
-# box; docs/benchmarks.md): a refresh waits for it this long, then shows the rows with the
-# last verdict that finished, and says its age, while the new one runs on.
+# The verdict takes ~0.2 s at 8,000 ranks on the dev box (advise/rank_verdict.py, O(n log n)
+# since 2026-12-05; docs/jobs.md "Scale"), more on a loaded box: a refresh waits for it this
+# long, then shows the rows with the last verdict that finished, and says its age, while the
+# new one runs on.
 VERDICT_BUDGET_S = 0.5
 
 
@@ -171,12 +179,15 @@ class _OthersMedians:
             for name in ("input_ms", "comm_ms", "step_ms")
         }
         self._keys = {r.key for r in ranks}
+        # A rank not among them (gone, or its figure not measured): the median of all, once
+        # (a median each was the square of the ranks where many were gone).
+        self._all = {name: _median(values) for name, values in self._sorted.items()}
 
     def of(self, rank: RankFigures, name: str) -> float | None:
         values = self._sorted[name]
         own = getattr(rank, name)
         if own is None or rank.key not in self._keys:  # not among them: the median of all
-            return _median(values)
+            return self._all[name]
         at = bisect.bisect_left(values, own)
         remaining = len(values) - 1
         if remaining < 1:

@@ -41,10 +41,11 @@ def running_prometheus(
     rules: Path | None = None,
     host: str = "127.0.0.1",
     scrape_self: bool = False,
+    evaluation_s: float = 1.0,
 ) -> Iterator[str]:
     """Prometheus scraping ``scrape_configs`` (YAML under ``scrape_configs:``), evaluating
-    ``rules`` every second; yields its URL once it is ready (at most 30 s). ``scrape_self``:
-    it scrapes its own metrics too (its head series, its memory)."""
+    ``rules`` every ``evaluation_s``; yields its URL once it is ready (at most 30 s).
+    ``scrape_self``: it scrapes its own metrics too (its head series, its memory)."""
     binary = shutil.which("prometheus")
     assert binary is not None, PROMETHEUS_MISSING
     port = free_port(host)
@@ -52,7 +53,7 @@ def running_prometheus(
         scrape_configs += static_job("prometheus", [(f"{host}:{port}", "/metrics")], 5.0)
     config = folder / "prometheus.yml"
     config.write_text(
-        "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
+        f"global: {{scrape_interval: 1s, evaluation_interval: {evaluation_s:g}s}}\n"
         + (f"rule_files: ['{rules}']\n" if rules else "")
         + "scrape_configs:\n"
         + scrape_configs
