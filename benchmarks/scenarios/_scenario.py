@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import struct
 import sys
 import time
 from collections.abc import Callable
@@ -94,11 +93,6 @@ def parser(doc: str | None) -> argparse.ArgumentParser:
     return parser
 
 
-# benchmarks/overhead/saturated_cost.py reads the job's own clock: each step's end (perf_counter),
-# appended as a float64 to this file when it is set.
-STEP_TIMES_ENV = "SCENARIO_STEP_TIMES"
-
-
 class Stop:
     """``--steps`` / ``--seconds``: True once either is reached (0 means no limit)."""
 
@@ -106,12 +100,8 @@ class Stop:
         self.steps_left = args.steps or -1
         self.deadline = time.monotonic() + args.seconds if args.seconds else None
         self.done = False
-        times = os.environ.get(STEP_TIMES_ENV)
-        self._times = open(times, "ab", buffering=0) if times else None  # noqa: SIM115
 
     def step(self) -> bool:
-        if self._times is not None:
-            self._times.write(struct.pack("d", time.perf_counter()))
         self.steps_left -= 1
         late = self.deadline is not None and time.monotonic() >= self.deadline
         self.done = self.steps_left == 0 or late
