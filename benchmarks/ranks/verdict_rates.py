@@ -52,7 +52,6 @@ SLOWED = {
     "compute": (("slow_rank=1", "slow_step_ms=30"), (1,), "computes slower"),
 }
 RUN_TIMEOUT_S = 420
-KEEP: Path | None = None  # --keep DIR: each node run's raw lines there
 
 
 @dataclass
@@ -233,9 +232,6 @@ def two_nodes(scenario: str, ranks: int, steps: int, hogs: int, slowed: bool) ->
         outputs = body()
     run.seconds, run.load_1min = time.monotonic() - started, os.getloadavg()[0]
     per_node = [lines_of(out) for out in outputs]
-    if KEEP is not None:
-        for index, out in enumerate(outputs):
-            (KEEP / f"node-{port}-{index}.jsonl").write_text(out)
     # Node 1 of torchrun (ranks ranks/2..) may be either launch: order them by their ranks.
     per_node.sort(key=lambda lines: min((r["rank"] for r in lines[-1]["ranks"]), default=0))
     expected = tuple(range(ranks // 2, ranks)) if slowed else None
@@ -272,10 +268,7 @@ def main() -> None:
     parser.add_argument("--hogs", type=int, default=0)
     parser.add_argument("--steps", type=int, default=400)
     parser.add_argument("--out", type=Path)
-    parser.add_argument("--keep", type=Path, help="keep each node run's raw lines here")
     args = parser.parse_args()
-    global KEEP
-    KEEP = args.keep
     for case in args.cases:
         for scenario in args.scenarios:
             for ranks in args.ranks:
