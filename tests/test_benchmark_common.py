@@ -8,6 +8,8 @@ import json
 import os
 from pathlib import Path
 
+import psutil
+
 from benchmarks.common.abba import abba_order, abba_rounds
 from benchmarks.common.hogs import cpu_hogs
 from benchmarks.common.provenance import Provenance, provenance, write_result
@@ -63,3 +65,15 @@ def test_the_hogs_spin_in_their_block_and_are_gone_after_it() -> None:
     with cpu_hogs(2, seconds=60) as hogs:
         assert len(hogs) == 2 and all(hog.poll() is None for hog in hogs)
     assert all(hog.returncode is not None for hog in hogs)
+    # the busy loops too, not only their `timeout`s (each hog is a session of its own)
+    sessions = {hog.pid for hog in hogs}
+    left = [p for p in psutil.process_iter() if _alive_in(p, sessions)]
+    _, alive = psutil.wait_procs(left, timeout=10)  # SIGKILL lands a moment after it is sent
+    assert [p for p in alive if _alive_in(p, sessions)] == []
+
+
+def _alive_in(process: psutil.Process, sessions: set[int]) -> bool:
+    try:
+        return os.getsid(process.pid) in sessions and process.status() != psutil.STATUS_ZOMBIE
+    except (OSError, psutil.Error):
+        return False

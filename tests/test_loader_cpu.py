@@ -24,8 +24,9 @@ from tests.support.observations import RUNG0, headline, ids, observe
 from tests.support.torchrun import monitored_torchrun
 
 # The case on the 2-core box beside CPU hogs (told "raise num_workers to 3", which measured
-# 0.89-0.95x; benchmarks/diagnosis/starved_loader.py: 2 -> 3 workers 0.81x): 2 workers get 35% of a
-# core each and wait 55% of one for a CPU; the job holds 0.75 cores, others the rest.
+# 0.89-0.95x; `git show fd63014:benchmarks/diagnosis/starved_loader.py`: 2 -> 3 workers 0.81x):
+# 2 workers get 35% of a core each and wait 55% of one for a CPU; the job holds 0.75 cores,
+# others the rest.
 STARVED = dict(
     RUNG0,
     step_data_wait_pct=60.0,
@@ -56,7 +57,8 @@ def test_a_starved_cpu_bound_loader_is_told_the_cores_are_held_not_to_add_worker
 
 def test_cores_of_its_own_are_promised_at_least_the_smaller_of_the_wait_and_the_cpu_gain() -> None:
     # Beside 2 hogs on the 2-core dev box the rule's "up to 2.5x" (the data wait alone) ran 19.8x
-    # once the hogs went (benchmarks/diagnosis/starved_loader.py --give-cores, docs/advisor.md):
+    # once the hogs went (docs/advisor.md; `git show fd63014:benchmarks/diagnosis/starved_loader.py`
+    # --give-cores):
     # what it can promise is a floor. 60% data-wait: the step loses at most 2.5x; the workers,
     # runnable 35 + 55 = 90% of the time and running 35%, would make batches 2.6x
     # faster: at least 2.5x, the smaller.

@@ -79,7 +79,7 @@ def test_a_cpu_bound_loader_starved_by_a_cpu_hog_is_not_told_to_add_workers() ->
     """Issue 39: the workers compute (5 ms of CPU per item), one per core, and the hogs hold
     the cores. They read a small CPU share, yet wait for a CPU most of the time (run queue):
     they were told they wait on "storage, network, a sleep" and to raise num_workers to 3
-    (0.89-0.95x; benchmarks/diagnosis/starved_loader.py 0.81x)."""
+    (0.89-0.95x; `git show fd63014:benchmarks/diagnosis/starved_loader.py` 0.81x)."""
     cores = os.cpu_count() or 1
     found: list[Finding] = []
     args = ("--workers", str(cores), "--read-ms", "0", "--cpu-ms", "5", "--hog", str(cores))

@@ -247,8 +247,8 @@ def test_no_color_80x24(snap_compare, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_ranks_and_gpus_of_a_torchrun_job_are_named() -> None:
-    # Seen on two H200s (benchmarks/gpu.sh ranks): one model name for two GPUs, and two
-    # processes both called "main".
+    # Seen on two H200s (`gpu.sh ranks`, `git show 1ba2e44:benchmarks/gpu.sh`): one model name
+    # for two GPUs, and two processes both called "main".
     session = Session(command=("torchrun", "--nproc-per-node", "2", "train.py"))
     launcher, rank0, rank1 = 700, 701, 702
     for pid, rank in ((rank1, 1), (rank0, 0)):

@@ -1,9 +1,8 @@
 """Arms alternated ABBA (AB, BA, AB, ...), so that a drift of the machine slower than a pair
-cancels: the one runner the cost benchmarks share, and their --rounds/--warmup/--measure."""
+cancels: the one runner the cost benchmarks share."""
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
@@ -24,15 +23,3 @@ def abba_rounds(
     return [
         {arm: measure(arm, index) for arm in abba_order(index, arms)} for index in range(rounds)
     ]
-
-
-def add_round_options(
-    parser: argparse.ArgumentParser, rounds: int, warmup: float | None, measure: float | None
-) -> None:
-    """``--rounds`` (pairs, ABBA) and, where given a default, ``--warmup`` and ``--measure``
-    (seconds left out and measured per run)."""
-    parser.add_argument("--rounds", type=int, default=rounds, help="ABBA rounds (AB, BA, ...)")
-    if warmup is not None:
-        parser.add_argument("--warmup", type=float, default=warmup, help="seconds left out a run")
-    if measure is not None:
-        parser.add_argument("--measure", type=float, default=measure, help="seconds measured a run")

@@ -248,7 +248,6 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", nargs="*", help="scenario names (default: all)")
     parser.add_argument("--out", type=Path, default=Path("/tmp/gputop-diagnosis"))
-    parser.add_argument("--scorecard", type=Path, help="write the Markdown scorecard here")
     parser.add_argument(
         "--rejudge",
         nargs="*",
@@ -256,7 +255,6 @@ def main() -> int:
         metavar="DIR",
         help="judge the recordings in DIR with the advisor as it is now (no new run)",
     )
-    parser.add_argument("--machine", help="the machine the recordings were made on")
     parser.add_argument("extra", nargs="*", help="arguments for every scenario (e.g. --small)")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -273,7 +271,7 @@ def main() -> int:
             f"measured {_utc(min(started))} to {_utc(max(started))}; headlines by the advisor "
             f"as of {_utc(time.time())}, replaying the recordings"
         )
-        return _report(args, outcomes, args.machine or "see the recordings' meta", when)
+        return _report(args, outcomes, "see the recordings' meta", when)
     chosen = [s for s in corpus(cores) if not args.only or s.name in args.only]
     outcomes = []
     for scenario in chosen:
@@ -295,8 +293,6 @@ def _report(args: argparse.Namespace, outcomes: list[Outcome], machine: str, whe
     (args.out / "diagnosis.json").write_text(json.dumps([vars(o) for o in outcomes], indent=1))
     text = scorecard(outcomes, machine, " ".join(["python", *sys.argv]), when)
     (args.out / "diagnosis.md").write_text(text)
-    if args.scorecard:
-        args.scorecard.write_text(text)
     print(text)
     return 0
 

@@ -27,16 +27,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import statistics
-import struct
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from benchmarks.common.abba import abba_rounds
+from benchmarks.common.hogs import cpu_hogs
 from benchmarks.common.paths import REPO
+from benchmarks.common.provenance import write_result
+from benchmarks.common.steps import step_ends
 from gputop_train.job.launched import hook_environment
 
 # The job: a Linear layer's forward, backward and SGD step, ``reps`` times a step, on one
@@ -69,24 +71,17 @@ def run(arm: str, reps: int, hogs: int, seconds: float, times: Path) -> None:
         job = [sys.executable, "-m", "gputop_train", "--headless", "--no-record", "--", *job]
     elif arm == "hook":
         env = hook_environment(env)
-    hog = ["timeout", str(seconds + 60), sys.executable, "-c", "while True: pass"]
-    hogging = [subprocess.Popen(hog, start_new_session=True) for _ in range(hogs)]
-    try:
+    with cpu_hogs(hogs, seconds + 60):
         process = subprocess.run(
             job, env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
             timeout=seconds + 120, start_new_session=True,
         )  # fmt: skip
-        if process.returncode != 0:
-            raise RuntimeError(f"{arm} exited {process.returncode}: {process.stderr[-500:]!r}")
-    finally:
-        for process_ in hogging:
-            os.killpg(process_.pid, signal.SIGKILL)
-            process_.wait()
+    if process.returncode != 0:
+        raise RuntimeError(f"{arm} exited {process.returncode}: {process.stderr[-500:]!r}")
 
 
 def mean_step_ms(times: Path, warmup_s: float) -> float:
-    data = times.read_bytes()
-    ends = struct.unpack(f"{len(data) // 8}d", data[: len(data) // 8 * 8])
+    ends = step_ends(times)
     measured = [t for t in ends if t >= ends[0] + warmup_s]
     if len(measured) < 10:
         raise RuntimeError(f"only {len(measured)} steps after the warm-up: measure longer")
@@ -123,21 +118,26 @@ def main() -> None:
         for step_ms in map(float, args.step_ms.split(",")):
             reps = calibrate(step_ms, scratch)
             for hogs in map(int, args.hogs.split(",")):
-                for index in range(args.rounds):
-                    # ABBA: plain, monitored, monitored, plain, then again.
-                    order = arms if index % 2 == 0 else arms[::-1]
-                    for arm in order:
-                        times = scratch / f"{step_ms}-{hogs}-{index}-{arm}.bin"
-                        started = time.time()
-                        run(arm, reps, hogs, seconds, times)
-                        line = {
-                            "step_ms_target": step_ms, "reps": reps, "hogs": hogs,
-                            "pair": index, "arm": arm, "started": started,
-                            "mean_step_ms": mean_step_ms(times, args.warmup),
-                            "load1": os.getloadavg()[0],
-                        }  # fmt: skip
-                        results.append(line)
-                        print(json.dumps(line), flush=True)
+
+                def measure(
+                    arm: str,
+                    index: int,
+                    step_ms: float = step_ms,
+                    reps: int = reps,
+                    hogs: int = hogs,
+                ) -> None:
+                    times = scratch / f"{step_ms}-{hogs}-{index}-{arm}.bin"
+                    started = time.time()
+                    run(arm, reps, hogs, seconds, times)
+                    line = {
+                        "step_ms_target": step_ms, "reps": reps, "hogs": hogs, "pair": index,
+                        "arm": arm, "started": started, "load1": os.getloadavg()[0],
+                        "mean_step_ms": mean_step_ms(times, args.warmup),
+                    }  # fmt: skip
+                    results.append(line)
+                    print(json.dumps(line), flush=True)
+
+                abba_rounds(arms, args.rounds, measure)  # plain, monitored, monitored, plain
     print(f"{'step':>6} {'hogs':>4} {'arm':>9} {'plain ms':>9} {'speed ratio':>11} {'range':>13} "
           f"{'pairs':>5}")  # fmt: skip
     cases = sorted({(r["step_ms_target"], r["hogs"]) for r in results})
@@ -157,14 +157,7 @@ def main() -> None:
                 f"{min(ratios):6.4f}-{max(ratios):<6.4f} {len(ratios):5d}"
             )
     if args.json:
-        commit = subprocess.run(
-            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=REPO
-        ).stdout.strip()
-        meta: dict[str, object] = {"commit": commit, "host": os.uname().nodename}
-        meta.update(cores=os.cpu_count(), argv=sys.argv)
-        meta["date"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-        document = {"meta": meta, "runs": results, "cases": summary}
-        args.json.write_text(json.dumps(document, indent=2))
+        write_result(args.json, json.dumps({"runs": results, "cases": summary}, indent=2))
 
 
 if __name__ == "__main__":

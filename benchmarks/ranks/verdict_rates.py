@@ -36,6 +36,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchmarks.common.hogs import cpu_hogs
 from gputop_train.advise.rank_verdict import HOLD_WINDOWS, MIN_STEPS, RankWindow, Verdict, judge
 
 REPO = Path(__file__).resolve().parents[2]
@@ -51,7 +52,6 @@ SLOWED = {
     "compute": (("slow_rank=1", "slow_step_ms=30"), (1,), "computes slower"),
 }
 RUN_TIMEOUT_S = 420
-KEEP: Path | None = None  # --keep DIR: each node run's raw lines there
 
 
 @dataclass
@@ -180,34 +180,15 @@ def judge_lines(run: Run, lines: list[dict[str, Any]], case: str) -> None:
             run.named[key] = run.named.get(key, 0) + 1
 
 
-def with_hogs(count: int, body: Any) -> Any:
-    """``body()`` with ``count`` busy loops beside it, each bounded by ``timeout``."""
-    hogs = [
-        subprocess.Popen(
-            ["timeout", str(RUN_TIMEOUT_S + 60), sys.executable, "-c", "while True: pass"]
-        )
-        for _ in range(count)
-    ]
-    try:
-        return body()
-    finally:
-        for hog in hogs:
-            hog.kill()
-            hog.wait()
-
-
 def one_node(case: str, scenario: str, ranks: int, steps: int, hogs: int) -> Run:
     run = Run(case, scenario, ranks, hogs, steps)
     extra, _, _ = SLOWED[case]
     command = monitored(ranks, scenario, steps, extra, ("--standalone",))
-
-    def body() -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
+    started = time.monotonic()
+    with cpu_hogs(hogs, RUN_TIMEOUT_S + 60):
+        result = subprocess.run(
             command, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, cwd=REPO
         )
-
-    started = time.monotonic()
-    result = with_hogs(hogs, body)
     run.seconds, run.load_1min = time.monotonic() - started, os.getloadavg()[0]
     if result.returncode != 0:
         raise SystemExit(
@@ -247,12 +228,10 @@ def two_nodes(scenario: str, ranks: int, steps: int, hogs: int, slowed: bool) ->
         return outputs
 
     started = time.monotonic()
-    outputs = with_hogs(hogs, body)
+    with cpu_hogs(hogs, RUN_TIMEOUT_S + 60):
+        outputs = body()
     run.seconds, run.load_1min = time.monotonic() - started, os.getloadavg()[0]
     per_node = [lines_of(out) for out in outputs]
-    if KEEP is not None:
-        for index, out in enumerate(outputs):
-            (KEEP / f"node-{port}-{index}.jsonl").write_text(out)
     # Node 1 of torchrun (ranks ranks/2..) may be either launch: order them by their ranks.
     per_node.sort(key=lambda lines: min((r["rank"] for r in lines[-1]["ranks"]), default=0))
     expected = tuple(range(ranks // 2, ranks)) if slowed else None
@@ -289,10 +268,7 @@ def main() -> None:
     parser.add_argument("--hogs", type=int, default=0)
     parser.add_argument("--steps", type=int, default=400)
     parser.add_argument("--out", type=Path)
-    parser.add_argument("--keep", type=Path, help="keep each node run's raw lines here")
     args = parser.parse_args()
-    global KEEP
-    KEEP = args.keep
     for case in args.cases:
         for scenario in args.scenarios:
             for ranks in args.ranks:

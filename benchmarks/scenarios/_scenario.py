@@ -1,17 +1,17 @@
-"""What every scenario script shares: the hook's knob API where present, when to stop, and a
-clean exit on Ctrl+C. The training loops themselves are written out in each script, as their
-users write them.
+"""What every scenario script shares (issue 47): its options, its knobs (the hook's knob API
+where present), the loop that stops at ``--steps``/``--seconds`` and rebuilds a DataLoader a knob
+changed, the image scenarios' DataLoader and classifier step, and a clean exit on Ctrl+C. What
+makes each scenario itself (its model, data, step and the fixes it offers) stays in its script.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import struct
 import sys
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, TypeVar
 
 import torch
 
@@ -20,6 +20,7 @@ try:  # under gputop-train the hook is loaded; a scenario runs the same without 
 except ImportError:
     hook = None
 
+T = TypeVar("T")
 CUDA = torch.cuda.is_available()
 DEVICE = "cuda" if CUDA else "cpu"
 
@@ -78,8 +79,9 @@ def count_samples(samples: int) -> None:
         hook.count_samples(samples)
 
 
-def parser(doc: str | None) -> argparse.ArgumentParser:
-    """The options every scenario takes; each adds its own fixes as flags."""
+def parser(doc: str | None, batch: int | tuple[int, int] | None = None) -> argparse.ArgumentParser:
+    """The options every scenario takes; each adds its own fixes as flags. ``batch`` adds
+    ``--batch-size``: its default, or the ``--small`` and the full-size defaults."""
     parser = argparse.ArgumentParser(
         description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -91,12 +93,47 @@ def parser(doc: str | None) -> argparse.ArgumentParser:
         default=not CUDA,
         help="CPU-sized model and data (the default without CUDA)",
     )
+    if batch is not None:
+        parser.set_defaults(batch_sizes=batch)
+        parser.add_argument("--batch-size", type=int, default=None)
     return parser
 
 
-# benchmarks/overhead/saturated_cost.py reads the job's own clock: each step's end (perf_counter),
-# appended as a float64 to this file when it is set.
-STEP_TIMES_ENV = "SCENARIO_STEP_TIMES"
+class Knobs(dict):
+    """The values a scenario's live knobs hold, by key; ``stale`` once a knob the DataLoader is
+    built from changed (``batches`` then builds it again)."""
+
+    stale = True
+
+    def declare(
+        self,
+        name: str,
+        value: Any,
+        key: str | None = None,
+        rebuild: bool = False,
+        apply: Callable[[Any], None] | None = None,
+        **spec: Any,
+    ) -> None:
+        """Knob ``name`` (docs/knobs.md) held under ``key`` (its name by default)."""
+        key = key or name
+        self[key] = value
+
+        def set_value(new: Any) -> None:
+            self[key] = new
+            self.stale = self.stale or rebuild
+            if apply is not None:
+                apply(new)
+
+        knob(name, value, set_value, **spec)
+
+    def compile(self, model: torch.nn.Module, value: bool = False) -> None:
+        """The ``compile`` knob: ``self["forward"]`` is ``model``, compiled while it is on."""
+
+        def forward(on: bool) -> None:
+            self["forward"] = torch.compile(model) if on else model
+
+        forward(value)
+        self.declare("compile", value, role="compile", apply=forward)
 
 
 class Stop:
@@ -106,20 +143,81 @@ class Stop:
         self.steps_left = args.steps or -1
         self.deadline = time.monotonic() + args.seconds if args.seconds else None
         self.done = False
-        times = os.environ.get(STEP_TIMES_ENV)
-        self._times = open(times, "ab", buffering=0) if times else None  # noqa: SIM115
 
     def step(self) -> bool:
-        if self._times is not None:
-            self._times.write(struct.pack("d", time.perf_counter()))
         self.steps_left -= 1
         late = self.deadline is not None and time.monotonic() >= self.deadline
         self.done = self.steps_left == 0 or late
         return self.done
 
 
-def run(train: Callable[[argparse.Namespace], None], args: argparse.Namespace) -> None:
-    """Train, and exit 130 on Ctrl+C as a training script should."""
+def steps(args: argparse.Namespace) -> Iterator[None]:
+    """The training loop of a scenario without a DataLoader: once a step until ``--steps`` or
+    ``--seconds``, the step counted when its body is done."""
+    stop = Stop(args)
+    while not stop.done:
+        yield
+        stop.step()
+
+
+def batches(
+    args: argparse.Namespace, knobs: Knobs, build: Callable[[], Iterable[T]]
+) -> Iterator[T]:
+    """The training loop over a DataLoader: its batches until ``--steps`` or ``--seconds``, the
+    DataLoader built by ``build`` at the start and again whenever ``knobs`` went stale."""
+    stop, loader = Stop(args), None
+    while not stop.done:
+        if knobs.stale or loader is None:
+            knobs.stale = False
+            loader = build()
+        for batch in loader:
+            yield batch
+            if stop.step() or knobs.stale:
+                break
+
+
+def loader(
+    data: torch.utils.data.Dataset, batch: int, workers: int, pin: bool, shuffle: bool = False
+) -> torch.utils.data.DataLoader:
+    """A DataLoader as the image scenarios build it: persistent workers, whole batches."""
+    return torch.utils.data.DataLoader(
+        data,
+        batch_size=batch,
+        shuffle=shuffle,
+        num_workers=workers,
+        pin_memory=pin,
+        persistent_workers=workers > 0,
+        drop_last=True,
+    )
+
+
+def classify(
+    model: Callable[[torch.Tensor], torch.Tensor],
+    optimizer: torch.optim.Optimizer,
+    inputs: torch.Tensor,
+    labels: torch.Tensor,
+    bf16: bool,
+    samples: bool = False,
+) -> None:
+    """One step of a classifier: bf16 autocast where asked, cross-entropy, backward, the
+    optimizer's step; ``samples`` declares the step's samples (loops without a DataLoader)."""
+    with torch.autocast(DEVICE, dtype=torch.bfloat16, enabled=bf16):
+        loss = torch.nn.functional.cross_entropy(model(inputs), labels)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    if samples:
+        count_samples(len(inputs))
+    optimizer.step()
+
+
+def run(train: Callable[[argparse.Namespace], None], options: argparse.ArgumentParser) -> None:
+    """Parse the options, then train, and exit 130 on Ctrl+C as a training script should."""
+    args = options.parse_args()
+    sizes = getattr(args, "batch_sizes", None)
+    if sizes is not None:
+        default = sizes if isinstance(sizes, int) else sizes[0 if args.small else 1]
+        args.batch_size = args.batch_size or default
+        del args.batch_sizes
     print(f"{os.path.basename(sys.argv[0])}: {vars(args)} on {DEVICE}", flush=True)
     try:
         train(args)

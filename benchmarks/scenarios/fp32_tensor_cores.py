@@ -13,54 +13,39 @@ from __future__ import annotations
 import argparse
 
 import torch
-import torch.nn.functional as F
 import torchvision
-from _scenario import DEVICE, Stop, count_samples, knob, parser, run
+from _scenario import DEVICE, Knobs, classify, parser, run, steps
 
 
 def train(args: argparse.Namespace) -> None:
-    config = {"precision": args.precision, "batch": args.batch_size}
     side = 64 if args.small else 224
     model = torchvision.models.resnet18() if args.small else torchvision.models.resnet50()
     model = model.to(DEVICE)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     layout = {"format": torch.contiguous_format}
 
-    def set_precision(value: str) -> None:
-        config["precision"] = value
-
     def set_channels_last(value: bool) -> None:
         layout["format"] = torch.channels_last if value else torch.contiguous_format
         model.to(memory_format=layout["format"])
 
-    def set_batch(value: int) -> None:
-        config["batch"] = value
-
-    knob("precision", args.precision, set_precision, choices=("fp32", "bf16"), role="precision")
-    knob("channels_last", args.channels_last, set_channels_last, role="channels_last")
-    knob("batch_size", args.batch_size, set_batch, minimum=1, maximum=2048, role="batch_size")
+    knobs = Knobs()
+    knobs.declare("precision", args.precision, choices=("fp32", "bf16"), role="precision")
+    knobs.declare("channels_last", args.channels_last, apply=set_channels_last,
+                  role="channels_last")  # fmt: skip
+    knobs.declare("batch_size", args.batch_size, minimum=1, maximum=2048, role="batch_size")
     if args.channels_last:
         set_channels_last(True)
-    stop = Stop(args)
-    while not stop.done:
-        batch = config["batch"]
+    for _ in steps(args):
+        batch = knobs["batch_size"]
         images = torch.randn(batch, 3, side, side, device=DEVICE)
         labels = torch.randint(0, 1000, (batch,), device=DEVICE)
         images = images.contiguous(memory_format=layout["format"])
-        with torch.autocast(DEVICE, dtype=torch.bfloat16, enabled=config["precision"] == "bf16"):
-            loss = F.cross_entropy(model(images), labels)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        count_samples(batch)
-        optimizer.step()
-        stop.step()
+        bf16 = knobs["precision"] == "bf16"
+        classify(model, optimizer, images, labels, bf16=bf16, samples=True)
 
 
 if __name__ == "__main__":
-    options = parser(__doc__)
+    options = parser(__doc__, batch=(4, 128))
     options.add_argument("--precision", choices=("fp32", "bf16"), default="fp32")
     options.add_argument("--channels-last", action="store_true")
-    options.add_argument("--batch-size", type=int, default=None)
-    arguments = options.parse_args()
-    arguments.batch_size = arguments.batch_size or (4 if arguments.small else 128)
-    run(train, arguments)
+    run(train, options)

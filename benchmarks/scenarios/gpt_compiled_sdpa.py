@@ -13,26 +13,18 @@ import argparse
 
 import torch
 from _gpt import GPT, config, make_optimizer
-from _scenario import CUDA, DEVICE, Stop, count_samples, knob, parser, run
+from _scenario import CUDA, DEVICE, Knobs, count_samples, parser, run, steps
 
 
 def train(args: argparse.Namespace) -> None:
     cfg = config(args.small, layers=6)
     model = GPT(cfg).to(DEVICE)
     optimizer = make_optimizer(model, "fused" if CUDA else "foreach")
-    state = {"forward": torch.compile(model) if args.compile else model, "batch": args.batch_size}
-
-    def set_compile(value: bool) -> None:
-        state["forward"] = torch.compile(model) if value else model
-
-    def set_batch(value: int) -> None:
-        state["batch"] = value
-
-    knob("compile", args.compile, set_compile, role="compile")
-    knob("batch_size", args.batch_size, set_batch, minimum=1, maximum=256, role="batch_size")
-    stop = Stop(args)
-    while not stop.done:
-        batch = state["batch"]
+    state = Knobs()
+    state.compile(model, args.compile)
+    state.declare("batch_size", args.batch_size, minimum=1, maximum=256, role="batch_size")
+    for _ in steps(args):
+        batch = state["batch_size"]
         x = torch.randint(cfg.vocab, (batch, cfg.block), device=DEVICE)
         with torch.autocast(DEVICE, dtype=torch.bfloat16, enabled=CUDA):
             loss = state["forward"](x, x.roll(-1, dims=1))
@@ -40,14 +32,10 @@ def train(args: argparse.Namespace) -> None:
         count_samples(batch)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-        stop.step()
 
 
 if __name__ == "__main__":
-    options = parser(__doc__)
-    options.add_argument("--batch-size", type=int, default=None)
-    options.add_argument("--no-compile", dest="compile", action="store_false")
-    arguments = options.parse_args()
-    arguments.batch_size = arguments.batch_size or (4 if arguments.small else 16)
-    arguments.compile = arguments.compile and CUDA  # no C++ compiler assumed on the CPU box
-    run(train, arguments)
+    options = parser(__doc__, batch=(4, 16))
+    # no C++ compiler assumed on the CPU box: compiled on CUDA only
+    options.add_argument("--no-compile", dest="compile", action="store_false", default=CUDA)
+    run(train, options)

@@ -13,24 +13,20 @@ import argparse
 
 import torch
 from _gpt import GPT, config, make_optimizer
-from _scenario import CUDA, DEVICE, Stop, count_samples, knob, parser, run
+from _scenario import CUDA, DEVICE, Knobs, count_samples, parser, run, steps
 
 
 def train(args: argparse.Namespace) -> None:
     cfg = config(args.small)
     model = GPT(cfg).to(DEVICE)
     optimizer = make_optimizer(model, "foreach")
-    state = {"precision": args.precision}
     torch.set_float32_matmul_precision(args.matmul_precision)
-
-    def set_precision(value: str) -> None:
-        state["precision"] = value
-
-    knob("precision", args.precision, set_precision, choices=("fp32", "bf16"), role="precision")
-    knob("matmul_precision", args.matmul_precision, torch.set_float32_matmul_precision,
-         choices=("highest", "high"), role="matmul_precision")  # fmt: skip
-    stop = Stop(args)
-    while not stop.done:
+    state = Knobs()
+    state.declare("precision", args.precision, choices=("fp32", "bf16"), role="precision")
+    state.declare("matmul_precision", args.matmul_precision,
+                  apply=torch.set_float32_matmul_precision, choices=("highest", "high"),
+                  role="matmul_precision")  # fmt: skip
+    for _ in steps(args):
         x = torch.randint(cfg.vocab, (args.batch_size, cfg.block), device=DEVICE)
         bf16 = state["precision"] == "bf16"
         with torch.autocast(DEVICE, dtype=torch.bfloat16, enabled=CUDA and bf16):
@@ -40,12 +36,10 @@ def train(args: argparse.Namespace) -> None:
         count_samples(args.batch_size)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-        stop.step()
 
 
 if __name__ == "__main__":
-    options = parser(__doc__)
+    options = parser(__doc__, batch=8)
     options.add_argument("--precision", choices=("fp32", "bf16"), default="fp32")
     options.add_argument("--matmul-precision", choices=("highest", "high"), default="highest")
-    options.add_argument("--batch-size", type=int, default=8)
-    run(train, options.parse_args())
+    run(train, options)

@@ -15,7 +15,7 @@ import argparse
 
 import torch
 from _gpt import GPT, config, make_optimizer
-from _scenario import CUDA, DEVICE, Stop, count_samples, knob, parser, run
+from _scenario import CUDA, DEVICE, Knobs, count_samples, parser, run, steps
 
 FILL = 0.94  # of the GPU's memory, as NVML counts it (the CUDA context included)
 
@@ -56,29 +56,25 @@ def train(args: argparse.Namespace) -> None:
     optimizer = make_optimizer(model, "fused" if CUDA else "foreach")
     micro = args.batch_size or (largest_micro_batch(model, optimizer) if CUDA else 4)
     print(f"micro-batch {micro}", flush=True)
-    state = {"micro": micro, "accumulation": 1, "forward": model}
+    state = Knobs(accumulation=1)
     tokens_per_step = micro  # sequences per optimizer step, kept when the micro-batch shrinks
 
     def set_micro(value: int) -> None:
-        state["micro"], state["accumulation"] = value, max(1, round(tokens_per_step / value))
+        state["accumulation"] = max(1, round(tokens_per_step / value))
 
     def set_checkpointing(value: bool) -> None:
         model.checkpointing = value
 
-    def set_compile(value: bool) -> None:
-        state["forward"] = torch.compile(model) if value else model
-
-    knob("batch_size", micro, set_micro, minimum=1, maximum=100_000, role="batch_size")
-    knob("checkpointing", False, set_checkpointing, role="checkpointing")
-    knob("compile", False, set_compile, role="compile")
-    stop = Stop(args)
-    while not stop.done:
-        step(state["forward"], model, optimizer, state["micro"], state["accumulation"],
+    state.declare("batch_size", micro, apply=set_micro, minimum=1, maximum=100_000,
+                  role="batch_size")  # fmt: skip
+    state.declare("checkpointing", False, apply=set_checkpointing, role="checkpointing")
+    state.compile(model)
+    for _ in steps(args):
+        step(state["forward"], model, optimizer, state["batch_size"], state["accumulation"],
              cfg.block, cfg.vocab)  # fmt: skip
-        stop.step()
 
 
 if __name__ == "__main__":
     options = parser(__doc__)
     options.add_argument("--batch-size", type=int, default=0, help="0: the largest that fits")
-    run(train, options.parse_args())
+    run(train, options)

@@ -15,7 +15,7 @@ import re
 
 import torch
 from _gpt import GPT, config, make_optimizer
-from _scenario import CUDA, DEVICE, Stop, knob, parser, run
+from _scenario import CUDA, DEVICE, Knobs, Stop, parser, run
 from torch.utils.data import DataLoader, Dataset
 
 # GPT-2's pre-tokenizer pattern, without the Unicode classes of the regex package.
@@ -51,20 +51,13 @@ def train(args: argparse.Namespace) -> None:
     model = GPT(cfg).to(DEVICE)
     optimizer = make_optimizer(model, "fused" if CUDA else "foreach")
     dataset = TextDataset(cfg.vocab, cfg.block)
-    state = {"workers": args.workers, "rebuild": True, "forward": model}
-
-    def set_workers(value: int) -> None:
-        state["workers"], state["rebuild"] = value, True
-
-    def set_compile(value: bool) -> None:
-        state["forward"] = torch.compile(model) if value else model
-
-    knob("num_workers", args.workers, set_workers, minimum=0, maximum=64, role="workers")
-    knob("compile", False, set_compile, role="compile")
+    state = Knobs()
+    state.declare("num_workers", args.workers, rebuild=True, minimum=0, maximum=64, role="workers")
+    state.compile(model)
     stop = Stop(args)
     while not stop.done:
-        state["rebuild"] = False
-        workers = state["workers"]
+        state.stale = False
+        workers = state["num_workers"]
         loader = DataLoader(dataset, batch_size=args.batch_size, num_workers=workers,
                             pin_memory=CUDA, persistent_workers=workers > 0)  # fmt: skip
         for batch in loader:
@@ -75,12 +68,11 @@ def train(args: argparse.Namespace) -> None:
             loss.backward()
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
-            if stop.step() or state["rebuild"]:
+            if stop.step() or state.stale:
                 break
 
 
 if __name__ == "__main__":
-    options = parser(__doc__)
+    options = parser(__doc__, batch=16)
     options.add_argument("--workers", type=int, default=0)
-    options.add_argument("--batch-size", type=int, default=16)
-    run(train, options.parse_args())
+    run(train, options)

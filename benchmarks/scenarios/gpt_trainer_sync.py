@@ -92,7 +92,6 @@ def train(args: argparse.Namespace) -> None:
 
 
 if __name__ == "__main__":
-    options = parser(__doc__)
+    options = parser(__doc__, batch=16)
     options.add_argument("--no-nan-inf-filter", dest="nan_inf_filter", action="store_false")
-    options.add_argument("--batch-size", type=int, default=16)
-    run(train, options.parse_args())
+    run(train, options)

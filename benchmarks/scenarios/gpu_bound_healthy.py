@@ -12,41 +12,22 @@ from __future__ import annotations
 import argparse
 
 import torch
-import torch.nn.functional as F
-from _scenario import CUDA, DEVICE, Stop, count_samples, knob, mlp, parser, run
+from _scenario import CUDA, DEVICE, Knobs, classify, mlp, parser, run, steps
 
 
 def train(args: argparse.Namespace) -> None:
     width = 256 if args.small else 8192
     model = mlp(width, 4, 1000).to(DEVICE)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=CUDA)
-    state = {"forward": model, "batch": args.batch_size}
-
-    def set_compile(value: bool) -> None:
-        state["forward"] = torch.compile(model) if value else model
-
-    def set_batch(value: int) -> None:
-        state["batch"] = value
-
-    knob("compile", False, set_compile, role="compile")
-    knob("batch_size", args.batch_size, set_batch, minimum=1, maximum=65536, role="batch_size")
-    stop = Stop(args)
-    while not stop.done:
-        batch = state["batch"]
+    knobs = Knobs()
+    knobs.compile(model)
+    knobs.declare("batch_size", args.batch_size, minimum=1, maximum=65536, role="batch_size")
+    for _ in steps(args):
+        batch = knobs["batch_size"]
         x = torch.randn(batch, width, device=DEVICE)
         y = torch.randint(0, 1000, (batch,), device=DEVICE)
-        with torch.autocast(DEVICE, dtype=torch.bfloat16):
-            loss = F.cross_entropy(state["forward"](x), y)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        count_samples(batch)
-        optimizer.step()
-        stop.step()
+        classify(knobs["forward"], optimizer, x, y, bf16=True, samples=True)
 
 
 if __name__ == "__main__":
-    options = parser(__doc__)
-    options.add_argument("--batch-size", type=int, default=None)
-    arguments = options.parse_args()
-    arguments.batch_size = arguments.batch_size or (64 if arguments.small else 8192)
-    run(train, arguments)
+    run(train, parser(__doc__, batch=(64, 8192)))

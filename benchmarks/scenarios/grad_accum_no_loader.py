@@ -16,33 +16,20 @@ import argparse
 
 import torch
 import torch.nn.functional as F
-from _scenario import DEVICE, Stop, count_samples, knob, mlp, parser, run
+from _scenario import DEVICE, Knobs, count_samples, mlp, parser, run, steps
 
 
 def train(args: argparse.Namespace) -> None:
     width = 256 if args.small else 1024
     model = mlp(width, 4, 1000).to(DEVICE)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    config = {
-        "item_per_micro": args.item_per_micro,
-        "precision": args.precision,
-        "micro_batch": args.micro_batch,
-    }
-
-    def setter(key: str) -> object:
-        def apply(value: object) -> None:
-            config[key] = value
-
-        return apply
-
-    knob("item_per_micro", args.item_per_micro, setter("item_per_micro"), role="syncs",
-         help=".item() after every micro-batch")  # fmt: skip
-    knob("precision", args.precision, setter("precision"), choices=("fp32", "bf16"),
-         role="precision")  # fmt: skip
-    knob("micro_batch", args.micro_batch, setter("micro_batch"), minimum=1, maximum=65536,
-         role="batch_size", help="samples per micro-batch")  # fmt: skip
-    stop, step = Stop(args), 0
-    while not stop.done:
+    config = Knobs()
+    config.declare("item_per_micro", args.item_per_micro, role="syncs",
+                   help=".item() after every micro-batch")  # fmt: skip
+    config.declare("precision", args.precision, choices=("fp32", "bf16"), role="precision")
+    config.declare("micro_batch", args.micro_batch, minimum=1, maximum=65536,
+                   role="batch_size", help="samples per micro-batch")  # fmt: skip
+    for step, _ in enumerate(steps(args), 1):
         running: float | torch.Tensor = 0.0
         for _ in range(args.accumulate):
             micro_batch = int(config["micro_batch"])
@@ -56,10 +43,8 @@ def train(args: argparse.Namespace) -> None:
             count_samples(micro_batch)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-        step += 1
         if step % 100 == 0:
             print(f"step {step} loss {float(running):.3f}", flush=True)
-        stop.step()
 
 
 if __name__ == "__main__":
@@ -68,4 +53,4 @@ if __name__ == "__main__":
     options.add_argument("--precision", choices=("fp32", "bf16"), default="fp32")
     options.add_argument("--micro-batch", type=int, default=128)
     options.add_argument("--accumulate", type=int, default=8)
-    run(train, options.parse_args())
+    run(train, options)

@@ -17,8 +17,7 @@ import os
 import torch
 import torch.nn.functional as F
 import torchvision
-from _scenario import CUDA, DEVICE, Stop, knob, parser, run, tiny_cnn
-from torch.utils.data import DataLoader
+from _scenario import CUDA, DEVICE, Knobs, batches, classify, loader, parser, run, tiny_cnn
 from torchvision import transforms
 
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
@@ -58,53 +57,32 @@ def augment_on_gpu(images: torch.Tensor, crop: int) -> torch.Tensor:
 
 
 def train(args: argparse.Namespace) -> None:
-    config = {"workers": args.workers, "input": args.input}
-    stale = {"loader": True}
     side, crop = (128, 112) if args.small else (256, 224)
     model = tiny_cnn(1000) if args.small else torchvision.models.resnet18(num_classes=1000)
     model = model.to(DEVICE, memory_format=torch.channels_last)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4)
 
-    def set_workers(value: int) -> None:
-        config["workers"], stale["loader"] = value, True
+    config = Knobs()
+    config.declare("num_workers", args.workers, rebuild=True, minimum=0, maximum=256,
+                   role="workers")  # fmt: skip
+    config.declare("input", args.input, rebuild=True, choices=("float", "gpu"),
+                   role="input_format")  # fmt: skip
 
-    def set_input(value: str) -> None:
-        config["input"], stale["loader"] = value, True
+    def build() -> torch.utils.data.DataLoader:
+        data = dataset(side, crop, config["input"])
+        return loader(data, args.batch_size, config["num_workers"], CUDA)
 
-    knob("num_workers", args.workers, set_workers, minimum=0, maximum=256, role="workers")
-    knob("input", args.input, set_input, choices=("float", "gpu"), role="input_format")
-    stop, loader = Stop(args), None
-    while not stop.done:
-        if stale["loader"]:
-            stale["loader"] = False
-            loader = DataLoader(
-                dataset(side, crop, config["input"]),
-                batch_size=args.batch_size,
-                num_workers=config["workers"],
-                pin_memory=CUDA,
-                persistent_workers=config["workers"] > 0,
-                drop_last=True,
-            )
-        for images, labels in loader:
-            images = images.to(DEVICE, non_blocking=True)
-            labels = labels.to(DEVICE, non_blocking=True)
-            if config["input"] == "gpu":
-                images = augment_on_gpu(images, crop)
-            images = images.contiguous(memory_format=torch.channels_last)
-            with torch.autocast(DEVICE, dtype=torch.bfloat16):
-                loss = F.cross_entropy(model(images), labels)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-            if stop.step() or stale["loader"]:
-                break
+    for images, labels in batches(args, config, build):
+        images = images.to(DEVICE, non_blocking=True)
+        labels = labels.to(DEVICE, non_blocking=True)
+        if config["input"] == "gpu":
+            images = augment_on_gpu(images, crop)
+        images = images.contiguous(memory_format=torch.channels_last)
+        classify(model, optimizer, images, labels, bf16=True)
 
 
 if __name__ == "__main__":
-    options = parser(__doc__)
+    options = parser(__doc__, batch=(16, 256))
     options.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     options.add_argument("--input", choices=("float", "gpu"), default="float")
-    options.add_argument("--batch-size", type=int, default=None)
-    arguments = options.parse_args()
-    arguments.batch_size = arguments.batch_size or (16 if arguments.small else 256)
-    run(train, arguments)
+    run(train, options)

@@ -26,10 +26,9 @@ import sys
 import time
 
 import torch
-import torch.nn.functional as F
 import torchvision
-from _scenario import CUDA, DEVICE, Stop, knob, parser, run, tiny_cnn
-from torch.utils.data import DataLoader, Dataset
+from _scenario import CUDA, DEVICE, Knobs, batches, classify, loader, parser, run, tiny_cnn
+from torch.utils.data import Dataset
 
 # A spinning process that ends once the process that started it (argv[1]) is gone.
 HOG = """
@@ -85,51 +84,31 @@ class SlowStorageImages(Dataset):
 
 
 def train(args: argparse.Namespace) -> None:
-    config = {"workers": args.workers}
-    stale = {"loader": True}
     side = 64 if args.small else 224
     model = tiny_cnn(1000) if args.small else torchvision.models.resnet18(num_classes=1000)
     model = model.to(DEVICE, memory_format=torch.channels_last)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
 
-    def set_workers(value: int) -> None:
-        config["workers"], stale["loader"] = value, True
-
-    knob("num_workers", args.workers, set_workers, minimum=0, maximum=256, role="workers")
+    config = Knobs()
+    config.declare("num_workers", args.workers, rebuild=True, minimum=0, maximum=256,
+                   role="workers")  # fmt: skip
     start_hogs(args.hog)
     dataset = SlowStorageImages(side, args.read_ms, args.cpu_ms)
-    stop, loader = Stop(args), None
-    while not stop.done:
-        if stale["loader"]:
-            stale["loader"] = False
-            loader = DataLoader(
-                dataset,
-                batch_size=args.batch_size,
-                num_workers=config["workers"],
-                pin_memory=CUDA,
-                persistent_workers=config["workers"] > 0,
-                drop_last=True,
-            )
-        for images, labels in loader:
-            images = images.to(DEVICE, non_blocking=True).float().div_(255.0)
-            labels = labels.to(DEVICE, non_blocking=True)
-            images = images.contiguous(memory_format=torch.channels_last)
-            with torch.autocast(DEVICE, dtype=torch.bfloat16, enabled=CUDA):
-                loss = F.cross_entropy(model(images), labels)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-            if stop.step() or stale["loader"]:
-                break
+
+    def build() -> torch.utils.data.DataLoader:
+        return loader(dataset, args.batch_size, config["num_workers"], CUDA)
+
+    for images, labels in batches(args, config, build):
+        images = images.to(DEVICE, non_blocking=True).float().div_(255.0)
+        labels = labels.to(DEVICE, non_blocking=True)
+        images = images.contiguous(memory_format=torch.channels_last)
+        classify(model, optimizer, images, labels, bf16=CUDA)
 
 
 if __name__ == "__main__":
-    options = parser(__doc__)
+    options = parser(__doc__, batch=(16, 128))
     options.add_argument("--workers", type=int, default=2)
     options.add_argument("--read-ms", type=float, default=2.0, help="storage latency per item")
     options.add_argument("--cpu-ms", type=float, default=0.0, help="CPU work per item")
     options.add_argument("--hog", type=int, default=os.cpu_count() or 1, help="spinning processes")
-    options.add_argument("--batch-size", type=int, default=None)
-    arguments = options.parse_args()
-    arguments.batch_size = arguments.batch_size or (16 if arguments.small else 128)
-    run(train, arguments)
+    run(train, options)

@@ -13,8 +13,7 @@ from __future__ import annotations
 import argparse
 
 import torch
-import torch.nn.functional as F
-from _scenario import DEVICE, Stop, count_samples, knob, parser, run
+from _scenario import DEVICE, Knobs, classify, parser, run, steps
 
 
 def block(width: int) -> torch.nn.Module:
@@ -28,32 +27,17 @@ def train(args: argparse.Namespace) -> None:
     model = torch.nn.Sequential(*(block(width) for _ in range(8)), torch.nn.Linear(width, 10))
     model = model.to(DEVICE)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    state = {"forward": model, "batch": args.batch_size}
-
-    def set_compile(value: bool) -> None:
-        state["forward"] = torch.compile(model) if value else model
-
-    def set_batch(value: int) -> None:
-        state["batch"] = value
-
-    knob("compile", args.compile, set_compile, role="compile")
-    knob("batch_size", args.batch_size, set_batch, minimum=1, maximum=65536, role="batch_size")
-    set_compile(args.compile)
-    stop = Stop(args)
-    while not stop.done:
-        batch = state["batch"]
+    knobs = Knobs()
+    knobs.compile(model, args.compile)
+    knobs.declare("batch_size", args.batch_size, minimum=1, maximum=65536, role="batch_size")
+    for _ in steps(args):
+        batch = knobs["batch_size"]
         x = torch.randn(batch, width, device=DEVICE)
         y = torch.randint(0, 10, (batch,), device=DEVICE)
-        loss = F.cross_entropy(state["forward"](x), y)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        count_samples(batch)
-        optimizer.step()
-        stop.step()
+        classify(knobs["forward"], optimizer, x, y, bf16=False, samples=True)
 
 
 if __name__ == "__main__":
-    options = parser(__doc__)
+    options = parser(__doc__, batch=32)
     options.add_argument("--compile", action="store_true")
-    options.add_argument("--batch-size", type=int, default=32)
-    run(train, options.parse_args())
+    run(train, options)

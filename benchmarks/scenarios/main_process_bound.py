@@ -14,9 +14,7 @@ from __future__ import annotations
 import argparse
 
 import torch
-import torch.nn.functional as F
-from _scenario import CUDA, DEVICE, CachedImages, Stop, knob, parser, run
-from torch.utils.data import DataLoader
+from _scenario import CUDA, DEVICE, CachedImages, Knobs, batches, classify, loader, parser, run
 
 
 def small_convnet() -> torch.nn.Module:
@@ -37,8 +35,6 @@ def small_convnet() -> torch.nn.Module:
 
 
 def train(args: argparse.Namespace) -> None:
-    config = {"workers": args.workers, "input": args.input, "pin": args.pin_memory and CUDA}
-    stale = {"loader": True}
     side = 64 if args.small else 224
     datasets = {
         "float": CachedImages(side, torch.float32),
@@ -47,49 +43,29 @@ def train(args: argparse.Namespace) -> None:
     model = small_convnet().to(DEVICE, memory_format=torch.channels_last)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
 
-    def setter(key: str) -> object:
-        def apply(value: object) -> None:
-            config[key], stale["loader"] = value, True
+    config = Knobs()
+    config.declare("num_workers", args.workers, rebuild=True, minimum=0, maximum=64,
+                   role="workers")  # fmt: skip
+    config.declare("input", args.input, rebuild=True, choices=("float", "uint8"),
+                   role="input_format")  # fmt: skip
+    config.declare("pin_memory", args.pin_memory and CUDA, rebuild=True, role="pin_memory")
 
-        return apply
+    def build() -> torch.utils.data.DataLoader:
+        return loader(datasets[config["input"]], args.batch_size, config["num_workers"],
+                      config["pin_memory"], shuffle=True)  # fmt: skip
 
-    knob("num_workers", args.workers, setter("workers"), minimum=0, maximum=64, role="workers")
-    knob("input", args.input, setter("input"), choices=("float", "uint8"), role="input_format")
-    knob("pin_memory", config["pin"], setter("pin"), role="pin_memory")
-    stop, loader = Stop(args), None
-    while not stop.done:
-        if stale["loader"]:
-            stale["loader"] = False
-            loader = DataLoader(
-                datasets[config["input"]],
-                batch_size=args.batch_size,
-                shuffle=True,
-                num_workers=config["workers"],
-                pin_memory=config["pin"],
-                persistent_workers=config["workers"] > 0,
-                drop_last=True,
-            )
-        for images, labels in loader:
-            images = images.to(DEVICE, non_blocking=config["pin"])
-            labels = labels.to(DEVICE, non_blocking=config["pin"])
-            if config["input"] == "uint8":
-                images = images.float() / 127.5 - 1.0
-            images = images.contiguous(memory_format=torch.channels_last)
-            with torch.autocast(DEVICE, dtype=torch.bfloat16):
-                loss = F.cross_entropy(model(images), labels)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-            if stop.step() or stale["loader"]:
-                break
+    for images, labels in batches(args, config, build):
+        images = images.to(DEVICE, non_blocking=config["pin_memory"])
+        labels = labels.to(DEVICE, non_blocking=config["pin_memory"])
+        if config["input"] == "uint8":
+            images = images.float() / 127.5 - 1.0
+        images = images.contiguous(memory_format=torch.channels_last)
+        classify(model, optimizer, images, labels, bf16=True)
 
 
 if __name__ == "__main__":
-    options = parser(__doc__)
+    options = parser(__doc__, batch=(64, 256))
     options.add_argument("--workers", type=int, default=8)
     options.add_argument("--input", choices=("float", "uint8"), default="float")
     options.add_argument("--no-pin-memory", dest="pin_memory", action="store_false")
-    options.add_argument("--batch-size", type=int, default=None)
-    arguments = options.parse_args()
-    arguments.batch_size = arguments.batch_size or (64 if arguments.small else 256)
-    run(train, arguments)
+    run(train, options)

@@ -14,7 +14,7 @@ import argparse
 
 import torch
 import torch.nn.functional as F
-from _scenario import CUDA, DEVICE, Stop, count_samples, knob, mlp, parser, run
+from _scenario import CUDA, DEVICE, Knobs, count_samples, mlp, parser, run, steps
 
 FILL = 0.94  # of the GPU's memory, as NVML counts it (the CUDA context included)
 
@@ -58,19 +58,13 @@ def train(args: argparse.Namespace) -> None:
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=CUDA)
     batch = args.batch_size or (largest_batch(model, optimizer, width) if CUDA else 64)
     print(f"batch {batch}", flush=True)
-    state = {"batch": batch}
-
-    def set_batch(value: int) -> None:
-        state["batch"] = value
-
-    knob("batch_size", batch, set_batch, minimum=1, maximum=10_000_000, role="batch_size")
-    stop = Stop(args)
-    while not stop.done:
-        step(model, optimizer, state["batch"], width)
-        stop.step()
+    knobs = Knobs()
+    knobs.declare("batch_size", batch, minimum=1, maximum=10_000_000, role="batch_size")
+    for _ in steps(args):
+        step(model, optimizer, knobs["batch_size"], width)
 
 
 if __name__ == "__main__":
     options = parser(__doc__)
     options.add_argument("--batch-size", type=int, default=0, help="0: the largest that fits")
-    run(train, options.parse_args())
+    run(train, options)

@@ -19,7 +19,7 @@ import time
 import numpy as np
 import torch
 from _gpt import GPT, config, make_optimizer
-from _scenario import CUDA, DEVICE, Stop, count_samples, knob, parser, run
+from _scenario import CUDA, DEVICE, Knobs, Stop, count_samples, parser, run
 
 
 def write_tokens(path: str, tokens: int, vocab: int) -> None:
@@ -35,12 +35,12 @@ def train(args: argparse.Namespace) -> None:
         os.path.join(data_dir, "train.bin"), 2_000_000 if args.small else 50_000_000, cfg.vocab
     )
     block = cfg.block
-    state = {"batch": args.batch_size}
+    state = Knobs()
 
     def get_batch() -> tuple[torch.Tensor, torch.Tensor]:
         # nanoGPT recreates the memmap every batch to avoid a memory leak (its comment)
         data = np.memmap(os.path.join(data_dir, "train.bin"), dtype=np.uint16, mode="r")
-        ix = torch.randint(len(data) - block, (state["batch"],))
+        ix = torch.randint(len(data) - block, (state["batch_size"],))
         x = torch.stack([torch.from_numpy(data[i : i + block].astype(np.int64)) for i in ix])
         y = torch.stack(
             [torch.from_numpy(data[i + 1 : i + 1 + block].astype(np.int64)) for i in ix]
@@ -54,18 +54,10 @@ def train(args: argparse.Namespace) -> None:
     model = GPT(cfg).to(DEVICE)
     optimizer = make_optimizer(model, "fused" if CUDA else "foreach")
     ctx = torch.autocast(DEVICE, dtype=torch.bfloat16, enabled=CUDA)
-    forward = {"model": model}
-
-    def set_compile(value: bool) -> None:
-        forward["model"] = torch.compile(model) if value else model
-
-    def set_batch(value: int) -> None:
-        state["batch"] = value
-
-    knob("compile", False, set_compile, role="compile")
-    knob("batch_size", args.batch_size, set_batch, minimum=1, maximum=512, role="batch_size")
+    state.compile(model)
+    state.declare("batch_size", args.batch_size, minimum=1, maximum=512, role="batch_size")
     flops_per_token = model.flops_per_token()
-    accumulation = args.accumulation
+    accumulation = args.accumulation or (2 if args.small else 4)
     stop = Stop(args)
     x, y = get_batch()
     t0, iter_num = time.time(), 0
@@ -73,10 +65,10 @@ def train(args: argparse.Namespace) -> None:
     while not stop.done:
         for _micro_step in range(accumulation):
             with ctx:
-                loss = forward["model"](x, y) / accumulation
+                loss = state["forward"](x, y) / accumulation
             x, y = get_batch()  # prefetch the next batch while the GPU works
             loss.backward()
-            count_samples(state["batch"])
+            count_samples(state["batch_size"])
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
@@ -86,7 +78,7 @@ def train(args: argparse.Namespace) -> None:
         if iter_num % 10 == 0:
             # nanoGPT prints the last iteration's time; the mean over the last 10 beside it
             # is the figure to compare with a monitor's window.
-            tokens = state["batch"] * accumulation * block
+            tokens = state["batch_size"] * accumulation * block
             lossf = loss.item() * accumulation
             mean_dt, logged_at = (t1 - logged_at) / 10, t1
             print(
@@ -99,10 +91,6 @@ def train(args: argparse.Namespace) -> None:
 
 
 if __name__ == "__main__":
-    options = parser(__doc__)
-    options.add_argument("--batch-size", type=int, default=None)
-    options.add_argument("--accumulation", type=int, default=None)
-    arguments = options.parse_args()
-    arguments.accumulation = arguments.accumulation or (2 if arguments.small else 4)
-    arguments.batch_size = arguments.batch_size or (4 if arguments.small else 8)
-    run(train, arguments)
+    options = parser(__doc__, batch=(4, 8))
+    options.add_argument("--accumulation", type=int, default=None, help="2 small, 4 full-size")
+    run(train, options)

@@ -13,58 +13,47 @@ from __future__ import annotations
 import argparse
 
 import torch
-import torch.nn.functional as F
 import torchvision
-from _scenario import CUDA, DEVICE, CachedImages, Stop, knob, parser, run, tiny_cnn
-from torch.utils.data import DataLoader
+from _scenario import (
+    CUDA,
+    DEVICE,
+    CachedImages,
+    Knobs,
+    batches,
+    classify,
+    loader,
+    parser,
+    run,
+    tiny_cnn,
+)
 
 
 def train(args: argparse.Namespace) -> None:
-    config = {"workers": args.workers, "pin": args.pin_memory and CUDA, "batch": args.batch_size}
-    stale = {"loader": True}
     data = CachedImages(64 if args.small else 224, torch.float32)
     model = tiny_cnn(1000) if args.small else torchvision.models.resnet18(num_classes=1000)
     model = model.to(DEVICE, memory_format=torch.channels_last)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
 
-    def setter(key: str) -> object:
-        def apply(value: object) -> None:
-            config[key], stale["loader"] = value, True
+    config = Knobs()
+    config.declare("pin_memory", args.pin_memory and CUDA, rebuild=True, role="pin_memory")
+    config.declare("num_workers", args.workers, rebuild=True, minimum=0, maximum=64,
+                   role="workers")  # fmt: skip
+    config.declare("batch_size", args.batch_size, rebuild=True, minimum=1, maximum=4096,
+                   role="batch_size")  # fmt: skip
 
-        return apply
+    def build() -> torch.utils.data.DataLoader:
+        return loader(data, config["batch_size"], config["num_workers"], config["pin_memory"],
+                      shuffle=True)  # fmt: skip
 
-    knob("pin_memory", config["pin"], setter("pin"), role="pin_memory")
-    knob("num_workers", args.workers, setter("workers"), minimum=0, maximum=64, role="workers")
-    knob("batch_size", args.batch_size, setter("batch"), minimum=1, maximum=4096, role="batch_size")
-    stop, loader = Stop(args), None
-    while not stop.done:
-        if stale["loader"]:
-            stale["loader"] = False
-            loader = DataLoader(
-                data,
-                batch_size=config["batch"],
-                shuffle=True,
-                num_workers=config["workers"],
-                pin_memory=config["pin"],
-                persistent_workers=config["workers"] > 0,
-                drop_last=True,
-            )
-        for images, labels in loader:
-            images = images.to(DEVICE, non_blocking=config["pin"])
-            labels = labels.to(DEVICE, non_blocking=config["pin"])
-            images = images.contiguous(memory_format=torch.channels_last)
-            with torch.autocast(DEVICE, dtype=torch.bfloat16):
-                loss = F.cross_entropy(model(images), labels)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-            if stop.step() or stale["loader"]:
-                break
+    for images, labels in batches(args, config, build):
+        images = images.to(DEVICE, non_blocking=config["pin_memory"])
+        labels = labels.to(DEVICE, non_blocking=config["pin_memory"])
+        images = images.contiguous(memory_format=torch.channels_last)
+        classify(model, optimizer, images, labels, bf16=True)
 
 
 if __name__ == "__main__":
-    options = parser(__doc__)
+    options = parser(__doc__, batch=64)
     options.add_argument("--workers", type=int, default=8)
     options.add_argument("--pin-memory", action="store_true")
-    options.add_argument("--batch-size", type=int, default=64)
-    run(train, options.parse_args())
+    run(train, options)

@@ -16,7 +16,7 @@ import argparse
 
 import torch
 import torch.nn.functional as F
-from _scenario import DEVICE, Stop, count_samples, knob, parser, run
+from _scenario import DEVICE, Knobs, count_samples, parser, run, steps
 
 IGNORE = 255
 CLASSES = 21
@@ -54,35 +54,26 @@ def train(args: argparse.Namespace) -> None:
     side = 64 if args.small else 128
     model = segmenter(16 if args.small else 64).to(DEVICE)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
-    state = {"loss": loss_with_syncs if args.sync_loss else loss_without_syncs}
-    state["batch"] = args.batch_size
-
-    def set_sync_loss(value: bool) -> None:
-        state["loss"] = loss_with_syncs if value else loss_without_syncs
-
-    def set_batch(value: int) -> None:
-        state["batch"] = value
-
-    knob("sync_loss", args.sync_loss, set_sync_loss, role="syncs", help="the loss with syncs")
-    knob("batch_size", args.batch_size, set_batch, minimum=1, maximum=1024, role="batch_size")
-    stop = Stop(args)
-    while not stop.done:
-        batch = state["batch"]
+    knobs = Knobs()
+    knobs.declare("sync_loss", args.sync_loss, role="syncs", help="the loss with syncs")
+    knobs.declare("batch_size", args.batch_size, minimum=1, maximum=1024, role="batch_size")
+    for _ in steps(args):
+        batch = knobs["batch_size"]
         images = torch.randn(batch, 3, side, side, device=DEVICE)
         labels = torch.randint(0, CLASSES, (batch, side, side), device=DEVICE)
         labels[:, : side // 8] = IGNORE  # a border nobody labelled
         with torch.autocast(DEVICE, dtype=torch.bfloat16):
             logits = model(images)
-        loss = state["loss"](logits.float(), labels)
+        loss = (loss_with_syncs if knobs["sync_loss"] else loss_without_syncs)(
+            logits.float(), labels
+        )
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         count_samples(batch)
         optimizer.step()
-        stop.step()
 
 
 if __name__ == "__main__":
-    options = parser(__doc__)
+    options = parser(__doc__, batch=32)
     options.add_argument("--sync-free-loss", dest="sync_loss", action="store_false")
-    options.add_argument("--batch-size", type=int, default=32)
-    run(train, options.parse_args())
+    run(train, options)

@@ -149,8 +149,7 @@ def train(args: argparse.Namespace) -> None:
 
 
 if __name__ == "__main__":
-    options = parser(__doc__)
+    options = parser(__doc__, batch=32)
     options.add_argument("--precision", choices=("fp32", "bf16"), default="fp32")
     options.add_argument("--workers", type=int, default=4)
-    options.add_argument("--batch-size", type=int, default=32)
-    run(train, options.parse_args())
+    run(train, options)
