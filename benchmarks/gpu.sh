@@ -11,10 +11,12 @@
 # into $OUT/PART-MACHINE-DATE.tar.gz, one file per part (the device tool brings back a few).
 #
 # Parts (and the environment variables some take):
-#   overhead    hook_overhead on the ~2 ms/step loop and on the demo at rung 8
+#   overhead    hook_overhead on the ~2 ms/step loop and on the demo at rung 8, then
+#               hook_cost_parts (each part of the hook stubbed) on the ~2 ms loop
 #   tui-cost    sampler_cost with the demo running; TUI vs headless cost, three rounds
 #   tui-ab      the TUI's cost against an earlier tree (AB_TREE: a `git archive` of it inside
-#               this tree) and nvitop, three alternating rounds
+#               this tree) and nvitop on the demo at rung 4, TUI_ROUNDS (5) alternating rounds
+#   tui-gpt     the TUI's cost against nvitop on the GPT step, TUI_ROUNDS (5) alternating rounds
 #   screenshot  an SVG of the TUI at rung 4 (docs/tui-rung4.svg)
 #   autopilot   the autopilot on the demo from rung 0 (AUTOPILOT_BUDGET minutes, 10)
 #   diagnosis   the diagnosis scorecard (DIAGNOSIS_SCENARIOS: names, all when unset)
@@ -54,6 +56,7 @@ part_overhead() {
     --json "$res/overhead_tiny.json" | tail -1
   python3 -m benchmarks.overhead.hook_overhead resnet-rung8 --blocks 6 --steps 40 \
     --json "$res/overhead_rung8.json" 2> "$res/overhead_rung8.err" | tail -1
+  python3 -m benchmarks.overhead.hook_cost_parts tiny --rounds "${PARTS_ROUNDS:-6}" --no-profile
 }
 
 part_tui_cost() {
@@ -70,9 +73,16 @@ part_tui_ab() {
   local tree=${AB_TREE:?tui-ab needs AB_TREE: a git archive of the earlier tree, in this tree}
   # This tree, the earlier one and nvitop round after round, in one run (tui_cost --baseline):
   # it prints the TUI over nvitop and over the earlier tree, per round.
-  python3 -m benchmarks.frontends.tui_cost --size 160x48 --warmup 10 --measure 20 --rounds 3 \
-    --modes tui,nvitop --threads --baseline "$tree" --json "$res/tui_cost_ab.json" \
-    -- --workers 8 | tee "$res/tui_cost_ab.txt"
+  python3 -m benchmarks.frontends.tui_cost --size 160x48 --warmup 8 --measure 15 \
+    --rounds "${TUI_ROUNDS:-5}" --modes tui,nvitop --threads --baseline "$tree" \
+    --json "$res/tui_cost_ab.json" -- --workers 8 --pin-memory --batch-size 512 --input uint8 \
+    | tee "$res/tui_cost_ab.txt"
+}
+
+part_tui_gpt() {
+  python3 -m benchmarks.frontends.tui_cost --size 160x48 --warmup 8 --measure 15 \
+    --rounds "${TUI_ROUNDS:-5}" --modes tui,nvitop --script benchmarks/ranks/gpt_ranks.py \
+    --json "$res/tui_cost_gpt.json" -- --seconds 120 | tee "$res/tui_cost_gpt.txt"
 }
 
 part_screenshot() {
