@@ -64,13 +64,54 @@ def comm_by_pid(steps: Sequence[Step], pids: Sequence[int]) -> dict[int, CommSta
 
 
 def figures_by_pid(
-    steps: Sequence[Step], pids: Sequence[int]
+    steps: Sequence[Step], pids: Sequence[int], kept: KeptFigures | None = None
 ) -> dict[int, tuple[StepFigures, ...]]:
-    """Each of ``pids``'s timed steps as the verdict reads them, oldest first."""
-    return {
-        pid: tuple(_figures(s) for s in own if s.step_ms is not None)
+    """Each of ``pids``'s timed steps as the verdict reads them, oldest first (``kept``:
+    those built before, kept between snapshots)."""
+    figures = kept or _figures
+    found = {
+        pid: tuple(figures(s) for s in own if s.step_ms is not None)
         for pid, own in _by_pid(steps, pids).items()
     }
+    if kept is not None:
+        kept.called()
+    return found
+
+
+class KeptFigures:
+    """Each step's ``StepFigures``, kept between snapshots (issue 47 point 7): a window slides
+    by a few steps a tick, yet every snapshot built one per step of it (500 at 50 steps a
+    second; the findings thread as many again). Steps are immutable: kept by identity, each
+    entry holding its step so its id stays its own. What no call asked for over
+    ``KEEP_CALLS`` calls is let go (two generations: an entry asked for moves to the young).
+    ``Session`` holds one and calls it under its own lock; nothing here locks."""
+
+    def __init__(self) -> None:
+        self._young: dict[int, tuple[Step, StepFigures]] = {}
+        self._old: dict[int, tuple[Step, StepFigures]] = {}
+        self._calls = 0
+        self.built = 0  # figures built, not found kept (tests read it)
+
+    def __call__(self, step: Step) -> StepFigures:
+        found = self._young.get(id(step))
+        if found is None:
+            found = self._old.pop(id(step), None)
+            if found is None:
+                found = (step, _figures(step))
+                self.built += 1
+            self._young[id(step)] = found
+        return found[1]
+
+    def called(self) -> None:
+        """One call's steps asked: every ``KEEP_CALLS``-th, the old generation goes."""
+        self._calls += 1
+        if self._calls % KEEP_CALLS == 0:
+            self._old, self._young = self._young, {}
+
+
+# Calls between two generations of kept figures: a snapshot makes one to three (its ranks,
+# its observation's), the findings thread's one more.
+KEEP_CALLS = 8
 
 
 def _figures(step: Step) -> StepFigures:

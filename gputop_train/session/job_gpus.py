@@ -206,14 +206,23 @@ class GpuFigures:
         return sum(known) if known else None
 
 
-def gpu_figures(ticks: Sequence[tuple[GpuSample, ...]], job: JobGpus) -> tuple[GpuFigures, ...]:
-    """Each GPU's figures over ``ticks``, in index order."""
+def gpu_figures(
+    ticks: Sequence[tuple[GpuSample, ...]],
+    job: JobGpus,
+    over_window: gpu_table.OverWindow | None = None,
+) -> tuple[GpuFigures, ...]:
+    """Each GPU's figures over ``ticks``, in index order (``over_window``: the session's kept
+    windows, session/gpu_windows.py)."""
+    window = over_window or gpu_table.over_window
     return tuple(
-        _figures(index, samples, job) for index, samples in sorted(gpu_table.by_gpu(ticks).items())
+        _figures(index, samples, job, window)
+        for index, samples in sorted(gpu_table.by_gpu(ticks).items())
     )
 
 
-def _figures(index: int, samples: list[GpuSample], job: JobGpus) -> GpuFigures:
+def _figures(
+    index: int, samples: list[GpuSample], job: JobGpus, over_window: gpu_table.OverWindow
+) -> GpuFigures:
     latest = samples[-1]
     mine = [p for p in latest.processes if p.pid in job.job_pids]
     sm_by_pid: dict[int, list[float]] = {}
@@ -237,5 +246,5 @@ def _figures(index: int, samples: list[GpuSample], job: JobGpus) -> GpuFigures:
         ranks=tuple(sorted(r for pid in pids if (r := job.ranks.get(pid)) is not None)),
         job_mem_bytes=sum(job_mem) if job_mem else None,
         others=others,
-        **gpu_table.over_window(samples),
+        **over_window(samples),
     )

@@ -19,13 +19,15 @@ from typing import Any
 from .. import events, wire
 from ..samples import GpuSample, ProcSample, StackShares
 from . import job_gpus, observe, stats, step_log
-from .comm import HOLD_WINDOWS
+from .comm import HOLD_WINDOWS, KeptFigures
 from .gpu_tracking import GpuTracking
+from .gpu_windows import GpuWindows
 from .hooked import HookedProcesses
 from .job_end import stop_seen
+from .kept_snapshots import KeptSnapshots
 from .knob_phases import KnobPhases
 from .phases import KnobState, PhaseTable
-from .series import ChartBinner
+from .series import ChartBinner, ChartSeries
 from .snapshot import Activity, HookedProcess, JobState, Snapshot
 from .step_log import StepLog, step_ahead
 from .steps import Step
@@ -50,6 +52,10 @@ class Session:
         # apart, and which GPUs are the job's; the hooked processes; the knobs and phases.
         self._log = StepLog(self.started_at)
         self._gpus = GpuTracking()
+        self._gpu_windows = GpuWindows()  # each GPU's window figures, kept between snapshots
+        self._kept_figures = KeptFigures()  # each step's verdict figures, the same
+        self._generation = 0  # events applied: what a kept snapshot was taken at
+        self._snapshots = KeptSnapshots()
         self._hooked = HookedProcesses()
         self._knob_phases = KnobPhases(self.started_at)
         self._processes: tuple[ProcSample, ...] = ()
@@ -91,6 +97,8 @@ class Session:
         if record and type(item) is not events.AutopilotChanged:  # told only when it changed
             self._tell(item)
         handler(self, item)
+        with self._lock:  # after the change: a snapshot of it taken meanwhile is kept no later
+            self._generation += 1
 
     # -- handlers, one per event (lock taken inside) ----------------------------------------
 
@@ -309,14 +317,17 @@ class Session:
         now = self.clock()
         with self._lock:
             end = self._window_end(now)
-            since = end - window_s
-            charts = None
-            if chart_points:
-                key = (chart_window_s, chart_points)
-                binner = self._binners.setdefault(key, ChartBinner(*key))
-                charts = binner.series(
-                    self._log.steps, self._gpus.job, now, self._primary_pid_locked()
+            asked = (window_s, chart_window_s, chart_points, with_phases, self.cpu_count)
+            kept = self._snapshots.find(self._generation, asked, end)
+            if kept is not None:  # nothing came and the window stood: only the clock moved
+                return _replace(
+                    kept,
+                    t=now,
+                    activity=self._activity(now, self._primary_pid_locked()),
+                    charts=self._charts(now, chart_window_s, chart_points),
                 )
+            since = end - window_s
+            charts = self._charts(now, chart_window_s, chart_points)
             recent_steps = observe.tail_between(self._log.steps, since, end)
             replaced = self._hooked.replaced()
             if replaced:  # a restart's dead generation adds nothing to the live figures
@@ -347,7 +358,7 @@ class Session:
                 total_samples=self._log.samples_of_current(replaced),
                 window_s=window_s,
                 steps=self._window_steps(figures, observation),
-                gpu=stats.gpu_stats(recent_gpu),
+                gpu=stats.gpu_stats(recent_gpu, self._gpu_windows),
                 procs=stats.proc_stats(processes),
                 latest_gpus=self._gpus.every[-1] if self._gpus.every else (),
                 processes=processes,
@@ -384,9 +395,17 @@ class Session:
                 memory=stats.MemoryAudit.from_frame(observe.fact_at(series, wire.MemoryAudit, end)),
                 step_parts_fact=observe.fact_at(series, wire.StepParts, end),
                 job_gpus=self._gpus.chosen,
-                gpus=job_gpus.gpu_figures(every_gpu, self._gpus.chosen),
+                gpus=job_gpus.gpu_figures(every_gpu, self._gpus.chosen, self._gpu_windows),
             )
+            self._snapshots.keep(self._generation, asked, end, snapshot)
         return snapshot
+
+    def _charts(self, now: float, window_s: float, points: int) -> ChartSeries | None:
+        """The binned chart series, where asked for (lock held)."""
+        if not points:
+            return None
+        binner = self._binners.setdefault((window_s, points), ChartBinner(window_s, points))
+        return binner.series(self._log.steps, self._gpus.job, now, self._primary_pid_locked())
 
     def _window_end(self, now: float) -> float:
         """Where live windows end: now while the job runs; after it, at its last step."""
@@ -429,6 +448,7 @@ class Session:
             rank_stats=self._rank_stats,
             job_gpus=self._gpus.chosen,
             workers_max=self._knob_phases.workers_max(),
+            over_window=self._gpu_windows,
         )
 
     def _known_figures(
@@ -465,6 +485,7 @@ class Session:
             self._gpus.rank_gpus(),
             known,
             held_steps,
+            self._kept_figures,
         )
 
     def expect_stacks(self, window_s: float) -> None:

@@ -12,7 +12,7 @@ from typing import TypeVar, cast
 
 from .. import wire
 from ..samples import DATA_WAIT, GpuSample, StackShares
-from . import stats
+from . import gpu_table, stats
 from .clocks import gpu_clocks
 from .job_gpus import JobGpus, gpu_figures
 from .phases import WARMUP_STEPS, Phase
@@ -49,6 +49,8 @@ class Series:
     rank_stats: Callable[[Sequence[Step]], tuple[stats.RankStats, ...]]
     job_gpus: JobGpus | None = None  # the job's GPUs: ``gpu`` holds their samples only
     workers_max: int | None = None  # the workers knob's maximum (Observation.workers_max)
+    # Each GPU's window figures, kept between calls (session/gpu_windows.py); None: computed.
+    over_window: gpu_table.OverWindow | None = None
 
 
 def advice_window(
@@ -143,8 +145,8 @@ def observe(
         ranks=series.rank_stats(steps) if series.hooked > 1 else (),
         world_size=series.world_size,
         steps=step_stats,
-        gpu=stats.gpu_stats(gpu_ticks),
-        gpus=gpu_figures(gpu_ticks, series.job_gpus) if series.job_gpus else (),
+        gpu=stats.gpu_stats(gpu_ticks, series.over_window),
+        gpus=gpu_figures(gpu_ticks, series.job_gpus, series.over_window) if series.job_gpus else (),
         job_gpus=series.job_gpus,
         gpu_clocks=gpu_clocks(gpu_ticks),
         gpu_name=next((n for n in series.gpu_names if n), None),

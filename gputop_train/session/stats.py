@@ -12,7 +12,7 @@ from ..samples import GpuSample, ProcSample
 from . import gpu_table
 from .breakdown import MemoryAudit, StepParts, host_gap_pct, step_parts
 from .clocks import GpuClocks
-from .comm import CommStats, StepFigures, comm_by_pid, figures_by_pid
+from .comm import CommStats, KeptFigures, StepFigures, comm_by_pid, figures_by_pid
 from .job_gpus import GpuFigures, JobGpus
 from .steps import Step
 from .workload import Workload
@@ -140,10 +140,12 @@ def rank_stats(
     gpus: dict[int, set[int]] | None = None,
     known: dict[int, StepStats] | None = None,
     held_steps: Sequence[Step] | None = None,
+    kept: KeptFigures | None = None,
 ) -> tuple[RankStats, ...]:
     """Each process's figures over ``steps`` (its steps only), ordered by rank then PID;
     ``gpus`` the GPUs each PID has been seen on (NVML); ``known`` figures already computed
-    over the same steps, by PID; ``held_steps`` a longer span for the verdict than ``steps``."""
+    over the same steps, by PID; ``held_steps`` a longer span for the verdict than ``steps``;
+    ``kept`` each step's verdict figures built before (session/comm.py)."""
     known = known or {}
     by_pid: dict[int, list[Step]] = {p.pid: [] for p in processes if p.pid not in known}
     for step in steps:
@@ -151,7 +153,9 @@ def rank_stats(
             by_pid[step.pid].append(step)
     ordered = sorted(processes, key=lambda p: (p.rank is None, p.rank or 0, p.pid))
     comm = comm_by_pid(steps, [p.pid for p in processes])
-    held = figures_by_pid(steps if held_steps is None else held_steps, [p.pid for p in processes])
+    held = figures_by_pid(
+        steps if held_steps is None else held_steps, [p.pid for p in processes], kept
+    )
     return tuple(
         RankStats(
             who=who,
@@ -196,12 +200,15 @@ def _mean(values: Iterable[float | None]) -> float | None:
     return sum(known) / len(known) if known else None
 
 
-def gpu_stats(samples: Sequence[tuple[GpuSample, ...]]) -> GpuStats:
+def gpu_stats(
+    samples: Sequence[tuple[GpuSample, ...]], over_window: gpu_table.OverWindow | None = None
+) -> GpuStats:
     """The job's figures over its GPUs' samples (session/job_gpus.py), each formed as
     ``gpu_table.JOB_FIELDS`` says: a GPU's window figure, then over the GPUs (activity the
-    mean, memory the fullest GPU's, power the sum)."""
+    mean, memory the fullest GPU's, power the sum). ``over_window``: every row of a GPU's
+    window, kept (session/gpu_windows.py); without it, the job's rows alone are computed."""
     per_gpu = [
-        gpu_table.over_window(own, gpu_table.JOB_FIELDS)
+        over_window(own) if over_window else gpu_table.over_window(own, gpu_table.JOB_FIELDS)
         for own in gpu_table.by_gpu(samples).values()
     ]
     if not per_gpu:
