@@ -165,9 +165,9 @@ def _patch_backward_and_clipping(torch_module: Any, clock: collectives.Collectiv
 
     ``torch.autograd.backward`` is wrapped, not ``Tensor.backward``: ``loss.backward()`` calls
     it (looked up on the module at each call), and so does a loop that calls it itself. One
-    wrapper does all three, each concern a plain call: it runs on every backward of the job
-    (three nested wrappers cost a fast CPU loop ~1%, issue 46, docs/benchmarks.md section 16).
-    The agent's calls are guarded as ``_guarded``'s are, inline."""
+    wrapper does all three, each concern a plain call: it runs on every backward of the job,
+    where three nested Python layers were a visible part of a fast CPU loop's cost (issue 46,
+    docs/benchmarks.md section 16). The agent's calls are guarded as ``_guarded``'s are, inline."""
     autograd = importlib.import_module("torch.autograd")
     original_backward = autograd.backward
     utils = importlib.import_module("torch.nn.utils")
