@@ -75,7 +75,7 @@ def variants(agent: Agent) -> dict[str, Callable[[], Undo] | None]:
         # (-rows_sent) kept but never sent.
         "-finish_row": lambda: _stub(StepRing, "finish"),
         "-collect_gpu": lambda: _stub(StepRing, "collect"),
-        "-memory": lambda: _stub(Agent, "_memory", lambda self, now: (None, None, None)),
+        "-memory": lambda: _stub(Agent, "_memory", lambda self, now, cuda: (None, None, None)),
         "-rows_sent": lambda: _rows_unsent(agent),
         # The agent's parts, each alone (hook/feeds.py, primary.py, probe_schedule.py,
         # outbox.py, workload_probes.py): the loader feeds (no data wait, samples or loader

@@ -197,7 +197,7 @@ class Agent:
             samples,
             batches,
             None,
-            *self._memory(now),
+            *self._memory(now, cuda),
             self._ring.comm_ms(self.collectives, self._step),
         ]
         self._last_end = now
@@ -309,8 +309,8 @@ class Agent:
         cuda = getattr(self._torch, "cuda", None)
         return bool(cuda is not None and cuda.is_initialized())
 
-    def _memory(self, now: float) -> tuple[int | None, int | None, int | None]:
-        if now < self._next_memory_sample or not self._cuda_in_use():
+    def _memory(self, now: float, cuda: bool) -> tuple[int | None, int | None, int | None]:
+        if now < self._next_memory_sample or not cuda:
             return (None, None, None)
         self._next_memory_sample = now + MEMORY_PERIOD_S
         return allocator_now(self._torch.cuda)

@@ -82,6 +82,9 @@ class CollectiveClock:
         # and CUDA event; the wait is from there to backward() returning.
         self._grads_done: float | None = None
         self._grads_done_event: Any = None
+        # A DDP model was built: from then on the hook's backward wrapper (patches.py) calls
+        # backward_returned after each backward; until then it skips the call.
+        self.ddp_models = False
         # What the training thread is in now, for a stalled job's dump: (name, wall clock).
         self.current: tuple[str, float] | None = None
         self._in_ddp_wait_since: float | None = None  # wall clock, while in finalize
@@ -95,11 +98,11 @@ class CollectiveClock:
     def take_step(self) -> tuple[float | None, list[tuple[Any, Any]]]:
         """The host milliseconds waited since the last step (None: no collective seen yet)
         and the CUDA event pairs still to be read for it."""
+        if not self.seen:  # nothing timed yet, so nothing to take: no lock a step
+            return None, []
         with self._lock:
             host_s, self._host_s = self._host_s, 0.0
             pairs, self._cuda_pairs = self._cuda_pairs, []
-        if not self.seen:
-            return None, pairs
         return host_s * 1000.0, pairs
 
     def waiting_in(self) -> tuple[str | None, float | None]:
@@ -369,19 +372,12 @@ def _install_stream_waits(clock: CollectiveClock, undo: list[Callable[[], None]]
 
 def _install_ddp(clock: CollectiveClock, undo: list[Callable[[], None]]) -> None:
     """Every DDP model, when built, gets a post-accumulate-grad hook on its first parameter
-    (backward computes its gradient last); ``torch.autograd.backward`` is wrapped to note
-    when it returns. DDP's all-reduce and the script's comm hooks are left untouched."""
-    autograd = importlib.import_module("torch.autograd")
-    original_backward = autograd.backward
+    (backward computes its gradient last), and the clock hears when each backward returns
+    from then on (``ddp_models``: the hook's one ``torch.autograd.backward`` wrapper,
+    patches.py, calls ``backward_returned``). DDP's all-reduce and the script's comm hooks
+    are left untouched."""
     ddp_cls = importlib.import_module("torch.nn.parallel").DistributedDataParallel
     original_init = ddp_cls.__init__
-
-    @functools.wraps(original_backward)
-    def backward(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return original_backward(*args, **kwargs)
-        finally:
-            clock.backward_returned()
 
     @functools.wraps(original_init)
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
@@ -392,10 +388,9 @@ def _install_ddp(clock: CollectiveClock, undo: list[Callable[[], None]]) -> None
             first = next((p for p in self.module.parameters() if p.requires_grad), None)
             if first is not None:
                 first.register_post_accumulate_grad_hook(clock.grads_done)
+                clock.ddp_models = True
         except Exception as error:
             clock._fail(error)
 
-    setattr(autograd, "backward", backward)  # noqa: B010 (a module attribute, patched)
     ddp_cls.__init__ = __init__
-    undo.append(functools.partial(setattr, autograd, "backward", original_backward))
     undo.append(functools.partial(setattr, ddp_cls, "__init__", original_init))

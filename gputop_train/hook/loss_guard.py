@@ -48,16 +48,19 @@ class LossGuard:
 
     def __init__(self, torch_module: Any) -> None:
         self._torch = torch_module
-        self._step_values: dict[str, Any] = {}  # this step's latest loss / grad norm
+        self._step_values: dict[str, Any] = {}  # this step's latest grad norm
+        self._loss: Any = None  # this step's latest loss, detached at the step's end
         self._recent: dict[str, deque[Any]] = {}
         self._watch: _Watch | None = None
 
     # -- the training thread, during a step -------------------------------------------------
 
     def on_backward(self, tensor: Any) -> None:
-        """The tensor the backward starts from (None: several): the loss when a scalar."""
+        """The tensor the backward starts from (None: several): the loss when a scalar. Held
+        as it is until the step's end and detached there, once a step: a loop of several
+        backwards a step (accumulation, busy_box.py's six) paid a detach for each."""
         if tensor is not None and tensor.numel() == 1:
-            self._step_values["loss"] = tensor.detach()
+            self._loss = tensor
 
     def on_grad_norm(self, norm: Any) -> None:
         if isinstance(norm, self._torch.Tensor) and norm.numel() == 1:
@@ -68,6 +71,9 @@ class LossGuard:
     def end_step(self) -> None:
         """Keep this step's values: the reference window, or the window of a change."""
         values, self._step_values = self._step_values, {}
+        loss, self._loss = self._loss, None
+        if loss is not None:
+            values = {"loss": loss.detach(), **values}
         watch = self._watch
         for name, value in values.items():
             if watch is not None and watch.layout is None:

@@ -32,9 +32,12 @@ def install(torch_module: Any) -> Agent:
     """Patch torch once per process; later calls return the existing agent."""
     if _state["installed"]:
         return _state["agent"]
+    # Collectives report to whichever agent is current (a forked child has its own).
+    clock = collectives.CollectiveClock(torch_module, _collective_notice)
+    _state["clock"] = clock
     _patch_dataloader()
     _patch_autocast()
-    _patch_backward_and_clipping(torch_module)
+    _patch_backward_and_clipping(torch_module, clock)
     _register_optimizer_hook()
     _state["installed"] = True
     if _state["agent"] is None:
@@ -43,14 +46,11 @@ def install(torch_module: Any) -> Agent:
         # agent: it opens its own socket only if it trains.
         os.register_at_fork(after_in_child=lambda: _state.update(agent=_child_agent(torch_module)))
         atexit.register(_shutdown)
-    _time_collectives(torch_module)
+    _time_collectives(clock)
     return _state["agent"]
 
 
-def _time_collectives(torch_module: Any) -> None:
-    """Collectives report to whichever agent is current (a forked child has its own)."""
-    clock = collectives.CollectiveClock(torch_module, _collective_notice)
-    _state["clock"] = clock
+def _time_collectives(clock: collectives.CollectiveClock) -> None:
     _state["agent"].collectives = clock
     try:
         collectives.install(clock, _state["undo"])
@@ -157,30 +157,53 @@ def _patch_autocast() -> None:
     _state["undo"].append(undo)
 
 
-def _patch_backward_and_clipping(torch_module: Any) -> None:
+def _patch_backward_and_clipping(torch_module: Any, clock: collectives.CollectiveClock) -> None:
     """Note the loss (the scalar the backward starts from) and the gradient norm the script
     clips to, for the numerics guard (loss_guard.py): a reference each, no copy, no sync;
-    and when the backward starts and returns, for the step breakdown (model_probe.py).
+    when the backward starts and returns, for the step breakdown (model_probe.py); and, once
+    a DDP model exists, when it returns for DDP's all-reduce wait (collectives.py).
 
     ``torch.autograd.backward`` is wrapped, not ``Tensor.backward``: ``loss.backward()`` calls
-    it (looked up on the module at each call), and so does a loop that calls it itself."""
+    it (looked up on the module at each call), and so does a loop that calls it itself. One
+    wrapper does all three, each concern a plain call: it runs on every backward of the job,
+    where three nested Python layers were a visible part of a fast CPU loop's cost (issue 46,
+    docs/benchmarks.md section 16). The agent's calls are guarded as ``_guarded``'s are, inline."""
     autograd = importlib.import_module("torch.autograd")
     original_backward = autograd.backward
     utils = importlib.import_module("torch.nn.utils")
     original_clip = utils.clip_grad_norm_
+    tensor_cls = torch_module.Tensor
+    state = _state
 
     running = [0]  # backwards in progress: reentrant checkpointing runs one inside another
 
     def backward(tensors: Any, *args: Any, **kwargs: Any) -> Any:
         if running[0]:  # inside the step's backward (its autograd thread on a GPU)
-            return original_backward(tensors, *args, **kwargs)
+            try:
+                return original_backward(tensors, *args, **kwargs)
+            finally:
+                if clock.ddp_models:
+                    clock.backward_returned()
+        agent = state["agent"]
+        hooked = agent is not None and agent.enabled
+        if hooked:
+            try:
+                loss = tensors if type(tensors) is tensor_cls else _only_tensor(tensors, tensor_cls)
+                agent.on_backward(loss)
+            except Exception as error:
+                agent.fail(error)
         running[0] += 1
         try:
-            _guarded("on_backward", _only_tensor(tensors, torch_module.Tensor))
             result = original_backward(tensors, *args, **kwargs)
         finally:
             running[0] -= 1
-        _guarded("on_backward_end")  # the step breakdown's end of the backward
+            if clock.ddp_models:
+                clock.backward_returned()
+        if hooked and agent.enabled:  # the step breakdown's end of the backward
+            try:
+                agent.on_backward_end()
+            except Exception as error:
+                agent.fail(error)
         return result
 
     def clip_grad_norm_(*args: Any, **kwargs: Any) -> Any:
@@ -211,11 +234,24 @@ def _only_tensor(tensors: Any, tensor_cls: type) -> Any:
 
 
 def _register_optimizer_hook() -> None:
+    # Guarded as ``_guarded`` does, inline: they run at every step.
+    state = _state
+
     def after_step(optimizer: Any, args: Any, kwargs: Any) -> None:
-        _guarded("on_optimizer_step", optimizer)
+        agent = state["agent"]
+        if agent is not None and agent.enabled:
+            try:
+                agent.on_optimizer_step(optimizer)
+            except Exception as error:
+                agent.fail(error)
 
     def before_step(optimizer: Any, args: Any, kwargs: Any) -> None:
-        _guarded("on_optimizer_pre_step", optimizer)
+        agent = state["agent"]
+        if agent is not None and agent.enabled:
+            try:
+                agent.on_optimizer_pre_step(optimizer)
+            except Exception as error:
+                agent.fail(error)
 
     optimizer_module = importlib.import_module("torch.optim.optimizer")
     handle = optimizer_module.register_optimizer_step_post_hook(after_step)
