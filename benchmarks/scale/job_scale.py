@@ -230,7 +230,8 @@ def _job_view(url: str, args: argparse.Namespace) -> dict[str, Any]:
         history.add(sample)
         read.append(len(sample.ranks))
     source.sample()  # its first read, of every node, before the arms
-    view, text, windows, named = None, "", [], None
+    view, text, windows = None, "", []
+    named: list[str | None] = []  # each judged refresh's headline (None: nothing named)
     for refresh in range(args.refreshes + 1):
         arm = "kept" if refresh == args.refreshes else ARMS[refresh % len(ARMS)]
         if refresh == args.refreshes:  # one more, for its memory: tracemalloc slows it 2-5x
@@ -258,8 +259,8 @@ def _job_view(url: str, args: argparse.Namespace) -> dict[str, Any]:
         mark = time.perf_counter()
         view = build_view(sample, source.describe(), verdict, len(windows))
         took["rows"] = time.perf_counter() - mark
-        if verdict is not None:
-            named = view.headline.text if view.headline else None
+        if len(windows) >= 3 and not args.no_verdict:
+            named.append(view.headline.text if view.headline else None)
         mark = time.perf_counter()
         text = json.dumps(to_json(view)) + headline_line(view)
         took["json"] = time.perf_counter() - mark
@@ -290,7 +291,7 @@ def _job_view(url: str, args: argparse.Namespace) -> dict[str, Any]:
         "job_view_windows": len(windows),
         "job_view_windows_judged": _slowed_in(windows),
         "job_view_headline": view.headline.text if view.headline else None,
-        "job_view_named_when_judged": named,
+        "job_view_named_each_judged": named,
         "job_view_first_node": view.nodes[0].node if view.nodes else None,
     }
 
