@@ -9,8 +9,11 @@ rules loaded; then:
 - the alert rules' costliest rules (each rule's ``evaluationTime``);
 - the job view's refresh, as ``JobWatch.refresh`` runs it, in its parts: the PromQL (its
   queries in parallel, their answers parsed into a sample), the verdict's windows, the
-  verdict (advise/rank_verdict.judge), the rows, the JSON line; and its memory (tracemalloc's
-  peak, over one more refresh than those timed).
+  verdict (advise/rank_verdict.judge), the rows, the JSON line; each refresh reading every
+  node or only those scraped since (ARMS, ABBA in one run); and its memory (tracemalloc's
+  peak, over one more refresh than those timed);
+- the scrapes that failed (a failed scrape's node is missing from a reading) and, for each of
+  the verdict's windows, whether the slowed rank is judged in it.
 
 One rank (node 7, rank 61) is slowed in its input; the view must name it with its node.
 
@@ -37,11 +40,16 @@ from typing import Any
 
 from benchmarks.common.provenance import write_result
 from benchmarks.scale.standin import Node, Rank, StandinNodes, node_page
-from gputop_train.advise.rank_verdict import judge
+from gputop_train.advise.rank_verdict import MIN_STEPS, RankWindow, judge
 from gputop_train.jobview.judge import JobHistory, build_view
 from gputop_train.jobview.prometheus import PrometheusSource
 from gputop_train.jobview.view import headline_line, to_json
-from tests.support.prometheus_server import free_port, running_prometheus, static_job
+from tests.support.prometheus_server import (
+    SCRAPE_TIMEOUT_S,
+    free_port,
+    running_prometheus,
+    static_job,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 RULES = REPO / "docs" / "prometheus" / "rules.yml"
@@ -100,7 +108,7 @@ def main() -> int:
         default=1.0,
         help="rule evaluation interval (s): 1 as the tests' Prometheus, the scrape's for a site's",
     )
-    parser.add_argument("--refreshes", type=int, default=5)
+    parser.add_argument("--refreshes", type=int, default=8, help="ABBA: a multiple of 4")
     parser.add_argument("--out", type=Path)
     parser.add_argument(
         "--no-verdict", action="store_true", help="leave out the verdict's time (minutes at 8,000)"
@@ -157,6 +165,8 @@ def main() -> int:
             result["scrape_duration_s_max"] = _scalar(
                 url, 'max(scrape_duration_seconds{job="gputop-train"})'
             )
+            result["scrape_timeout_s"] = min(args.interval, SCRAPE_TIMEOUT_S)
+            result.update(_failed_scrapes(url, time.monotonic() - ready))
             evaluations = []
             for _ in range(5):  # five evaluations' figures
                 evaluations.append(_rules_time(url))
@@ -168,6 +178,7 @@ def main() -> int:
             result["costliest_rules_s"] = _costliest_rules(url)
             print(json.dumps(result), flush=True)
             result.update(_job_view(url, args))
+            result.update(_failed_scrapes(url, time.monotonic() - ready, "_at_end"))
     finally:
         nodes.kill()
         nodes.wait(timeout=30)
@@ -177,22 +188,63 @@ def main() -> int:
     return 0
 
 
+def _failed_scrapes(url: str, since_s: float, suffix: str = "") -> dict[str, float]:
+    """The stand-ins' scrapes since Prometheus started and those that failed (a failed
+    scrape's node reads as absent, its ranks missing from the view until the next)."""
+    span = f"{max(1, int(since_s))}s"
+    up = 'up{job="gputop-train"}'
+    scrapes = _scalar(url, f"sum(count_over_time({up}[{span}]))")
+    return {
+        "scrapes" + suffix: scrapes,
+        "scrapes_failed" + suffix: scrapes - _scalar(url, f"sum(sum_over_time({up}[{span}]))"),
+    }
+
+
+def _slowed_in(windows: list[list[RankWindow]]) -> list[dict[str, Any]]:
+    """For each of the verdict's windows: the ranks it judges (MIN_STEPS steps or more), and
+    whether the slowed rank is among them (a rank is named only where it is in all three)."""
+    judged = [[r for r in window if r.steps >= MIN_STEPS] for window in windows]
+    return [
+        {"ranks_judged": len(ranks), "slowed_rank_judged": any(r.rank == SLOW[1] for r in ranks)}
+        for ranks in judged
+    ]
+
+
+# The two ways of reading, side by side in one run (ABBA: every, kept, kept, every, ...):
+# "every": a source made afresh each refresh, whose one read is of every node (the view's
+# every refresh before 2026-12-06); "kept": the view's one source, which reads again only the
+# nodes scraped since its last read and keeps the others' answers.
+ARMS = ("every", "kept", "kept", "every")
+
+
 def _job_view(url: str, args: argparse.Namespace) -> dict[str, Any]:
-    """The job view's refreshes, as JobWatch.refresh runs them, each part timed; its memory."""
+    """The job view's refreshes, as JobWatch.refresh runs them, each part timed, in both ways
+    of reading (ARMS); its memory, over one more refresh of the view's own source."""
     source = PrometheusSource(url, JOB)
     history = JobHistory(args.interval)  # windows one scrape apart
-    parts: dict[str, list[float]] = {
-        name: [] for name in ("query", "query_cpu", "windows", "verdict", "rows", "json", "refresh")
-    }
+    names = ("query", "query_cpu", "windows", "verdict", "rows", "json", "refresh")
+    parts: dict[str, dict[str, list[float]]] = {arm: {n: [] for n in names} for arm in ARMS[:2]}
+    read: list[int] = []  # ranks in each reading, the backfill's first
+    nodes_read: list[int | None] = []  # nodes the kept source read again, each of its reads
     for sample in source.past(args.interval):
         history.add(sample)
-    view, text, windows, named = None, "", [], None
+        read.append(len(sample.ranks))
+    source.sample()  # its first read, of every node, before the arms
+    view, text, windows = None, "", []
+    named: list[str | None] = []  # each judged refresh's headline (None: nothing named)
     for refresh in range(args.refreshes + 1):
+        arm = "kept" if refresh == args.refreshes else ARMS[refresh % len(ARMS)]
         if refresh == args.refreshes:  # one more, for its memory: tracemalloc slows it 2-5x
             tracemalloc.start()
         started, cpu = time.perf_counter(), time.process_time()
-        sample = source.sample()
+        reader = source if arm == "kept" else PrometheusSource(url, JOB)
+        sample = reader.sample()
+        if reader is source:
+            nodes_read.append(source.last_read)
+        else:
+            reader.close()
         history.add(sample)
+        read.append(len(sample.ranks))
         # query_cpu: this process's own (parsing the answers, building the sample); the rest
         # of "query" is Prometheus's and the wait for a core.
         took = {"query": time.perf_counter() - started, "query_cpu": time.process_time() - cpu}
@@ -207,31 +259,39 @@ def _job_view(url: str, args: argparse.Namespace) -> dict[str, Any]:
         mark = time.perf_counter()
         view = build_view(sample, source.describe(), verdict, len(windows))
         took["rows"] = time.perf_counter() - mark
-        if verdict is not None:
-            named = view.headline.text if view.headline else None
+        if len(windows) >= 3 and not args.no_verdict:
+            named.append(view.headline.text if view.headline else None)
         mark = time.perf_counter()
         text = json.dumps(to_json(view)) + headline_line(view)
         took["json"] = time.perf_counter() - mark
         took["refresh"] = time.perf_counter() - started
-        print("  refresh: " + ", ".join(f"{k} {v:.2f} s" for k, v in took.items()), flush=True)
+        line = ", ".join(f"{k} {v:.2f} s" for k, v in took.items())
+        print(f"  refresh ({arm}): {line}", flush=True)
         if refresh == args.refreshes:
             break
         for name, seconds in took.items():
-            parts[name].append(seconds)
+            parts[arm][name].append(seconds)
         time.sleep(1.0)
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     source.close()
     assert view is not None
     return {
+        "job_view_order": [ARMS[k % len(ARMS)] for k in range(args.refreshes)],
         "job_view_s": parts,
-        "job_view_s_median": {k: statistics.median(v) for k, v in parts.items() if v},
+        "job_view_s_median": {
+            arm: {k: statistics.median(v) for k, v in took.items() if v}
+            for arm, took in parts.items()
+        },
+        "job_view_kept_nodes_read": nodes_read,
         "job_view_peak_python_bytes": peak,
         "job_view_json_bytes": len(text),
         "job_view_ranks_read": len(view.ranks),
+        "job_view_ranks_read_each": read,
         "job_view_windows": len(windows),
+        "job_view_windows_judged": _slowed_in(windows),
         "job_view_headline": view.headline.text if view.headline else None,
-        "job_view_named_when_judged": named,
+        "job_view_named_each_judged": named,
         "job_view_first_node": view.nodes[0].node if view.nodes else None,
     }
 

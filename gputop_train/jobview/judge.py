@@ -3,8 +3,12 @@ rule of advise/rank_verdict.py, as the node's advisor and the alerts use it), ea
 row with its worst rank, the nodes worst first, and where to ssh.
 
 Each sample's figures are medians over the nodes' monitors' window (``window_s``, 10 s by
-default); the verdict's windows are the samples ``window_s`` apart, so they do not overlap,
-and a window's steps are the ranks' step counters' increase over it.
+default); the verdict's windows are samples at least ``window_s`` apart, so they do not
+overlap, and a window's steps are the ranks' step counters' increase over it. At least, not
+the nearest to a window apart: read from Prometheus, a node's counter moves only at its
+scrape, and two samples under a scrape apart held the same scrape for some nodes, whose ranks
+then counted no steps and were not judged (the 1,000-node run of 2026-12-06: 2,256 of 8,000
+in one window, the slowed rank's among them; docs/jobs.md "Scale").
 """
 
 from __future__ import annotations
@@ -22,8 +26,6 @@ from .figures import JobSample, NodeFigures, RankFigures
 from .view import JobFinding, JobView, NodeRow, RankRow, node_name, where
 
 DEFAULT_WINDOW_S = 10.0  # the monitors' --window: their figures are medians over it
-# A sample stands for a window's end when it was read within this share of a window of it.
-NEAREST_SHARE = 0.5
 _Built = tuple[JobSample, JobSample, list[RankWindow]]  # a window's end and start samples, built
 
 
@@ -43,12 +45,15 @@ class JobHistory:
             self._samples.popleft()
 
     def windows(self) -> list[list[RankWindow]]:
-        """The verdict's windows, oldest first: the samples ``window_s`` apart back from the
-        latest, each with its ranks' steps over the window before it."""
+        """The verdict's windows, oldest first: back from the latest sample, each window's
+        start the newest sample a window or more (up to two) before its end, each window with
+        its ranks' steps over it."""
         if not self._samples:
             return []
-        latest = self._samples[-1].at
-        ends = [self._nearest(latest - k * self.window_s) for k in range(HOLD_WINDOWS + 1)]
+        ends: list[JobSample | None] = [self._samples[-1]]
+        for _ in range(HOLD_WINDOWS):
+            last = ends[-1]
+            ends.append(None if last is None else self._before(last.at - self.window_s))
         windows = []
         built: dict[tuple[int, int], _Built] = {}
         for end, start in itertools.pairwise(ends):
@@ -62,9 +67,12 @@ class JobHistory:
         self._built = built  # a window is built once, not at each refresh that holds it
         return windows[::-1]
 
-    def _nearest(self, at: float) -> JobSample | None:
-        best = min(self._samples, key=lambda s: abs(s.at - at))
-        return best if abs(best.at - at) <= NEAREST_SHARE * self.window_s else None
+    def _before(self, at: float) -> JobSample | None:
+        """The newest sample read at ``at`` or before, and no more than a window before it."""
+        for sample in reversed(self._samples):
+            if sample.at <= at + 1e-6:
+                return sample if sample.at >= at - self.window_s else None
+        return None
 
     def view(self, source: str) -> JobView:
         """The view of the latest sample, judged over the history."""

@@ -1,11 +1,18 @@
 """The job read from a Prometheus server (``--prometheus URL [--job NAME]``): PromQL instant
 queries over its HTTP API (``/api/v1/query``), one per figure, run in parallel; each query
 keeps only the labels the view needs (``max by (host, pid)``), so a 1,000-node job's answer
-stays a few megabytes (benchmarks/scale/)."""
+stays a few megabytes (benchmarks/scale/).
+
+A node's series change only when Prometheus scrapes it (every 15 s at a site), while the view
+refreshes every 2 s: each refresh asks first when each node was last scraped, then reads the
+ranks of the nodes scraped since its last read only, and keeps the others' answers. The
+sample is the one a read of every node gives; a 1,000-node refresh reads a seventh of them
+(docs/jobs.md "Scale")."""
 
 from __future__ import annotations
 
 import json
+import re
 import time
 import urllib.error
 import urllib.parse
@@ -21,24 +28,28 @@ QUERY_TIMEOUT_S = 10.0  # Prometheus's own default query timeout is 2 minutes; a
 ENDED_LOOKBACK = "10m"
 
 
-def _info(name: str, job: str, by: str) -> str:
+def _info(name: str, job: str, by: str, hosts: str = "") -> str:
     """An info series of ``job``, as stored with the default honor_labels: false (our ``job``
-    as ``exported_job``) or with honor_labels: true (``job``): docs/prometheus.md."""
+    as ``exported_job``) or with honor_labels: true (``job``): docs/prometheus.md. ``hosts``:
+    a matcher of the nodes to read (``, host=~"…"``)."""
     return (
-        f'max by ({by}) (gputop_train_{name}{{exported_job="{job}"}} '
-        f'or gputop_train_{name}{{job="{job}"}})'
+        f'max by ({by}) (gputop_train_{name}{{exported_job="{job}"{hosts}}} '
+        f'or gputop_train_{name}{{job="{job}"{hosts}}})'
     )
 
 
-def queries(job: str) -> dict[str, str]:
-    """Every query of one refresh, by what it reads."""
+def queries(job: str, hosts: list[str] | None = None) -> dict[str, str]:
+    """Every query of one refresh, by what it reads; ``hosts``: the per-node and per-rank
+    series of those nodes only (None: of every node). The job's state reads every node."""
     sel = f'{{train_job="{job}"}}'
+    of = "" if hosts is None else f", host=~{_any_of(hosts)}"
+    some = f'{{train_job="{job}"{of}}}'
     found = {
-        family: f"max by (host, pid, rank, local_rank) (gputop_train_{family}{sel})"
+        family: f"max by (host, pid, rank, local_rank) (gputop_train_{family}{some})"
         for family in RANK_FIELDS
     }
-    found["rank_info"] = _info("rank_info", job, "host, pid, rank, local_rank, node, gpu, UUID")
-    found["job_info"] = _info("job_info", job, "host, node, world_size")
+    found["rank_info"] = _info("rank_info", job, "host, pid, rank, local_rank, node, gpu, UUID", of)
+    found["job_info"] = _info("job_info", job, "host, node, world_size", of)
     found["job_running"] = (
         f"max by (host) (last_over_time(gputop_train_job_running{sel}[{ENDED_LOOKBACK}]))"
     )
@@ -46,10 +57,27 @@ def queries(job: str) -> dict[str, str]:
         f"max by (host) (last_over_time(gputop_train_job_exit_code{sel}[{ENDED_LOOKBACK}]))"
     )
     found["gpu_util"] = (
-        f"avg by (host) (gputop_train_gpu_utilization_ratio{sel} "
-        f"and on (host, gpu) (gputop_train_gpu_job{sel} == 1))"
+        f"avg by (host) (gputop_train_gpu_utilization_ratio{some} "
+        f"and on (host, gpu) (gputop_train_gpu_job{some} == 1))"
     )
     return found
+
+
+# Each node's series, one a node, and when Prometheus last scraped it: every series of one
+# scrape carries that scrape's time. The exporter serves it on every node (export/families.py).
+_HOSTS = "gputop_train_job_running"
+# The queries whose answers are per node or per rank of a node (kept between reads).
+_OF_NODES = (*RANK_FIELDS, "rank_info", "job_info", "gpu_util")
+
+
+def scraped(job: str) -> str:
+    """When each node of ``job`` was last scraped (its series' time stamp), by host."""
+    return f'max by (host) (timestamp({_HOSTS}{{train_job="{job}"}}))'
+
+
+def _any_of(hosts: list[str]) -> str:
+    """A PromQL string of a regular expression that matches exactly these hosts."""
+    return json.dumps("|".join(re.escape(h) for h in hosts))
 
 
 class PrometheusSource:
@@ -62,7 +90,10 @@ class PrometheusSource:
             self.url = "http://" + self.url
         self._pool = ThreadPoolExecutor(max_workers=8)
         self.job = job or self._running_job()
-        self.last_query_s = 0.0
+        # How many nodes the last sample of now read again (None: every node, not counted).
+        self.last_read: int | None = None
+        # Per host: when its answers were scraped, and its rows of each query of _OF_NODES.
+        self._kept: dict[str, tuple[float, dict[str, list[dict[str, Any]]]]] = {}
 
     def describe(self) -> str:
         return f"Prometheus {self.url}"
@@ -77,11 +108,13 @@ class PrometheusSource:
         raise SourceError(f"{self.url}: several jobs run ({', '.join(jobs)}): give --job NAME")
 
     def query(self, promql: str, at: float | None = None) -> list[dict[str, Any]]:
-        """The vector an instant query returns; SourceError, said, where it fails."""
+        """The vector an instant query returns; SourceError, said, where it fails. POSTed: a
+        query naming hundreds of hosts is longer than a URL should be."""
         params = {"query": promql} | ({"time": f"{at:.3f}"} if at is not None else {})
-        url = f"{self.url}/api/v1/query?{urllib.parse.urlencode(params)}"
+        url = f"{self.url}/api/v1/query"
+        form = urllib.parse.urlencode(params).encode()
         try:
-            with urllib.request.urlopen(url, timeout=QUERY_TIMEOUT_S) as response:
+            with urllib.request.urlopen(url, form, timeout=QUERY_TIMEOUT_S) as response:
                 answer = json.load(response)
         except urllib.error.HTTPError as error:
             detail = _error_of(error)
@@ -94,14 +127,48 @@ class PrometheusSource:
         return list(answer["data"]["result"])
 
     def sample(self, at: float | None = None) -> JobSample:
+        """The job now (every node read where ``at`` is given: a moment in the past)."""
         when = time.time() if at is None else at
-        started = time.perf_counter()
-        asked = queries(self.job)
-        answers = dict(
+        answers = self._ask(queries(self.job), at) if at is not None else self._read_changed()
+        return build_sample(self.job, when, answers, self.url)
+
+    def _ask(self, asked: dict[str, str], at: float | None = None) -> dict[str, list[Any]]:
+        return dict(
             zip(asked, self._pool.map(lambda q: self.query(q, at), asked.values()), strict=True)
         )
-        self.last_query_s = time.perf_counter() - started
-        return build_sample(self.job, when, answers, self.url)
+
+    def _read_changed(self) -> dict[str, list[dict[str, Any]]]:
+        """The answers of every node now: the nodes scraped since the last read read again,
+        the others' kept; a node no longer scraped (gone, or its scrape failed) left out, as
+        a read of every node leaves it out."""
+        stamps = {
+            row["metric"].get("host", ""): float(row["value"][1])
+            for row in self.query(scraped(self.job))
+        }
+        if not stamps:  # no node serves its scrape's time: every node read, none kept
+            self._kept, self.last_read = {}, None
+            return self._ask(queries(self.job))
+        changed = sorted(h for h, at in stamps.items() if self._kept.get(h, (None,))[0] != at)
+        if len(changed) * 2 > len(stamps):  # most nodes: all read again, no list to match
+            changed = sorted(stamps)
+            answers = self._ask(queries(self.job))
+        else:
+            answers = self._ask(queries(self.job, changed)) if changed else {}
+        self.last_read = len(changed)
+        fresh: dict[str, dict[str, list[dict[str, Any]]]] = {h: {} for h in changed}
+        for name in _OF_NODES:
+            for row in answers.get(name, ()):
+                host = row["metric"].get("host", "")
+                if host in fresh:
+                    fresh[host].setdefault(name, []).append(row)
+        kept = {h: self._kept[h] for h in stamps if h not in fresh and h in self._kept}
+        self._kept = kept | {h: (stamps[h], fresh[h]) for h in fresh}
+        found = {name: answers.get(name, []) for name in ("job_running", "job_exit_code")}
+        if not changed:
+            found |= self._ask({n: q for n, q in queries(self.job).items() if n in found})
+        for name in _OF_NODES:
+            found[name] = [row for _, rows in self._kept.values() for row in rows.get(name, ())]
+        return found
 
     def past(self, window_s: float) -> list[JobSample]:
         """The samples one, two and three windows back, oldest first (the verdict's history
