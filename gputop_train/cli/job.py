@@ -62,8 +62,8 @@ def parse_job_args(argv: Sequence[str]) -> argparse.Namespace:
         "--window",
         type=_positive,
         default=DEFAULT_WINDOW_S,
-        help="the nodes' monitors' --window: the verdict's windows are this far apart "
-        f"({DEFAULT_WINDOW_S:g})",
+        help="the nodes' monitors' --window: the verdict's windows are at least this far apart; "
+        f"with Prometheus, no shorter than its scrape interval ({DEFAULT_WINDOW_S:g})",
     )
     parser.add_argument("--count", type=int, default=None, help="stop after N lines")
     parser.add_argument("--record", type=Path, metavar="PATH", help="record each view (JSONL)")
