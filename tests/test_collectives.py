@@ -344,6 +344,9 @@ def test_an_fsdp_job_is_hooked_counted_and_its_straggler_named(
     assert stragglers(summary)[0].startswith("Straggler: rank 1 ")
 
 
+# Solo: a ±15% reading of a 30 ms lag on two gloo ranks sharing the 2 cores; beside the
+# parallel lane's other jobs it read 22.5 ms three times on 2026-12-06 (alone: passes).
+@pytest.mark.solo
 @pytest.mark.torch
 def test_fsdp2_ranks_wait_alike_unslowed_and_a_slowed_rank_raises_the_others_wait_by_its_lag(
     tmp_path_factory: pytest.TempPathFactory,
