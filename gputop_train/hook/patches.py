@@ -233,26 +233,25 @@ def _only_tensor(tensors: Any, tensor_cls: type) -> Any:
     return None
 
 
-def _register_optimizer_hook() -> None:
-    # Guarded as ``_guarded`` does, inline: they run at every step.
+def _optimizer_hook(method: str) -> Any:
+    """A torch optimizer hook calling the agent's ``method``, guarded as ``_guarded`` does but
+    inline: it runs at every step."""
     state = _state
 
-    def after_step(optimizer: Any, args: Any, kwargs: Any) -> None:
+    def hook(optimizer: Any, args: Any, kwargs: Any) -> None:
         agent = state["agent"]
         if agent is not None and agent.enabled:
             try:
-                agent.on_optimizer_step(optimizer)
+                getattr(agent, method)(optimizer)
             except Exception as error:
                 agent.fail(error)
 
-    def before_step(optimizer: Any, args: Any, kwargs: Any) -> None:
-        agent = state["agent"]
-        if agent is not None and agent.enabled:
-            try:
-                agent.on_optimizer_pre_step(optimizer)
-            except Exception as error:
-                agent.fail(error)
+    return hook
 
+
+def _register_optimizer_hook() -> None:
+    after_step = _optimizer_hook("on_optimizer_step")
+    before_step = _optimizer_hook("on_optimizer_pre_step")
     optimizer_module = importlib.import_module("torch.optim.optimizer")
     handle = optimizer_module.register_optimizer_step_post_hook(after_step)
     _state["undo"].append(handle.remove)
