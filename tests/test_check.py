@@ -141,9 +141,11 @@ def _check_args(folder: Path, *args: str) -> tuple[int, str]:
 @pytest.mark.solo
 def test_on_the_cpu_demo_a_slowed_run_fails_and_an_unchanged_one_passes(tmp_path: Path) -> None:
     """The gate on the demo as a user's CI runs it. Solo: the demo's step is compute, and beside
-    the parallel suite's jobs its noise exceeded 20% (docs/recording.md); alone on the dev box
-    (2026-11-27 14:14 UTC) an unchanged run read +2.2% samples/s and ``--jpeg-side 400``
-    -20.3% (+23.8% step p50), beyond the noise of ±49-51 samples/s."""
+    the parallel suite's jobs its noise exceeded 20% (docs/recording.md). The slowed run decodes
+    800-pixel JPEGs: ``--jpeg-side 400`` read -20.3% beyond a noise of ±49-51 samples/s on the
+    dev box (2026-11-27) but -21.4% within ±92.6 on CI (2026-12-06: the box itself moved a
+    plain run's step from 20 to 30 ms mid-run, no monitor attached); 800 read -65.5% against
+    ±86.1 on the dev box (2026-12-06 03:07 UTC, load 0.9)."""
     demo = str(REPO / "demos" / "resnet.py")
 
     def check(name: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -156,7 +158,7 @@ def test_on_the_cpu_demo_a_slowed_run_fails_and_an_unchanged_one_passes(tmp_path
     baseline = ("--baseline", str(tmp_path / "base.jsonl"))
     same = check("same", *baseline, demo)
     assert same.returncode == 0, same.stdout[-2000:]
-    slowed = check("slow", *baseline, demo, "--jpeg-side", "400")
+    slowed = check("slow", *baseline, demo, "--jpeg-side", "800")
     assert slowed.returncode == 1, slowed.stdout[-2000:]
     assert "FAILED  samples/s against the baseline: regressed beyond noise" in slowed.stdout
     assert {"slow.xml", "slow.md"} <= {path.name for path in tmp_path.iterdir()}
