@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -94,7 +95,7 @@ def _launch(args: argparse.Namespace, held: HeldInterrupts) -> int:
         raise
     _tell_stops(job, session, monitor)
     log = LogTail(files.log)
-    return _watch(args, session, files, job, monitor, log, log, exporter, warnings, held)
+    return _watch(Watched(args, session, files, job, monitor), log, log, exporter, warnings, held)
 
 
 def attach(args: argparse.Namespace) -> int:
@@ -134,7 +135,7 @@ def _attach(args: argparse.Namespace, held: HeldInterrupts) -> int:
         return 2
     exporter, files, warnings = outputs
     if stacks is not None:
-        session.expect_stacks(stacks.window_s)
+        session.apply(events.StacksExpected(stacks.window_s))  # py-spy's first window due
     monitor = _start_monitor(args, session, job.pid, stacks)
     monitor.watch_stalls(stall_folder(files.stem, job.pid), args.stall_after)
     _tell_stops(job, session, monitor)
@@ -146,15 +147,28 @@ def _attach(args: argparse.Namespace, held: HeldInterrupts) -> int:
         )
     )
     # Headless, an attached job's output is not relayed (it is not ours to print).
-    return _watch(args, session, files, job, monitor, log, None, exporter, warnings, held)
+    return _watch(Watched(args, session, files, job, monitor), log, None, exporter, warnings, held)
+
+
+@dataclass(frozen=True)
+class Watched:
+    """A job being watched, from the monitor's start to the report of its files: what every
+    step of the watch reads (the user's options, the session, its files, the job, the
+    monitor), launched and attached alike."""
+
+    args: argparse.Namespace
+    session: Session
+    files: SessionFiles
+    job: Job
+    monitor: Monitor
+
+    def report(self) -> None:
+        """The recording closed, and where each of its files is said."""
+        _report(self.files.finish(self.session, job_running=self.job.running()))
 
 
 def _watch(
-    args: argparse.Namespace,
-    session: Session,
-    files: SessionFiles,
-    job: Job,
-    monitor: Monitor,
+    watched: Watched,
     log: LogTail | None,
     headless_log: LogTail | None,
     exporter: Exporter | None,
@@ -164,6 +178,7 @@ def _watch(
     """The front end the user asked for, until the session ends; then the endpoint closes.
     ``warnings``: what went wrong at start-up, said on stderr already; the TUI, which hides
     stderr, says them again. ``held``: Ctrl+C while starting, passed on here."""
+    args, session, job, monitor = watched.args, watched.session, watched.job, watched.monitor
     try:
         headless = _headless(args)
         if getattr(args, "schedule", None):
@@ -171,22 +186,22 @@ def _watch(
             # the TUI in its Log (not again when the hook refuses the entry at its step).
             monitor.check_schedule(args.schedule, say=_say if headless else None)
         if held.take() and not _pass_on_interrupt(session, job):
-            return _left_while_starting(job, files, session, monitor)
+            return _left_while_starting(watched)
         if headless:  # its own handlers replace the held one, with no default one between
-            return _run_headless(args, session, files, job, monitor, headless_log)
+            return _run_headless(watched, headless_log)
         if held.release() and not _pass_on_interrupt(session, job):  # Textual's keys from now
-            return _left_while_starting(job, files, session, monitor)
-        return _run_tui(args, session, files, job, monitor, log, warnings)
+            return _left_while_starting(watched)
+        return _run_tui(watched, log, warnings)
     finally:
         _linger(exporter, job, session, getattr(args, "prometheus_linger", None))
         _close(exporter)
 
 
-def _left_while_starting(job: Job, files: SessionFiles, session: Session, monitor: Monitor) -> int:
+def _left_while_starting(watched: Watched) -> int:
     """Ctrl+C while starting, on an attached job: the monitor leaves, the job runs on."""
-    monitor.stop()
-    _leave(job, files)
-    _report(files.finish(session, job_running=job.running()))
+    watched.monitor.stop()
+    _leave(watched.job, watched.files)
+    watched.report()
     return 0
 
 
@@ -416,57 +431,44 @@ def _leave(job: Job, files: SessionFiles | None, monitor: Monitor | None = None)
         _say(f"the trial of {trial} is undone by the job at its next step (it was this monitor's)")
 
 
-def _run_headless(
-    args: argparse.Namespace,
-    session: Session,
-    files: SessionFiles,
-    job: Job,
-    monitor: Monitor,
-    log: LogTail | None,
-) -> int:
-    snap = session.snapshot()
+def _run_headless(watched: Watched, log: LogTail | None) -> int:
+    args, job, monitor = watched.args, watched.job, watched.monitor
+    snap = watched.session.snapshot()
     if snap.nvml_error:
         _say(f"GPU figures are N/A: {snap.nvml_error}")
     as_json = args.format == "json"
     outcome = drive.drive_headless(job, monitor, args.interval, args.window, as_json, log)
     if job.running():
-        _leave(job, files, monitor)
-    _report(files.finish(session, job_running=job.running()))
+        _leave(job, watched.files, monitor)
+    watched.report()
     return outcome
 
 
-def _run_tui(
-    args: argparse.Namespace,
-    session: Session,
-    files: SessionFiles,
-    job: Job,
-    monitor: Monitor,
-    log: LogTail | None,
-    warnings: list[str],
-) -> int:
+def _run_tui(watched: Watched, log: LogTail | None, warnings: list[str]) -> int:
     """``log`` is the job's output: its log when we launched it; when attached, the file its
     stdout points at, if it is one. ``warnings`` open the TUI as toasts."""
     from ..tui.app import create_app
     from ..tui.boundary import AppOptions
 
+    args, job, monitor = watched.args, watched.job, watched.monitor
     waiter = drive.watch_job_end(job, monitor, LogTail(log.path) if log is not None else None)
     options = AppOptions(
         job_pid=job.pid,
         log=log,
         refresh_s=max(0.1, args.refresh),
         window_s=args.window,
-        save_screenshot=files.save_screenshot,
+        save_screenshot=watched.files.save_screenshot,
         job_owned=job.owned,
         warnings=tuple(warnings),
     )
-    app = create_app(session.snapshot, options, controls=monitor)
+    app = create_app(watched.session.snapshot, options, controls=monitor)
     drive.exit_on_signals(app.exit, job.owned)
     choice = app.run()
     code = 0
     if choice == "leave" and job.running():
-        _leave(job, files, monitor)
+        _leave(job, watched.files, monitor)
     else:
-        code = drive.end_after_tui(choice, job, session, waiter)
+        code = drive.end_after_tui(choice, job, watched.session, waiter)
     monitor.stop()
-    _report(files.finish(session, job_running=job.running()))
+    watched.report()
     return code
