@@ -427,6 +427,16 @@ class StacksExpected(Event):
     window_s: float
 
 
+@event("cores")
+@dataclass(frozen=True)
+class CoresCounted(Event):
+    """The machine's logical cores (``os.cpu_count()``; None: unknown), against which the
+    idle cores and the room for workers are reckoned. Applied unrecorded: the recording's
+    header holds it (``cpu_count``), and the replay applies it from there."""
+
+    count: int | None
+
+
 @event("autopilot")
 @dataclass(frozen=True)
 class AutopilotChanged(Event):

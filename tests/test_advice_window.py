@@ -17,7 +17,7 @@ T0 = 1_000_000.0
 def session_at(t: float) -> tuple[Session, ManualClock]:
     clock = ManualClock(t)
     session = Session(command=("python", "train.py"), clock=clock, started_at=t)
-    session.cpu_count = 16
+    session.apply(events.CoresCounted(16))
     session.apply(events.ProcessHello.of(PID, {"rank": None, "argv": ["train.py"]}))
     return session, clock
 

@@ -107,7 +107,7 @@ def test_one_busy_worker_per_core_is_saturation_on_any_machine() -> None:
     cores, pid = os.cpu_count() or 1, 4242
     clock = ManualClock(1_800_000_000.0)
     session = Session(command=("input_all_cores_busy.py",), clock=clock, started_at=clock.now)
-    session.cpu_count = cores
+    session.apply(events.CoresCounted(cores))
     session.apply(events.ProcessHello.of(pid, {"rank": None, "argv": ["input_all_cores_busy.py"]}))
     loader = {"num_workers": cores, "pin_memory": False, "batch_size": 16, "pinned": False}
     batches = {"dtype": "torch.float32", "shape": [16, 3, 112, 112], "bytes": 2408448}

@@ -120,7 +120,7 @@ def test_an_affinity_or_quota_smaller_than_the_machine_bounds_the_workers() -> N
 def test_the_session_measures_the_whole_job_and_its_room() -> None:
     clock = [100.0]
     session = Session(clock=lambda: clock[0])
-    session.cpu_count = 4
+    session.apply(events.CoresCounted(4))
 
     def proc(pid: int, role: str, cpu: float) -> ProcSample:
         return ProcSample(pid, 1, "python", role, cpu, None, None, None, "running")

@@ -148,7 +148,7 @@ def test_two_ranks_whose_workers_fill_the_node_are_not_told_to_add_more() -> Non
 def _two_rank_session(loader_fact: bool) -> Session:
     clock = ManualClock(100.0)
     session = Session(clock=clock)
-    session.cpu_count = 16
+    session.apply(events.CoresCounted(16))
     for pid, rank in ((21, 0), (22, 1)):
         session.apply(events.ProcessHello.of(pid, {"rank": rank, "world_size": 2}))
     if loader_fact:

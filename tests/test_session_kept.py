@@ -60,7 +60,7 @@ def feed(session: Session, clock: ManualClock, seconds: float, first_step: int) 
 def started() -> tuple[Session, ManualClock]:
     clock = ManualClock(START)
     session = Session(command=("python", "train.py"), clock=clock, started_at=START)
-    session.cpu_count = 8
+    session.apply(events.CoresCounted(8))
     session.apply(events.GpusFound(("NVIDIA H100",) * 8, uuids=tuple(f"GPU-{i}" for i in range(8))))
     for rank, pid in enumerate(PIDS):
         session.apply(events.ProcessHello(pid, ("train.py",), rank=rank, world_size=2))
@@ -133,7 +133,7 @@ def test_a_snapshot_is_kept_while_nothing_comes_and_taken_again_when_something_d
     assert again.t == clock.now and first.t == clock.now - 5.0  # the clock is read again
     assert again.observation is first.observation and again.gpus is first.gpus  # kept
     assert again == replace(first, t=clock.now)
-    session.cpu_count = 16
+    session.apply(events.CoresCounted(16))
     assert session.snapshot(10.0).observation is not first.observation  # another input
     session.apply(events.NoticeAdded("the job's log was copied"))
     noticed = session.snapshot(10.0)

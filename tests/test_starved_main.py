@@ -109,7 +109,7 @@ def test_the_sampler_reads_the_training_processs_run_queue_wait_too() -> None:
 def _session_with_knob(knobs: list[dict[str, Any]]) -> Session:
     clock = ManualClock(100.0)
     session = Session(clock=clock)
-    session.cpu_count = 2
+    session.apply(events.CoresCounted(2))
     session.apply(events.ProcessHello.of(21, {"rank": None}))
     session.apply(events.KnobsDeclared(21, tuple(knobs)))
     for _ in range(3):

@@ -220,7 +220,8 @@ class Monitor:
         return where_line(stalls.last, found[0])
 
     def start(self) -> None:
-        self.session.cpu_count = os.cpu_count()
+        # Unrecorded: the recording's header holds the count (cli/run.py).
+        self.session.apply(events.CoresCounted(os.cpu_count()), record=False)
         for sampler in self.samplers:
             try:
                 sampler.open(self.session)

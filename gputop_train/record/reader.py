@@ -258,7 +258,8 @@ def new_session(recording: Recording) -> tuple[Session, ReplayClock]:
         clock=clock,
         started_at=recording.started_at,
     )
-    session.cpu_count = recording.meta.get("cpu_count")
+    cores = recording.meta.get("cpu_count")
+    session.apply(events.CoresCounted(cores if isinstance(cores, int) else None), record=False)
     return session, clock
 
 

@@ -67,7 +67,7 @@ class Session:
         # the fact frames (events.FACT_FRAMES) as they came, by class, with when each was seen
         self._facts: dict[type[wire.Frame], list[tuple[float, wire.Frame]]] = {}
         self._proc_ticks: deque[stats.ProcTick] = deque(maxlen=MAX_PROC_TICKS)
-        self.cpu_count: int | None = None
+        self._cpu_count: int | None = None
         self.driver: str | None = None
         # Called with every event applied: the recorder's way in.
         self.listener: Callable[[events.Event], None] | None = None
@@ -175,6 +175,10 @@ class Session:
         """A job without the hook: py-spy's first window is due in ``window_s``."""
         with self._lock:
             self._stacks_expected = self.clock() - self.started_at + item.window_s
+
+    def _on_cores(self, item: events.CoresCounted) -> None:
+        with self._lock:
+            self._cpu_count = item.count
 
     def _on_fact(self, item: events.FactSeen) -> None:
         """The primary process's fact frames, typed as the wire decoded them, by class."""
@@ -317,7 +321,7 @@ class Session:
         now = self.clock()
         with self._lock:
             end = self._window_end(now)
-            asked = (window_s, chart_window_s, chart_points, with_phases, self.cpu_count)
+            asked = (window_s, chart_window_s, chart_points, with_phases)
             kept = self._snapshots.find(self._generation, asked, end)
             if kept is not None:  # nothing came and the window stood: only the clock moved
                 return _replace(
@@ -444,7 +448,7 @@ class Session:
             hooked=len(self._hooked.by_pid),
             world_size=self._hooked.world_size(),
             gpu_names=self._gpus.names,
-            cpu_count=self.cpu_count,
+            cpu_count=self._cpu_count,
             rank_stats=self._rank_stats,
             job_gpus=self._gpus.chosen,
             workers_max=self._knob_phases.workers_max(),
@@ -488,11 +492,6 @@ class Session:
             self._kept_figures,
         )
 
-    def expect_stacks(self, window_s: float) -> None:
-        """A job without the hook: py-spy's first window is due in ``window_s`` (an event, as
-        every input is: the CLI's way to say it)."""
-        self.apply(events.StacksExpected(window_s))
-
     @staticmethod
     def _window_steps(
         figures: stats.StepStats, observation: stats.Observation | None
@@ -516,6 +515,7 @@ _HANDLERS: dict[type[events.Event], Callable[[Session, Any], None]] = {
     events.ProcsSampled: Session._on_procs,
     events.StacksSampled: Session._on_stacks,
     events.StacksExpected: Session._on_stacks_expected,
+    events.CoresCounted: Session._on_cores,
     events.FactSeen: Session._on_fact,
     events.AutopilotChanged: Session._on_autopilot,
     events.NoticeAdded: Session._on_notice,

@@ -48,7 +48,7 @@ def node_session(node: Node, seconds: float = 20.0) -> tuple[Session, FakeNvml]:
     """``seconds`` of a GPU-bound job on ``node``: its ranks' steps, NVML at 10 Hz."""
     clock = ManualClock(NOW - seconds)
     session = Session(command=("python", "train.py"), clock=clock, started_at=NOW - seconds - 5)
-    session.cpu_count = 16
+    session.apply(events.CoresCounted(16))
     gpus = [FakeGpu(uuid=uuid(i), gpm={}, broken=node.broken.get(i)) for i in range(node.gpus)]
     fake = node.binding(gpus, absent=node.absent)
     sampler = NvmlSampler(fake, clock=clock, wall_clock=clock, owner=fake.owner)

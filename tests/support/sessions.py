@@ -46,7 +46,7 @@ def scripted_session(with_gpu: bool = True, recorder: Recorder | None = None) ->
     if recorder is not None:  # record with the fake clock's times, as the monitor would live
         recorder._clock = clock
         session.listener = recorder.record_event
-    session.cpu_count = 16  # the H100 box of the playbook's measurements
+    session.apply(events.CoresCounted(16))  # the H100 box of the playbook's measurements
     session.apply(
         events.ProcessHello.of(
             JOB_PID, {"rank": None, "argv": ["demos/resnet.py"], "torch": "2.11"}
