@@ -6,9 +6,10 @@ from dataclasses import replace
 
 import pytest
 
+from gputop_train import wire
 from gputop_train.advise import rules
 from gputop_train.advise.mfu import efficiency, peak_tflops
-from gputop_train.session.stats import ModelFacts, Observation
+from gputop_train.session.stats import Observation
 from gputop_train.session.workload import Workload
 from tests.support.observations import (
     BF16_H100,
@@ -131,7 +132,7 @@ def test_idle_workers_blame_restarts_only_when_epochs_restarted_in_the_window(
 def test_a_cpu_job_is_never_told_the_gpu_waits_or_given_gpu_fixes() -> None:
     # The CPU run: no GPU and a dataset of tensors drew "the GPU waits for data"
     # and "send uint8 images (PILToTensor)".
-    cpu = ModelFacts(cuda=False, autocast="off", param_dtype="float32", compiled=False)
+    cpu = wire.Model(cuda=False, autocast="off", param_dtype="float32", compiled=False)
     tensors = {**IMAGENET_4_WORKERS, "workers": 2, "system_cpu_pct": 99.0, "model": cpu}
     o = observe(**{**tensors, "batch_shape": (64, 128)}, gpu_name=None, cpu_count=2)
     found = rules.findings(o)
@@ -249,11 +250,11 @@ def test_an_nchw_convnet_on_tf32_asks_for_channels_last_before_mixed_precision()
         BF16_H100,  # autocast on
         replace(FP32_H100, param_dtype="bfloat16"),  # pure bf16 training
         replace(FP32_H100, autocast=None),  # compiled: autocast unknown
-        replace(FP32_H100, capability=(6, 1)),  # no tensor cores
-        ModelFacts(),  # no facts (a job without the hook)
+        replace(FP32_H100, capability=[6, 1]),  # no tensor cores
+        wire.Model(),  # no facts (a job without the hook)
     ],
 )
-def test_mixed_precision_needs_the_facts_that_prove_fp32(model: ModelFacts) -> None:
+def test_mixed_precision_needs_the_facts_that_prove_fp32(model: wire.Model) -> None:
     o = observe(model=model, step_gpu_time_pct=97.0, gpu_sm_active_pct=63.0)
     assert "gpu.mixed_precision" not in ids(o)
 
@@ -271,7 +272,7 @@ def test_mixed_precision_waits_while_the_gpu_waits_for_data_or_idles() -> None:
     idle = observe(model=FP32_H100, step_gpu_time_pct=30.0, gpu_sm_active_pct=20.0)
     assert "gpu.mixed_precision" not in ids(idle)
     v100 = observe(  # no TF32: AMP is what brings the tensor cores, NCHW or not
-        model=replace(FP32_H100, capability=(7, 0)), step_gpu_time_pct=95.0, gpu_name="V100"
+        model=replace(FP32_H100, capability=[7, 0]), step_gpu_time_pct=95.0, gpu_name="V100"
     )
     assert headline(v100).changes == (rules.Change("precision", "fp16"),)
     assert "gpu.channels_last" not in ids(v100)

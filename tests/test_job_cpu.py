@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gputop_train import events
+from gputop_train import events, wire
 from gputop_train.advise import rules
 from gputop_train.collect.cpu_room import cgroup_quota
 from gputop_train.samples import ProcSample
@@ -14,7 +14,7 @@ from gputop_train.session import stats
 from gputop_train.session.model import Session
 from tests.support.observations import RUNG0, headline, ids, observe
 
-CPU = stats.ModelFacts(cuda=False, autocast="off", param_dtype="float32", compiled=False)
+CPU = wire.Model(cuda=False, autocast="off", param_dtype="float32", compiled=False)
 # The script on the loaded 2-core box: a Dataset sleeping 5 ms per item, no workers,
 # the training process at about 20% CPU, data-wait 67%; other users keep the box busy.
 SLEEPING_DATASET = dict(

@@ -118,7 +118,7 @@ def step_precision(o: Observation) -> str | None:
     workload, facts = o.workload, o.model
     if workload.fp8_matmuls:
         return "fp8"
-    precision = facts.precision
+    precision = o.precision
     if precision != "fp32":
         return precision or workload.matmul_precision
     if workload.convolutions and not workload.transformer:

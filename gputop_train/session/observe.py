@@ -165,7 +165,7 @@ def observe(
         flops_per_sample=flops.flops / flops.samples
         if flops.flops is not None and flops.samples
         else None,
-        model=stats.ModelFacts.from_frame(fact_at(series, wire.Model, end)),
+        model=fact_at(series, wire.Model, end) or wire.Model(),
         flops_per_step=float(flops.flops) if flops.flops is not None else None,
         workload=Workload.from_frame(fact_at(series, wire.Workload, end)),
         data_wait_source=wait_source,

@@ -231,51 +231,18 @@ def proc_stats(processes: Sequence[ProcSample]) -> ProcStats:
     )
 
 
-@dataclass(frozen=True)
-class ModelFacts:
-    """What the step runs in, from the hook's ``model`` frame; None where not known."""
+def capability(model: wire.Model) -> tuple[int, int] | None:
+    """The CUDA compute capability of the job's device, as the hook's ``model`` fact says."""
+    found = model.capability or []
+    return (found[0], found[1]) if len(found) >= 2 else None
 
-    cuda: bool | None = None
-    capability: tuple[int, int] | None = None  # CUDA compute capability of the job's device
-    autocast: str | None = None  # "bfloat16", "float16", "off"; None: unknown (compiled)
-    param_dtype: str | None = None  # of the trained parameters
-    tf32_matmul: bool | None = None
-    tf32_cudnn: bool | None = None
-    channels_last: bool | None = None
-    compiled: bool | None = None
-    matmul_precision: str | None = None  # torch.get_float32_matmul_precision()
-    optimizer: str | None = None  # the optimizer's class name
-    optimizer_foreach: bool | None = None  # False: a for-loop over the parameters
-    optimizer_fused: bool | None = None
 
-    @classmethod
-    def from_frame(cls, frame: wire.Model | None) -> ModelFacts:
-        """The frame's fields, as the wire checked them; all None without one."""
-        if frame is None:
-            return cls()
-        capability = frame.capability or []
-        return cls(
-            cuda=frame.cuda,
-            capability=(capability[0], capability[1]) if len(capability) >= 2 else None,
-            autocast=frame.autocast,
-            param_dtype=frame.param_dtype,
-            tf32_matmul=frame.tf32_matmul,
-            tf32_cudnn=frame.tf32_cudnn,
-            channels_last=frame.channels_last,
-            compiled=frame.compiled,
-            matmul_precision=frame.matmul_precision,
-            optimizer=frame.optimizer,
-            optimizer_foreach=frame.optimizer_foreach,
-            optimizer_fused=frame.optimizer_fused,
-        )
-
-    @property
-    def precision(self) -> str | None:
-        """ "bf16", "fp16" or "fp32": the autocast dtype, else the parameters' dtype."""
-        dtype = self.autocast if self.autocast not in (None, "off") else self.param_dtype
-        if self.autocast is None and self.param_dtype == "float32":
-            return None  # compiled code may autocast inside its graph: unknown
-        return {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}.get(dtype or "")
+def precision(model: wire.Model) -> str | None:
+    """ "bf16", "fp16" or "fp32": the autocast dtype, else the parameters' dtype."""
+    dtype = model.autocast if model.autocast not in (None, "off") else model.param_dtype
+    if model.autocast is None and model.param_dtype == "float32":
+        return None  # compiled code may autocast inside its graph: unknown
+    return {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}.get(dtype or "")
 
 
 @dataclass(frozen=True)
@@ -301,7 +268,9 @@ class Observation:
     syncs_per_step: int | None
     sync_sites: tuple[wire.SyncSite, ...]
     flops_per_sample: float | None
-    model: ModelFacts = ModelFacts()
+    # What the step runs in: the hook's ``model`` fact, as the wire checked it (all None
+    # without one).
+    model: wire.Model = field(default_factory=wire.Model)
     flops_per_step: float | None = None  # FlopCounterMode over one whole optimizer step
     workload: Workload = field(default_factory=Workload)
     # Where steps.data_wait_pct comes from: the hook's step timer, or, for a job without the
@@ -346,7 +315,7 @@ class Observation:
 
     @property
     def precision(self) -> str | None:
-        return self.model.precision
+        return precision(self.model)
 
     @property
     def idle_cores(self) -> float | None:

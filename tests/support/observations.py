@@ -5,13 +5,14 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from gputop_train import wire
 from gputop_train.advise import rules
-from gputop_train.session.stats import GpuStats, ModelFacts, Observation, StepStats
+from gputop_train.session.stats import GpuStats, Observation, StepStats
 
 GiB = 2**30
-BF16_H100 = ModelFacts(
+BF16_H100 = wire.Model(
     cuda=True,
-    capability=(9, 0),
+    capability=[9, 0],
     autocast="bfloat16",
     param_dtype="float32",
     tf32_matmul=False,

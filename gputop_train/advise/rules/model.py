@@ -4,6 +4,7 @@ what a transformer leaves to fusion, SDPA and a fused optimizer."""
 from __future__ import annotations
 
 from ... import format as fmt
+from ...session import stats
 from ...session.stats import Observation
 from .finding import Change, Finding
 from .window import (
@@ -64,22 +65,22 @@ def mixed_precision(o: Observation) -> Finding | None:
     tensor activity to 8% on the ImageNet-style script in fp32 (H100), above any "tensor
     cores idle" line, with a 2x left on the table. The hook's facts decide, not the activity.
     """
-    facts = o.model
+    facts, capability = o.model, stats.capability(o.model)
     if not o.uses_gpu or facts.autocast != "off" or facts.param_dtype != "float32":
         return None
-    if facts.capability is None or facts.capability < FP16_CAPABILITY:
+    if capability is None or capability < FP16_CAPABILITY:
         return None
     if wait_pct(o) >= INPUT_DOMINANT_PCT:
         return None  # a GPU that waits for data is not held back by its arithmetic
     busy, busy_text = _gpu_busy_for_math(o)
     if not busy:
         return None
-    bf16 = facts.capability >= BF16_CAPABILITY
+    bf16 = capability >= BF16_CAPABILITY
     dtype = "bfloat16" if bf16 else "float16"
     evidence = [
         busy_text,
         "no autocast in the forward pass, parameters float32; " + _tf32_evidence(o),
-        f"compute capability {facts.capability[0]}.{facts.capability[1]}: "
+        f"compute capability {capability[0]}.{capability[1]}: "
         f"{'bf16 and fp16' if bf16 else 'fp16'} tensor cores (hook)",
         f"tensor activity {fmt.pct(o.gpu.tensor_active_pct)} (GPM)",
     ]
@@ -130,7 +131,8 @@ def _tensor_core_convolutions(o: Observation) -> str | None:
     if o.precision in ("bf16", "fp16"):
         return o.precision
     facts = o.model
-    tf32 = facts.capability is not None and facts.capability >= BF16_CAPABILITY
+    capability = stats.capability(facts)
+    tf32 = capability is not None and capability >= BF16_CAPABILITY
     return "TF32" if o.precision == "fp32" and facts.tf32_cudnn and tf32 else None
 
 
