@@ -102,29 +102,33 @@ def recorded_steps_line(pid: int, t: float, encoded_rows: list[bytes]) -> bytes:
     return head + b", ".join(encoded_rows) + b"]}\n"
 
 
-# Columns of a step row, in order. None means "not measured" (shown as N/A, never 0).
-STEP_FIELDS: tuple[str, ...] = (
-    "step",  # 1-based optimizer-step counter in this process
-    "t",  # wall-clock time (Unix seconds) at the end of the step
-    "step_ms",  # wall time since the previous step ended
-    "data_ms",  # time blocked in DataLoader iteration during the step
-    "samples",  # samples consumed by the step (sum of the batches' first dimension)
-    "batches",  # batches fetched during the step (>1 under gradient accumulation)
-    "gpu_ms",  # GPU time between the step's first batch and its end (CUDA events)
-    "mem_alloc",  # CUDA bytes allocated by tensors (sampled at most ~10x/s)
-    "mem_reserved",  # CUDA bytes held by the caching allocator (sampled likewise)
-    "mem_peak",  # peak CUDA bytes allocated so far (sampled likewise)
-    "comm_ms",  # time waiting in collectives (DDP all-reduce, barrier, ...; hook/collectives.py)
+# Columns of a step row, in order, each with its type (a float column takes a JSON integer
+# too). None means "not measured" (shown as N/A, never 0). The monitor checks each column of
+# a row against its type (session/steps.py ``Step``, whose fields these are: a test holds
+# them equal).
+STEP_COLUMNS: dict[str, Any] = {
+    "step": int,  # 1-based optimizer-step counter in this process
+    "t": float,  # wall-clock time (Unix seconds) at the end of the step
+    "step_ms": float | None,  # wall time since the previous step ended
+    "data_ms": float | None,  # time blocked in DataLoader iteration during the step
+    "samples": int | None,  # samples consumed by the step (sum of the batches' first dimension)
+    "batches": int | None,  # batches fetched during the step (>1 under gradient accumulation)
+    "gpu_ms": float | None,  # GPU time between the step's first batch and its end (CUDA events)
+    "mem_alloc": int | None,  # CUDA bytes allocated by tensors (sampled at most ~10x/s)
+    "mem_reserved": int | None,  # CUDA bytes held by the caching allocator (sampled likewise)
+    "mem_peak": int | None,  # peak CUDA bytes allocated so far (sampled likewise)
+    "comm_ms": float | None,  # waiting in collectives (DDP all-reduce, ...; hook/collectives.py)
     # From the model's forwards and the step's marks (hook/model_probe.py, docs/steps.md):
-    "tokens",  # token ids its training forwards received (non-padding where masked)
-    "host_gap_ms",  # host time outside the phases before each training forward
-    "part_data_ms",  # the step's parts on the clock part_clock names: data (gap) ...
-    "part_fwd_ms",  # ... the model's training forwards
-    "part_bwd_ms",  # ... the backward they started
-    "part_opt_ms",  # ... the optimizer's step
-    "part_rest_ms",  # ... everything else in the step (loss, clipping, logging)
-    "part_clock",  # "gpu" (CUDA events) or "host"; None: the step was not split
-)
+    "tokens": int | None,  # token ids its training forwards received (non-padding where masked)
+    "host_gap_ms": float | None,  # host time outside the phases before each training forward
+    "part_data_ms": float | None,  # the step's parts on the clock part_clock names: data (gap)
+    "part_fwd_ms": float | None,  # ... the model's training forwards
+    "part_bwd_ms": float | None,  # ... the backward they started
+    "part_opt_ms": float | None,  # ... the optimizer's step
+    "part_rest_ms": float | None,  # ... everything else in the step (loss, clipping, logging)
+    "part_clock": str | None,  # "gpu" (CUDA events) or "host"; None: the step was not split
+}
+STEP_FIELDS: tuple[str, ...] = tuple(STEP_COLUMNS)
 # A field's position in a row: row[COLUMN["gpu_ms"]].
 COLUMN: dict[str, int] = {name: index for index, name in enumerate(STEP_FIELDS)}
 

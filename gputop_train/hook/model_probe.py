@@ -37,17 +37,9 @@ from .step_parts import (
 # A 2 ms H100 loop read +23-25% with every step split (hook_overhead.py tiny and gpt,
 # 2026-11-24, docs/benchmarks.md); a window of 30 s still holds up to 600 split steps.
 GPU_SPLIT_PERIOD_S = 0.05
-# The step columns ``ModelProbe.row`` fills, in its order (wire.STEP_FIELDS names them).
-MODEL_COLUMNS = (
-    "tokens",
-    "host_gap_ms",
-    "part_data_ms",
-    "part_fwd_ms",
-    "part_bwd_ms",
-    "part_opt_ms",
-    "part_rest_ms",
-    "part_clock",
-)
+# The step columns ``ModelProbe.row`` fills, in its order: the last of wire.STEP_COLUMNS,
+# from ``tokens`` on.
+MODEL_COLUMNS = wire.STEP_FIELDS[wire.COLUMN["tokens"] :]
 
 
 @dataclass

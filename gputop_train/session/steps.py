@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import types
+import typing
 from dataclasses import dataclass
 from typing import Any
 
@@ -10,13 +12,16 @@ from .. import wire
 
 @dataclass(frozen=True, slots=True)
 class Step:
+    """A process's step: its PID, then the columns of ``wire.STEP_COLUMNS`` with their
+    types, in their order (tests/test_step_columns.py holds the two equal)."""
+
     pid: int
     step: int
     t: float
     step_ms: float | None  # None for a first step whose start nobody saw
     data_ms: float | None
     samples: int | None
-    batches: int
+    batches: int | None
     gpu_ms: float | None
     mem_alloc: int | None
     mem_reserved: int | None
@@ -34,40 +39,34 @@ class Step:
 
     @classmethod
     def from_row(cls, pid: int, row: list[Any]) -> Step | None:
-        """A validated step from a wire row; None for a row that does not make sense."""
-        if not _FIRST_FIELDS <= len(row) <= len(wire.STEP_FIELDS):
+        """A validated step from a wire row, each column of its type; None for a row that
+        does not make sense."""
+        if not _FIRST_FIELDS <= len(row) <= len(_COLUMN_TYPES):
             return None  # shorter rows: a hook (or recording) from before the later columns
-        values = dict(zip(wire.STEP_FIELDS, row, strict=False))
-        try:
-            step = cls(pid=pid, **values)
-        except TypeError:
-            return None
-        if not isinstance(step.step, int) or isinstance(step.step, bool):
-            return None
-        if step.step_ms is not None and (not _number(step.step_ms) or step.step_ms < 0):
-            return None
-        if not all(
-            _number(getattr(step, name)) for name in _PARTS if getattr(step, name) is not None
-        ):
+        for value, (accepted, nullable) in zip(row, _COLUMN_TYPES, strict=False):
+            if type(value) not in accepted and not (value is None and nullable):
+                return None
+        step = cls(pid, *row)
+        if step.step_ms is not None and step.step_ms < 0:
             return None
         if step.part_clock not in (None, "gpu", "host"):
             return None
-        if step.tokens is not None and (not isinstance(step.tokens, int) or step.tokens < 0):
+        if step.tokens is not None and step.tokens < 0:
             return None
         return step
 
 
+def _accepted(hint: Any) -> tuple[frozenset[type], bool]:
+    """The Python types a JSON value of a column's declared type may have (a bool is no
+    number; a float column takes an integer), and whether it may be null."""
+    options = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
+    accepted = {t for t in options if t is not type(None)}
+    if float in accepted:
+        accepted.add(int)
+    return frozenset(accepted), type(None) in options
+
+
+# Each column's accepted types, in the row's order: checked once per row, cheaply.
+_COLUMN_TYPES = tuple(_accepted(hint) for hint in wire.STEP_COLUMNS.values())
 # The columns every hook has sent (step .. mem_peak); later ones are optional on replay.
-_FIRST_FIELDS = 10
-_PARTS = (
-    "host_gap_ms",
-    "part_data_ms",
-    "part_fwd_ms",
-    "part_bwd_ms",
-    "part_opt_ms",
-    "part_rest_ms",
-)
-
-
-def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+_FIRST_FIELDS = wire.COLUMN["mem_peak"] + 1
