@@ -15,7 +15,6 @@ the sample types: it imports nothing else of gputop-train.
 from __future__ import annotations
 
 import math
-import typing
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar, TypeGuard, TypeVar
@@ -51,11 +50,11 @@ class Event:
     def from_payload(cls, data: dict[str, Any]) -> Event:
         """The event a recorded line holds, every field checked (BadEvent if one is wrong).
         Fields this version does not know are ignored; a missing field takes its default."""
-        hints = _hints(cls)
+        hints = wire.field_types(cls)
         values = {}
         for f in fields(cls):
             if f.name in data:
-                values[f.name] = _checked(data[f.name], hints[f.name], f.name)
+                values[f.name] = wire.checked(data[f.name], hints[f.name], f.name)
         try:
             return cls(**values)
         except TypeError as error:  # a required field missing
@@ -166,7 +165,7 @@ class ProcessHello(Event):
 
     @classmethod
     def from_payload(cls, data: dict[str, Any]) -> ProcessHello:
-        return cls.of(_checked(data["pid"], int, "pid"), _checked(data["frame"], dict, "frame"))
+        return cls.of(*_pid_and_frame(data))
 
     @classmethod
     def of(cls, pid: int, frame: dict[str, Any]) -> ProcessHello:
@@ -238,7 +237,7 @@ class KnobOutcome(Event):
 
     @classmethod
     def from_payload(cls, data: dict[str, Any]) -> KnobOutcome:
-        return cls.of(_checked(data["pid"], int, "pid"), _checked(data["frame"], dict, "frame"))
+        return cls.of(*_pid_and_frame(data))
 
     @classmethod
     def of(cls, pid: int, frame: dict[str, Any]) -> KnobOutcome:
@@ -301,7 +300,7 @@ class GpuSampled(Event):
 
     @classmethod
     def from_payload(cls, data: dict[str, Any]) -> GpuSampled:
-        return cls(tuple(_gpu_sample(g) for g in _checked(data["samples"], list, "samples")))
+        return cls(tuple(_gpu_sample(g) for g in wire.checked(data["samples"], list, "samples")))
 
 
 @event("procs")
@@ -323,7 +322,7 @@ class ProcsSampled(Event):
 
     @classmethod
     def from_payload(cls, data: dict[str, Any]) -> ProcsSampled:
-        samples = _checked(data["samples"], list, "samples")
+        samples = wire.checked(data["samples"], list, "samples")
         cpu, room = data.get("system_cpu_pct"), data.get("usable_cores")
         return cls(
             tuple(_sample(ProcSample, p) for p in samples),
@@ -365,7 +364,7 @@ class FactSeen(Event):
 
     @classmethod
     def from_payload(cls, data: dict[str, Any]) -> FactSeen:
-        return cls.of(_checked(data["pid"], int, "pid"), _checked(data["frame"], dict, "frame"))
+        return cls.of(*_pid_and_frame(data))
 
     @classmethod
     def of(cls, pid: int, frame: dict[str, Any]) -> FactSeen:
@@ -407,13 +406,13 @@ class StacksSampled(Event):
 
     @classmethod
     def from_payload(cls, data: dict[str, Any]) -> StacksSampled:
-        shares = _checked(data["shares"], dict, "shares")
+        shares = wire.checked(data["shares"], dict, "shares")
         return cls(
             StackShares(
-                _checked(data["thread"], str, "thread"),
-                _checked(data["samples"], int, "samples"),
-                {str(k): _checked(v, float, k) for k, v in shares.items()},
-                _checked(data.get("window_s", STACK_WINDOW_S), float, "window_s"),
+                wire.checked(data["thread"], str, "thread"),
+                wire.checked(data["samples"], int, "samples"),
+                {str(k): wire.checked(v, float, k) for k, v in shares.items()},
+                wire.checked(data.get("window_s", STACK_WINDOW_S), float, "window_s"),
             )
         )
 
@@ -492,23 +491,13 @@ class JobEnded(Event):
 # -- checking recorded values ---------------------------------------------------------------
 
 
+def _pid_and_frame(data: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    """The ``pid`` and ``frame`` of an event recorded as its frame's fields, each checked."""
+    return wire.checked(data["pid"], int, "pid"), wire.checked(data["frame"], dict, "frame")
+
+
 def _finite(value: object) -> TypeGuard[int | float]:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-
-
-_HINTS: dict[type, dict[str, Any]] = {}
-
-
-def _hints(cls: type) -> dict[str, Any]:
-    """A class's field types, resolved once."""
-    if cls not in _HINTS:
-        _HINTS[cls] = typing.get_type_hints(cls)
-    return _HINTS[cls]
-
-
-def _checked(value: Any, hint: Any, name: str) -> Any:
-    """``value`` if it is of type ``hint`` (the wire's check: JSON's types, strictly)."""
-    return wire.checked(value, hint, name)
 
 
 def _sample(cls: Any, data: object) -> Any:
@@ -540,7 +529,7 @@ def _field_kinds(cls: type) -> dict[str, tuple[bool, bool]]:
     2026-11-27). ``processes`` and ``throttle`` are checked by their own decoders."""
     if cls not in _KINDS:
         kinds = {}
-        for name, hint in _hints(cls).items():
+        for name, hint in wire.field_types(cls).items():
             written = "" if name in ("processes", "throttle") else str(hint)
             kinds[name] = ("float" in written or "int" in written, written.startswith("str"))
         _KINDS[cls] = kinds

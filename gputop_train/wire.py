@@ -15,6 +15,7 @@ import contextlib
 import json
 import math
 import os
+import socket
 import stat
 import tempfile
 import types
@@ -377,6 +378,17 @@ def _check_socket_length(path: Path) -> None:
         )
 
 
+def receive(sock: socket.socket, size: int) -> bytes | None:
+    """What a non-blocking socket has for us: None while nothing has come, b"" once the peer
+    closed it or it failed (either side of the wire reads its peer so)."""
+    try:
+        return sock.recv(size)
+    except (BlockingIOError, InterruptedError):
+        return None
+    except OSError:
+        return b""
+
+
 def process_exists(pid: int) -> bool:
     """Whether ``pid`` is a process (another user's counts): the one test of liveness that
     the hook (is its monitor still there?) and the monitor (is a socket's job gone?) share."""
@@ -436,7 +448,7 @@ class Frame:
     @classmethod
     def decode(cls: type[F], raw: dict[str, Any]) -> F:
         """The frame a decoded JSON object holds, every field checked (MalformedFrame)."""
-        hints = _frame_hints(cls)
+        hints = field_types(cls)
         values = {
             f.name: checked(raw[f.name], hints[f.name], f.name)
             for f in fields(cls)
@@ -452,7 +464,7 @@ class Frame:
         """As ``decode``, but a field of the wrong type is left unknown (its default) rather
         than refusing the frame: how a recording's hello and knob outcomes were always read
         (an old or damaged file still plays). MalformedFrame only for a required field."""
-        hints = _frame_hints(cls)
+        hints = field_types(cls)
         values = {}
         for f in fields(cls):
             if f.name in raw:
@@ -815,7 +827,9 @@ class Waiting(Frame):
 _HINTS: dict[type, dict[str, Any]] = {}
 
 
-def _frame_hints(cls: type) -> dict[str, Any]:
+def field_types(cls: type) -> dict[str, Any]:
+    """A class's field types, resolved once: a frame's, its objects' (TypedDict) and an
+    event's (events.py)."""
     if cls not in _HINTS:
         _HINTS[cls] = typing.get_type_hints(cls)
     return _HINTS[cls]
@@ -855,7 +869,7 @@ def checked(value: Any, hint: Any, name: str) -> Any:
     elif typing.is_typeddict(hint):
         if not isinstance(value, dict):
             raise TypeError(f"{name} is not an object")
-        for key, key_hint in _frame_hints(hint).items():
+        for key, key_hint in field_types(hint).items():
             if key in value:
                 checked(value[key], key_hint, f"{name}.{key}")
             elif key in hint.__required_keys__:

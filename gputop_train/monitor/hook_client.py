@@ -175,12 +175,9 @@ class HookClient:
             self._selector.register(sock, selectors.EVENT_READ, connection)
 
     def _read(self, connection: _Connection) -> None:
-        try:
-            data = connection.sock.recv(RECV_BYTES)
-        except (BlockingIOError, InterruptedError):
+        data = wire.receive(connection.sock, RECV_BYTES)
+        if data is None:
             return
-        except OSError:
-            data = b""
         if not data:
             self._disconnect(connection)
             return
