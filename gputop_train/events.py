@@ -185,13 +185,20 @@ class ProcessGone(Event):
     pid: int
 
 
-@event("knobs")
+@event("knobs", frame=wire.Knobs)
 @dataclass(frozen=True)
 class KnobsDeclared(Event):
-    """The knobs a process declared (its hook's Knob.describe() each)."""
+    """The knobs a process declared (its hook's Knob.describe() each): its knobs frame, or
+    its hello's ``knobs``."""
 
     pid: int
     knobs: tuple[dict[str, Any], ...]
+
+    @classmethod
+    def from_frame(cls, pid: int, frame: wire.Frame) -> KnobsDeclared:
+        if not isinstance(frame, wire.Knobs | wire.Hello):
+            raise TypeError(f"knobs from a {frame.TYPE} frame")
+        return cls(pid, tuple(frame.knobs or ()))
 
 
 @event("knob_requested")

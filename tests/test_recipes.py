@@ -18,6 +18,8 @@ from gputop_train.advise import rules
 from gputop_train.advise.rules import registry
 from gputop_train.collect.base import CHEAP, Sink
 from gputop_train.collect.fake import FakeGpu, FakeNvml, FakeProcess, FakePsutil
+from gputop_train.hook import agent
+from gputop_train.monitor import hook_client
 from gputop_train.monitor.hook_client import HookClient, _Connection
 from gputop_train.monitor.monitor import Monitor, default_samplers
 from gputop_train.record.reader import read, replay_all
@@ -167,6 +169,18 @@ def test_a_new_fact_the_advisor_reads_is_one_frame_and_its_line_in_fact_frames(
     assert session.snapshot().dropped_frames == 1  # the frame whose tokens were a string
     replayed = replay_all(read(tmp_path / "run.jsonl"))
     assert replayed.facts(BatchTokens) == session.facts(BatchTokens)
+
+
+def test_every_frame_the_monitor_reads_has_one_route_into_the_session() -> None:
+    """A frame the hook sends is either one event, by its event's ``frame=`` (FROM_FRAME), or
+    taken by a handler of the hook client's own (it makes several events or changes the
+    connection): never both, and none left to be counted as dropped."""
+    # What the monitor sends: the hook's commands, and ``alive`` (any line is a sign of life).
+    to_hook = {*agent._COMMANDS, wire.Alive}
+    from_hook = set(wire.FRAMES.values()) - to_hook
+    handled, one_event = set(hook_client._HANDLERS), set(events.FROM_FRAME)
+    assert not handled & one_event
+    assert handled | one_event == from_hook
 
 
 # -- Add a rule: a function of an Observation in its family's module, one entry in RULES ----

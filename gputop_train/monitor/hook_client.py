@@ -221,7 +221,7 @@ class HookClient:
         pid, apply = connection.pid, self._session.apply
         apply(events.ProcessHello.from_frame(pid, frame))
         if frame.knobs is not None:
-            apply(events.KnobsDeclared(pid, tuple(frame.knobs)))
+            apply(events.KnobsDeclared.from_frame(pid, frame))
         for outcome in frame.knob_history or ():
             self._on_knob_applied(
                 connection, wire.decode_frame({"type": wire.KNOB_APPLIED, **outcome}), quiet=True
@@ -233,9 +233,6 @@ class HookClient:
     def _on_waiting(self, connection: _Connection, frame: wire.Waiting) -> None:
         """A stall's question, answered (monitor/stall.py reads it)."""
         self.waiting[connection.pid] = frame
-
-    def _on_knobs(self, connection: _Connection, frame: wire.Knobs) -> None:
-        self._session.apply(events.KnobsDeclared(connection.pid, tuple(frame.knobs)))
 
     def _on_knob_applied(
         self, connection: _Connection, frame: wire.Frame | None, quiet: bool = False
@@ -323,9 +320,6 @@ class HookClient:
                 self._session.apply(events.HookRefused(connection.pid, connection.refusal))
 
 
-# Each frame the monitor reads that needs more than one event, to its handler; a frame that
-# is one event needs no line here: its event class names it (events.FROM_FRAME,
-# docs/architecture.md, "Add a fact").
 # A hook that appends every row to our recording appends those below this step.
 EVERY_STEP = sys.maxsize
 
@@ -337,12 +331,14 @@ def _step_of(row: object) -> int:
     return step if type(step) is int else EVERY_STEP
 
 
+# Each frame the monitor reads that makes several events or changes the connection, to its
+# handler; a frame that is one event needs no line here: its event class names it
+# (events.FROM_FRAME, docs/architecture.md, "Add a fact"). Never both (tests/test_recipes.py).
 _HANDLERS: dict[type[wire.Frame], Callable[[HookClient, _Connection, Any], None]] = {
     wire.Hello: HookClient._on_hello,
     wire.Steps: HookClient._on_steps,
     wire.Notice: HookClient._on_notice,
     wire.Bye: HookClient._on_bye,
-    wire.Knobs: HookClient._on_knobs,
     wire.KnobApplied: HookClient._on_knob_applied,
     wire.Waiting: HookClient._on_waiting,
     wire.RowsUnrecorded: HookClient._on_rows_unrecorded,
