@@ -1,9 +1,11 @@
 """The recipes of docs/architecture.md, each exercised end to end: a sampler, a fact, a rule and
-a panel, each registered in one place; and the two defects the structure hid."""
+a panel, each registered in one place; every frame's one route into the session; every recipe
+citing tests that exist; and the two defects the structure hid."""
 
 from __future__ import annotations
 
 import json
+import re
 import socket
 import threading
 import time
@@ -34,8 +36,24 @@ from gputop_train.tui.panels.base import Panel, UiState
 from gputop_train.tui.panels.log import LogPanel
 from gputop_train.tui.widgets.live_text import LiveText
 from gputop_train.views import View, status_fields, view_of
+from tests.support.paths import REPO
 from tests.support.sessions import JOB_PID, scripted_session
 from tests.support.tui import app_under_test
+
+
+def test_every_recipe_names_the_tests_that_hold_it_and_they_exist() -> None:
+    """Each "Add ..." recipe of docs/architecture.md cites at least one test of its own, as
+    ``tests/test_x.py::test_name``, and each cited test is there: a recipe and its test
+    cannot drift apart unseen."""
+    recipes = (REPO / "docs" / "architecture.md").read_text().split("\n## Recipes\n", 1)[1]
+    for section in recipes.split("\n### ")[1:]:
+        title = section.splitlines()[0]
+        cited = re.findall(r"`(tests/test_\w+\.py)::(test_\w+)`", section)
+        assert cited, f"the recipe {title!r} cites no test"
+        for path, name in cited:
+            source = (REPO / path).read_text()
+            assert re.search(rf"^(async )?def {name}\(", source, re.M), f"{path}::{name}"
+
 
 # -- Add a sampler: a class of the Sampler shape, one line in the list the Monitor runs ------
 

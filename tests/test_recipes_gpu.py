@@ -1,8 +1,12 @@
-"""The recipes "add a GPU field" and "add a metric" of docs/architecture.md, end to end: an
-NVML figure is one row of ``collect.nvml.FIELDS``; a per-GPU metric one row of
-``export.families.GPU_FAMILIES`` (per-rank and job metrics: tests/test_recipes_metric.py)."""
+"""The recipes "add a GPU field" and "add a metric" of docs/architecture.md, end to end: a
+new GPU field is a field and its two rows; an NVML figure is one row of
+``collect.nvml.FIELDS``; a per-GPU metric one row of ``export.families.GPU_FAMILIES``
+(per-rank and job metrics: tests/test_recipes_metric.py)."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from operator import attrgetter
 
 import pytest
 
@@ -10,7 +14,8 @@ from gputop_train import events
 from gputop_train.collect import nvml
 from gputop_train.collect.fake import FakeGpu, FakeNvml
 from gputop_train.export import families, prometheus
-from gputop_train.session import gpu_table
+from gputop_train.samples import GpuSample
+from gputop_train.session import gpu_table, job_gpus
 from gputop_train.session.model import Session
 from gputop_train.views import status_fields, view_of
 from tests.support.clock import ManualClock
@@ -83,3 +88,34 @@ def test_a_gpu_figures_window_json_name_and_rounding_are_its_row(
     assert [g["memory_busy_pct"] for g in gpus] == [33, 33]  # the latest, not the mean (21)
     assert "mem_util_pct" not in gpus[0]
     assert session.snapshot().gpus[0].mem_util_pct == 33
+
+
+def test_a_new_gpu_field_is_a_field_and_its_two_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The recipe whole, on a toy field (fan_pct): 1. the field on GpuSample, 2. its NVML row,
+    # 3. its figure's row, 4. the same field on GpuFigures; then it is read, windowed, named
+    # and rounded into gpus[] with no other edit.
+    @dataclass(frozen=True)
+    class FanSample(GpuSample):
+        fan_pct: float | None = None
+
+    @dataclass(frozen=True)
+    class FanFigures(job_gpus.GpuFigures):
+        fan_pct: float | None = None
+
+    class FanNvml(FakeNvml):
+        turns = [30, 40, 51]  # one a sample
+
+        def nvmlDeviceGetFanSpeedToy(self, h: int) -> int:
+            return self.turns.pop(0)
+
+    monkeypatch.setattr(nvml, "GpuSample", FanSample)
+    monkeypatch.setattr(
+        nvml, "FIELDS", (*nvml.FIELDS, nvml.NvmlField("fan_pct", "nvmlDeviceGetFanSpeedToy"))
+    )
+    row = gpu_table.GpuField("fan_pct", gpu_table.MEAN, 0, json="fan_speed_pct")
+    monkeypatch.setattr(gpu_table, "GPU_FIELDS", (*gpu_table.GPU_FIELDS, row))
+    # (the table's getters, which the row fills at import in the source)
+    monkeypatch.setattr(gpu_table, "_FIELD", {**gpu_table._FIELD, "fan_pct": attrgetter("fan_pct")})
+    monkeypatch.setattr(job_gpus, "GpuFigures", FanFigures)
+    gpus = status_fields(view_of(_session(FanNvml([FakeGpu()])).snapshot()))["gpus"]
+    assert gpus[0]["fan_speed_pct"] == 40  # the window's mean of 30, 40, 51, whole percent
