@@ -9,12 +9,13 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from . import format as fmt
+from . import wire
 from .advise import stragglers
 from .advise.mfu import Efficiency, efficiency, over_phases
 from .advise.rules import Finding, findings
 from .advise.stall import stall_finding
 from .session import gpu_table
-from .session.breakdown import PART_NAMES, MemoryAudit, StepParts
+from .session.breakdown import PART_NAMES, StepParts, activations, cache
 from .session.job_gpus import GpuFigures
 from .session.model import Snapshot
 from .session.phases import WARMUP_S, WARMUP_STEPS, PhaseRow
@@ -269,13 +270,13 @@ def rank_split_text(r: RankStats) -> str:
     return f"split {ms} ms ({parts.clock} clock){comm}"
 
 
-def memory_text(audit: MemoryAudit | None) -> str:
+def memory_text(audit: wire.MemoryAudit | None) -> str:
     if audit is None:
         return fmt.NA
     return (
-        f"peak {fmt.size(audit.allocated_peak)} = params {fmt.size(audit.params)} + grads "
-        f"{fmt.size(audit.grads)} + optimizer {fmt.size(audit.optimizer)} + activations "
-        f"{fmt.size(audit.activations)}; cache {fmt.size(audit.cache)}; "
+        f"peak {fmt.size(audit.allocated_peak)} = params {fmt.size(audit.params_bytes)} + "
+        f"grads {fmt.size(audit.grads_bytes)} + optimizer {fmt.size(audit.optimizer_bytes)} + "
+        f"activations {fmt.size(activations(audit))}; cache {fmt.size(cache(audit))}; "
         f"retries {_count(audit.alloc_retries)}, OOMs {_count(audit.ooms)}"
     )
 
@@ -301,18 +302,18 @@ def breakdown_dict(parts: StepParts | None, reason: str | None) -> dict[str, Any
     return out
 
 
-def memory_dict(audit: MemoryAudit | None) -> dict[str, Any] | None:
+def memory_dict(audit: wire.MemoryAudit | None) -> dict[str, Any] | None:
     """The memory audit for JSON (bytes); None before the first (or without CUDA)."""
     if audit is None:
         return None
     return {
-        "params_bytes": audit.params,
-        "grads_bytes": audit.grads,
-        "optimizer_bytes": audit.optimizer,
-        "activations_bytes": audit.activations,
+        "params_bytes": audit.params_bytes,
+        "grads_bytes": audit.grads_bytes,
+        "optimizer_bytes": audit.optimizer_bytes,
+        "activations_bytes": activations(audit),
         "allocated_peak_bytes": audit.allocated_peak,
         "reserved_peak_bytes": audit.reserved_peak,
-        "cache_bytes": audit.cache,
+        "cache_bytes": cache(audit),
         "device_total_bytes": audit.device_total,
         "alloc_retries": audit.alloc_retries,
         "ooms": audit.ooms,

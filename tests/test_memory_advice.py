@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from gputop_train import wire
 from gputop_train.advise import rules
-from gputop_train.session.breakdown import MemoryAudit
 from tests.support.observations import FP32_H100, GiB, observe
 
 # An fp32 GPT at 76 of the H100's 80 GiB: 2 GiB of parameters, 2 of gradients, 4 of AdamW
 # state; the other 66 GiB of the 74 GiB peak are activations and temporaries.
-AUDIT = MemoryAudit(
-    params=2 * GiB, grads=2 * GiB, optimizer=4 * GiB, allocated_peak=74 * GiB,
+AUDIT = wire.MemoryAudit(
+    params_bytes=2 * GiB, grads_bytes=2 * GiB, optimizer_bytes=4 * GiB, allocated_peak=74 * GiB,
     reserved_peak=76 * GiB, alloc_retries=3, ooms=0, device_total=80 * GiB,
 )  # fmt: skip
 

@@ -10,6 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from gputop_train import wire
 from gputop_train.hook.memory_audit import MemoryAudit as HookAudit
 from gputop_train.hook.step_parts import (
     BWD_END,
@@ -21,7 +22,7 @@ from gputop_train.hook.step_parts import (
     split,
 )
 from gputop_train.session import stats
-from gputop_train.session.breakdown import MemoryAudit, step_parts
+from gputop_train.session.breakdown import activations, cache, step_parts
 from gputop_train.session.steps import Step
 from tests.support.hooked import run_hooked
 
@@ -175,11 +176,9 @@ def test_the_memory_audit_splits_the_peak() -> None:
         400,
         800,
     )
-    audit = MemoryAudit.from_frame(frame)
-    assert audit is not None and audit.activations == 5000 - 1800 and audit.cache == 3000
-    assert audit.alloc_retries == 2 and audit.ooms == 0 and audit.peak_pct == 50.0
-    assert MemoryAudit.from_frame(None) is None  # not audited yet
-    assert MemoryAudit().activations is None  # not audited: N/A, not 0
+    assert activations(frame) == 5000 - 1800 and cache(frame) == 3000
+    assert frame.alloc_retries == 2 and frame.ooms == 0 and frame.device_total == 16000
+    assert activations(wire.MemoryAudit()) is None  # not audited: N/A, not 0
 
 
 def test_no_audit_without_cuda_or_before_the_optimizer_state() -> None:

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Generic, Literal, TypeVar
 
+from .. import wire
 from ..advise.stragglers import input_ms
 from ..samples import GpuSample
+from ..session.breakdown import activations, cache
 from ..session.job_gpus import GpuFigures, GpuUser
 from ..session.model import Snapshot
 from ..session.stats import RankStats
@@ -191,14 +194,21 @@ GPU_FAMILIES: tuple[GpuFamily, ...] = (
     ),
 )
 
-AUDIT_KINDS = ("params", "grads", "optimizer", "activations", "cache")
+# The memory audit's series, by their ``kind`` label.
+AUDIT_KINDS: dict[str, Callable[[wire.MemoryAudit], int | None]] = {
+    "params": attrgetter("params_bytes"),
+    "grads": attrgetter("grads_bytes"),
+    "optimizer": attrgetter("optimizer_bytes"),
+    "activations": activations,
+    "cache": cache,
+}
 
 
 def _memory_audit(view: View) -> Iterator[Series]:
     audit = view.snap.memory
     if audit is not None:
-        for kind in AUDIT_KINDS:
-            yield (kind,), getattr(audit, kind)
+        for kind, bytes_of in AUDIT_KINDS.items():
+            yield (kind,), bytes_of(audit)
 
 
 def _findings(view: View) -> Iterator[Series]:

@@ -72,53 +72,17 @@ def host_gap_pct(steps: Sequence[Step]) -> float | None:
     return min(100.0, 100.0 * sum(s.host_gap_ms or 0.0 for s in timed) / total)
 
 
-@dataclass(frozen=True)
-class MemoryAudit:
-    """The hook's latest audit of GPU memory (bytes; None where not known)."""
+def activations(audit: wire.MemoryAudit) -> int | None:
+    """The allocated peak's rest: activations and temporaries (the peak less what persists:
+    parameters, gradients, optimizer state); None where one is not known."""
+    persistent = (audit.params_bytes, audit.grads_bytes, audit.optimizer_bytes)
+    if audit.allocated_peak is None or None in persistent:
+        return None
+    return max(0, audit.allocated_peak - sum(b or 0 for b in persistent))
 
-    params: int | None = None
-    grads: int | None = None
-    optimizer: int | None = None
-    allocated_peak: int | None = None
-    reserved_peak: int | None = None
-    alloc_retries: int | None = None
-    ooms: int | None = None
-    device_total: int | None = None
 
-    @classmethod
-    def from_frame(cls, frame: wire.MemoryAudit | None) -> MemoryAudit | None:
-        """The frame's figures, as the wire checked them; None before the first audit."""
-        if frame is None:
-            return None
-        return cls(
-            params=frame.params_bytes,
-            grads=frame.grads_bytes,
-            optimizer=frame.optimizer_bytes,
-            allocated_peak=frame.allocated_peak,
-            reserved_peak=frame.reserved_peak,
-            alloc_retries=frame.alloc_retries,
-            ooms=frame.ooms,
-            device_total=frame.device_total,
-        )
-
-    @property
-    def activations(self) -> int | None:
-        """The peak's rest: activations and temporaries (peak minus what persists)."""
-        if None in (self.allocated_peak, self.params, self.grads, self.optimizer):
-            return None
-        persistent = (self.params or 0) + (self.grads or 0) + (self.optimizer or 0)
-        return max(0, (self.allocated_peak or 0) - persistent)
-
-    @property
-    def cache(self) -> int | None:
-        """What the allocator reserved beyond its allocated peak (its cache, fragmentation)."""
-        if self.reserved_peak is None or self.allocated_peak is None:
-            return None
-        return max(0, self.reserved_peak - self.allocated_peak)
-
-    @property
-    def peak_pct(self) -> float | None:
-        """The reserved peak as a share of the device's memory."""
-        if not self.reserved_peak or not self.device_total:
-            return None
-        return 100.0 * self.reserved_peak / self.device_total
+def cache(audit: wire.MemoryAudit) -> int | None:
+    """What the allocator reserved beyond its allocated peak (its cache, fragmentation)."""
+    if audit.reserved_peak is None or audit.allocated_peak is None:
+        return None
+    return max(0, audit.reserved_peak - audit.allocated_peak)

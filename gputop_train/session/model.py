@@ -396,7 +396,7 @@ class Session:
                     self._held_steps(end, window_s, replaced),
                 ),
                 ended_at=None if self._job.running else self._job_ended_at,
-                memory=stats.MemoryAudit.from_frame(observe.fact_at(series, wire.MemoryAudit, end)),
+                memory=observe.fact_at(series, wire.MemoryAudit, end),
                 step_parts_fact=observe.fact_at(series, wire.StepParts, end),
                 job_gpus=self._gpus.chosen,
                 gpus=job_gpus.gpu_figures(every_gpu, self._gpus.chosen, self._gpu_windows),

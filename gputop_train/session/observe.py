@@ -174,7 +174,7 @@ def observe(
         window_s=end - start,
         job_cpu_pct=room.job_cpu_pct,
         usable_cores=room.usable_cores,
-        memory=stats.MemoryAudit.from_frame(fact_at(series, wire.MemoryAudit, end)),
+        memory=fact_at(series, wire.MemoryAudit, end),
         step_parts_reason=parts.reason,
         timed_model=parts.model,
         local_ranks=ranks_here,

@@ -111,7 +111,7 @@ class Snapshot:
     ended_at: float | None = None  # when the job ended (Unix s); None while it runs
     # The hook's latest memory audit, and its step_parts fact: the module whose forwards
     # are counted and timed, or why none is (docs/steps.md).
-    memory: stats.MemoryAudit | None = None
+    memory: wire.MemoryAudit | None = None
     step_parts_fact: wire.StepParts | None = None
 
     @property

@@ -10,7 +10,7 @@ from operator import attrgetter
 from .. import wire
 from ..samples import GpuSample, ProcSample
 from . import gpu_table
-from .breakdown import MemoryAudit, StepParts, host_gap_pct, step_parts
+from .breakdown import StepParts, host_gap_pct, step_parts
 from .clocks import GpuClocks
 from .comm import CommStats, KeptFigures, StepFigures, comm_by_pid, figures_by_pid
 from .job_gpus import GpuFigures, JobGpus
@@ -292,7 +292,7 @@ class Observation:
     job_gpus: JobGpus | None = None
     # The memory audit (hook/memory_audit.py): parameters, gradients, optimizer state,
     # allocator peaks, retries, OOMs; None before the first audit or without CUDA.
-    memory: MemoryAudit | None = None
+    memory: wire.MemoryAudit | None = None
     # Why samples/tokens from the forward and the step breakdown are N/A, when they are
     # (the step_parts fact); and the module whose forwards are timed.
     step_parts_reason: str | None = None

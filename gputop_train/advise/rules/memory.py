@@ -44,7 +44,7 @@ def _memory_advice(o: Observation) -> tuple[tuple[str, ...], str] | None:
     audit = o.memory
     if audit is None or audit.allocated_peak is None:
         return None
-    model = [audit.params, audit.grads, audit.optimizer]
+    model = [audit.params_bytes, audit.grads_bytes, audit.optimizer_bytes]
     known = [b for b in model if b is not None]
     rest = audit.allocated_peak - sum(known) if known else None
     split = ", ".join(
@@ -69,11 +69,11 @@ def _memory_advice(o: Observation) -> tuple[tuple[str, ...], str] | None:
             "half the micro-batch with twice the gradient accumulation, the same effective "
             f"batch (about {fmt.size(rest / 2)})"
         )
-    if o.model.param_dtype == "float32" and audit.params and audit.grads:
-        halved = (audit.params + audit.grads) / 2
+    if o.model.param_dtype == "float32" and audit.params_bytes and audit.grads_bytes:
+        halved = (audit.params_bytes + audit.grads_bytes) / 2
         fixes.append(f"bf16 parameters and gradients ({fmt.size(halved)})")
-    if audit.optimizer:
-        fixes.append(f"optimizer state in bf16 ({fmt.size(audit.optimizer / 2)})")
+    if audit.optimizer_bytes:
+        fixes.append(f"optimizer state in bf16 ({fmt.size(audit.optimizer_bytes / 2)})")
     if not fixes:
         return tuple(evidence), "a smaller batch before it OOMs"
     return tuple(evidence), "before it OOMs: " + "; ".join(fixes)

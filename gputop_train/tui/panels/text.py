@@ -10,6 +10,7 @@ from rich.text import Text
 from ... import format as fmt
 from ... import tables
 from ...samples import DATA_WAIT
+from ...session.breakdown import activations, cache
 from ...session.model import Snapshot
 from ...session.phases import KnobState
 from ...session.stats import RankStats
@@ -286,9 +287,9 @@ def memory_audit(snap: Snapshot) -> Text:
         return Text()
     text = Text(" peak ", style="dim")
     text.append(
-        f"{fmt.size(audit.allocated_peak)}: params {fmt.size(audit.params)}, grads "
-        f"{fmt.size(audit.grads)}, optim {fmt.size(audit.optimizer)}, act "
-        f"{fmt.size(audit.activations)}, cache {fmt.size(audit.cache)}\n"
+        f"{fmt.size(audit.allocated_peak)}: params {fmt.size(audit.params_bytes)}, grads "
+        f"{fmt.size(audit.grads_bytes)}, optim {fmt.size(audit.optimizer_bytes)}, act "
+        f"{fmt.size(activations(audit))}, cache {fmt.size(cache(audit))}\n"
     )
     retries = fmt.NA if audit.alloc_retries is None else str(audit.alloc_retries)
     ooms = fmt.NA if audit.ooms is None else str(audit.ooms)
