@@ -7,12 +7,13 @@ their styling (Rich styles, Markdown pipes) is their own.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Generic, TypeVar
 
 from . import format as fmt
 from .samples import ProcSample
 from .session.model import Snapshot
+from .session.phases import PhaseFigures
 from .views import View
 
 Row = TypeVar("Row")
@@ -114,66 +115,44 @@ def _filled(column: Column[Row], texts: Sequence[str]) -> bool:
 
 
 @dataclass(frozen=True)
-class PhaseLine:
+class PhaseLine(PhaseFigures):
     """One phase as every phase table shows it; None is N/A. Built from a view's phase (the
     TUI, headless) or from a summary's JSON phase (the Markdown summary)."""
 
     index: int
     change: str
     failed: str | None
-    steps: int
-    warmup_s: float | None
-    samples_per_s: float | None
-    step_ms_p50: float | None
-    data_wait_pct: float | None
-    gpu_util_pct: float | None
-    tensor_active_pct: float | None
-    peak_mem_bytes: int | None
-    speedup: float | None
     headline: str
 
     @classmethod
     def of_view(cls, view: View) -> list[PhaseLine]:
-        out = []
-        for phase in view.phases:
-            row = phase.row
-            out.append(
-                cls(
-                    row.phase.index,
-                    row.phase.change,
-                    row.phase.failed,
-                    row.steps,
-                    row.warmup_s,
-                    phase.samples_per_s,
-                    row.step_ms_p50,
-                    row.data_wait_pct,
-                    row.gpu_util_pct,
-                    row.tensor_active_pct,
-                    row.peak_mem_bytes,
-                    phase.speedup,
-                    phase.headline,
-                )
+        """The view's phases: each row's figures, with the view's throughput and speed-up (the
+        autopilot's settled figures where it judged the phase)."""
+        return [
+            cls(
+                **{name: getattr(p.row, name) for name in _FIGURES}
+                | {"samples_per_s": p.samples_per_s, "speedup": p.speedup},
+                index=p.row.phase.index,
+                change=p.row.phase.change,
+                failed=p.row.phase.failed,
+                headline=p.headline,
             )
-        return out
+            for p in view.phases
+        ]
 
     @classmethod
     def of_dict(cls, p: Mapping[str, Any]) -> PhaseLine:
-        """A phase of ``views.phase_dicts`` (a summary's JSON)."""
+        """A phase of ``views.phase_dicts`` (a summary's JSON: the figures by their names)."""
         return cls(
-            p["phase"],
-            p["change"],
-            p["failed"],
-            p["steps"],
-            p["warmup_s"],
-            p["samples_per_s"],
-            p["step_ms_p50"],
-            p["data_wait_pct"],
-            p["gpu_util_pct"],
-            p["tensor_active_pct"],
-            p["peak_mem_bytes"],
-            p["speedup"],
-            p["headline"],
+            **{name: p[name] for name in _FIGURES},
+            index=p["phase"],
+            change=p["change"],
+            failed=p["failed"],
+            headline=p["headline"],
         )
+
+
+_FIGURES = tuple(f.name for f in fields(PhaseFigures))
 
 
 def _change(p: PhaseLine) -> str:

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from ..session import stats
-from ..session.phases import NOISE_BLOCKS, split_warmup
+from ..session.phases import noise_pct, split_warmup
 from ..session.steps import Step
 
 # A block: at least this long of steps and this many steps. One second holds 5-15 steps of
@@ -189,7 +189,7 @@ def _figures(
         seconds=_seconds(window),
         rate=rate,
         unit=unit,
-        noise_pct=_noise_pct(window),
+        noise_pct=noise_pct(window, _work),
         error_pct=_error_pct(window),
         data_wait_pct=figures.data_wait_pct,
         transient_s=transient_s,
@@ -198,21 +198,9 @@ def _figures(
     )
 
 
-def _noise_pct(window: Sequence[Step]) -> float | None:
-    """How far NOISE_BLOCKS blocks of the window stray from their mean throughput, in %."""
-    size = len(window) // NOISE_BLOCKS
-    if size < 2:
-        return None
-    rates = []
-    for block in range(NOISE_BLOCKS):
-        steps = window[block * size : (block + 1) * size]
-        seconds = _seconds(steps)
-        work = sum(s.samples or 0 for s in steps) or len(steps)
-        if seconds <= 0:
-            return None
-        rates.append(work / seconds)
-    mean = sum(rates) / len(rates)
-    return 100.0 * max(abs(rate - mean) for rate in rates) / mean
+def _work(steps: Sequence[Step]) -> float:
+    """A block's work: its samples, or its steps where none are counted."""
+    return sum(s.samples or 0 for s in steps) or len(steps)
 
 
 def _error_pct(window: Sequence[Step]) -> float | None:

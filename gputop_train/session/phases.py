@@ -74,12 +74,11 @@ class Phase:
 
 
 @dataclass(frozen=True)
-class PhaseRow:
-    """A phase's figures over its measured (post-warm-up) steps; None is N/A."""
+class PhaseFigures:
+    """A phase's figures over its measured (post-warm-up) steps, as every phase table shows
+    them (tables.PhaseLine) and the JSON names them; None is N/A."""
 
-    phase: Phase
     steps: int
-    warmup_steps: int
     warmup_s: float | None
     samples_per_s: float | None
     step_ms_p50: float | None
@@ -88,6 +87,14 @@ class PhaseRow:
     tensor_active_pct: float | None
     peak_mem_bytes: int | None
     speedup: float | None
+
+
+@dataclass(frozen=True)
+class PhaseRow(PhaseFigures):
+    """A phase, its figures, and what they were measured over."""
+
+    phase: Phase
+    warmup_steps: int
     observation: stats.Observation | None = None  # over the measured steps (None: too few)
     measured_s: float | None = None  # seconds the measured steps cover
     noise_pct: float | None = None  # largest block's deviation from the mean samples/s, %
@@ -229,25 +236,30 @@ def _row(
         speedup=samples_per_s / baseline if baseline and samples_per_s else None,
         observation=observe(measured, other_ranks)[0] if observe and measured else None,
         measured_s=window[1] - window[0] if window else None,
-        noise_pct=_noise_pct(measured),
+        noise_pct=noise_pct(measured, _samples),
     )
 
 
-def _noise_pct(measured: Sequence[Step]) -> float | None:
-    """How far the throughput of blocks of consecutive steps strays from their mean, in %."""
-    size = len(measured) // NOISE_BLOCKS
+def noise_pct(steps: Sequence[Step], work: Callable[[Sequence[Step]], float]) -> float | None:
+    """How far the rate of ``work`` (samples) over NOISE_BLOCKS blocks of consecutive steps
+    strays from their mean, in %; None for too few steps, or a block with no time or work."""
+    size = len(steps) // NOISE_BLOCKS
     if size < 2:
         return None
     rates = []
     for block in range(NOISE_BLOCKS):
-        steps = measured[block * size : (block + 1) * size]
-        seconds = sum(s.step_ms or 0.0 for s in steps) / 1000.0
-        samples = sum(s.samples or 0 for s in steps)
-        if seconds <= 0 or not samples:
+        chunk = steps[block * size : (block + 1) * size]
+        seconds = sum(s.step_ms or 0.0 for s in chunk) / 1000.0
+        done = work(chunk)
+        if seconds <= 0 or not done:
             return None
-        rates.append(samples / seconds)
+        rates.append(done / seconds)
     mean = sum(rates) / len(rates)
     return 100.0 * max(abs(rate - mean) for rate in rates) / mean
+
+
+def _samples(steps: Sequence[Step]) -> float:
+    return sum(s.samples or 0 for s in steps)
 
 
 def _phase_steps(
