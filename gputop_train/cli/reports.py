@@ -9,9 +9,9 @@ import math
 import re
 import shutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from ..record.reader import UnreadableRecording
 from ..reports.box import MAX_LOAD_CHANGE_PCT
@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from ..reports.load import Run
 
 COMMANDS = ("report", "compare", "check")
+N = TypeVar("N", int, float)
 
 
 def _say(text: str) -> None:
@@ -27,37 +28,41 @@ def _say(text: str) -> None:
         print(f"gputop-train: {text}", file=sys.stderr)
 
 
-def percent(text: str) -> float:
-    """``5%`` or ``5`` -> 5.0."""
-    try:
-        value = float(text.strip().rstrip("%"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a percentage, e.g. 5%") from None
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a percentage of 0% or more")
-    return value
+def _argument(
+    convert: Callable[[str], N], example: str, ok: Callable[[N], bool], bound: str
+) -> Callable[[str], N]:
+    """An option's type: ``convert`` the text (said with ``example`` when it cannot be), then
+    hold the value to ``ok`` (said with ``bound``)."""
+
+    def parse(text: str) -> N:
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r}: expected {example}") from None
+        if not ok(value):
+            raise argparse.ArgumentTypeError(f"{text!r}: expected {bound}")
+        return value
+
+    return parse
 
 
-def positive(text: str) -> float:
-    """A finite number above 0: a bound of nan or inf would be no bound at all."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a number, e.g. 250") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a finite number above 0")
-    return value
-
-
-def count(text: str) -> int:
-    """A whole number above 0."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a whole number, e.g. 200") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a whole number above 0")
-    return value
+# ``5%`` or ``5`` -> 5.0.
+percent = _argument(
+    lambda text: float(text.strip().rstrip("%")),
+    "a percentage, e.g. 5%",
+    lambda value: math.isfinite(value) and value >= 0,
+    "a percentage of 0% or more",
+)
+# A finite number above 0: a bound of nan or inf would be no bound at all.
+positive = _argument(
+    float,
+    "a number, e.g. 250",
+    lambda value: math.isfinite(value) and value > 0,
+    "a finite number above 0",
+)
+count = _argument(
+    int, "a whole number, e.g. 200", lambda value: value > 0, "a whole number above 0"
+)
 
 
 _UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "m": 10**6, "mb": 10**6, "g": 10**9,
