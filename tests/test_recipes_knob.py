@@ -5,7 +5,6 @@ whose apply raised, and the autopilot turns it for a finding that names its role
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -24,14 +23,17 @@ from gputop_train.session.phases import knob_state
 from tests.support.agents import hooked_agent, request
 
 
-@pytest.fixture
-def agent() -> Iterator[Agent]:
-    yield from hooked_agent()
-
-
 def test_a_new_builtin_knob_is_one_method_and_its_line_in_build(
-    agent: Agent, monkeypatch: pytest.MonkeyPatch
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    hooked = hooked_agent()
+    try:
+        _declared_applied_and_turned(next(hooked), monkeypatch)
+    finally:
+        next(hooked, None)  # the hook uninstalled
+
+
+def _declared_applied_and_turned(agent: Agent, monkeypatch: pytest.MonkeyPatch) -> None:
     determinism = {"on": False, "refuse": False}
 
     # 1. The method: the value in force read now, ``apply`` for the training thread.
