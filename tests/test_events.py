@@ -262,3 +262,16 @@ def test_recording_md_documents_every_event_kind_and_nothing_else() -> None:
     for line in table.splitlines()[2:]:
         kinds |= set(re.findall(r"`(\w+)`", line.split("|")[1]))
     assert kinds - {"meta"} == set(events.EVENTS)
+
+
+def test_the_machines_cores_come_in_through_apply_and_a_replay_takes_the_headers() -> None:
+    # The monitor applies its count unrecorded (the header holds it); a replay applies the
+    # header's, so live and replayed sessions reckon idle cores alike.
+    live, lines = _record_live([])
+    live.apply(events.CoresCounted(12), record=False)
+    assert lines == [] and live._series().cpu_count == 12
+    header = {"t": T0, "started_at": T0, "command": ["train.py"], "cpu_count": 12}
+    replayed = replay_all(Recording(Path("live.jsonl"), header, lines))
+    assert replayed._series().cpu_count == 12
+    unknown = replay_all(Recording(Path("old.jsonl"), {**header, "cpu_count": "12"}, lines))
+    assert unknown._series().cpu_count is None  # a header's count of another type: unknown
