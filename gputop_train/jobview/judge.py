@@ -23,7 +23,7 @@ from collections.abc import Iterable, Sequence
 
 from ..advise.rank_verdict import HOLD_WINDOWS, RankWindow, Verdict, judge
 from .figures import JobSample, NodeFigures, RankFigures
-from .view import JobFinding, JobView, NodeRow, RankRow, node_name, where
+from .view import JobFinding, JobView, NodeRow, RankRow, down_state, node_name, where
 
 DEFAULT_WINDOW_S = 10.0  # the monitors' --window: their figures are medians over it
 _Built = tuple[JobSample, JobSample, list[RankWindow]]  # a window's end and start samples, built
@@ -158,7 +158,12 @@ def build_view(
     nodes = tuple(
         sorted(
             (_node_row(n, by_node.get((n.node, n.host), []), verdict) for n in sample.nodes),
-            key=lambda n: (n.node not in named, -(n.lag_ms or 0.0), _natural(n.node)),
+            key=lambda n: (
+                n.node not in named,
+                n.down_reason is None,  # a node not answering next: the verdict lacks it
+                -(n.lag_ms or 0.0),
+                _natural(n.node),
+            ),
         )
     )
     findings += _state_findings(sample)
@@ -174,6 +179,7 @@ def build_view(
         world_size=max(sizes) if sizes else None,
         windows=windows,
         verdict_age_s=age_s,
+        judged_without=tuple(n.node for n in sample.nodes if n.down_reason is not None),
     )
 
 
@@ -243,7 +249,9 @@ def _node_row(node: NodeFigures, mine: Sequence[RankRow], verdict: Verdict | Non
     )
     if named:  # the verdict's rank on this node is its worst, with the verdict's cause
         worst = max(named, key=lambda r: r.lag_ms or 0.0)
-    if node.running is None and not mine:
+    if node.down_reason is not None:
+        state = down_state(node.down_since, node.down_reason)
+    elif node.running is None and not mine:
         state = "not answering"
     elif node.running is False:
         state = f"ended (exit {node.exit_code:g})" if node.exit_code is not None else "ended"
@@ -263,6 +271,8 @@ def _node_row(node: NodeFigures, mine: Sequence[RankRow], verdict: Verdict | Non
         worst_cause=cause or (worst.lag_cause if worst else None),
         lag_ms=worst.lag_ms if worst else None,
         state=state,
+        down_since=node.down_since,
+        down_reason=node.down_reason,
     )
 
 
@@ -321,7 +331,8 @@ def _verdict_findings(verdict: Verdict | None, sample: JobSample) -> Iterable[Jo
 
 
 def _state_findings(sample: JobSample) -> list[JobFinding]:
-    """Nodes whose job ended, and exporters that did not answer."""
+    """Nodes whose job ended, nodes not answering (judged without), what else could not be
+    read."""
     found = [
         JobFinding(
             kind="ended",
@@ -331,7 +342,18 @@ def _state_findings(sample: JobSample) -> list[JobFinding]:
             host=n.host,
         )
         for n in sample.nodes
-        if n.running is False
+        if n.running is False and n.down_reason is None
+    ]
+    found += [
+        JobFinding(
+            kind="unreachable",
+            text=f"{where(n.node, n.host)}: {down_state(n.down_since, n.down_reason)}; "
+            "the verdict judged without it",
+            node=n.node,
+            host=n.host,
+        )
+        for n in sample.nodes
+        if n.down_reason is not None
     ]
     found += [JobFinding(kind="unreachable", text=problem) for problem in sample.problems]
     return found

@@ -11,8 +11,10 @@ sample is the one a read of every node gives; a 1,000-node refresh reads a seven
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
+import statistics
 import time
 import urllib.error
 import urllib.parse
@@ -28,14 +30,15 @@ QUERY_TIMEOUT_S = 10.0  # Prometheus's own default query timeout is 2 minutes; a
 ENDED_LOOKBACK = "10m"
 
 
-def _info(name: str, job: str, by: str, hosts: str = "") -> str:
+def _info(name: str, job: str, by: str, hosts: str = "", lookback: str = "") -> str:
     """An info series of ``job``, as stored with the default honor_labels: false (our ``job``
     as ``exported_job``) or with honor_labels: true (``job``): docs/prometheus.md. ``hosts``:
-    a matcher of the nodes to read (``, host=~"…"``)."""
-    return (
-        f'max by ({by}) (gputop_train_{name}{{exported_job="{job}"{hosts}}} '
-        f'or gputop_train_{name}{{job="{job}"{hosts}}})'
-    )
+    a matcher of the nodes to read (``, host=~"…"``); ``lookback``: its last value over it
+    (a node no longer scraped)."""
+    either = [f'gputop_train_{name}{{{label}="{job}"{hosts}}}' for label in ("exported_job", "job")]
+    if lookback:
+        either = [f"last_over_time({series}[{lookback}])" for series in either]
+    return f"max by ({by}) ({either[0]} or {either[1]})"
 
 
 def queries(job: str, hosts: list[str] | None = None) -> dict[str, str]:
@@ -94,6 +97,9 @@ class PrometheusSource:
         self.last_read: int | None = None
         # Per host: when its answers were scraped, and its rows of each query of _OF_NODES.
         self._kept: dict[str, tuple[float, dict[str, list[dict[str, Any]]]]] = {}
+        # Per host not answering: since (its last scrape), why (Prometheus's scrape error), its
+        # last job_info rows (its node's name).
+        self._down: dict[str, tuple[float | None, str, list[dict[str, Any]]]] = {}
 
     def describe(self) -> str:
         return f"Prometheus {self.url}"
@@ -129,8 +135,92 @@ class PrometheusSource:
     def sample(self, at: float | None = None) -> JobSample:
         """The job now (every node read where ``at`` is given: a moment in the past)."""
         when = time.time() if at is None else at
-        answers = self._ask(queries(self.job), at) if at is not None else self._read_changed()
-        return build_sample(self.job, when, answers, self.url)
+        if at is not None:
+            return build_sample(self.job, when, self._ask(queries(self.job), at), self.url)
+        answers = self._read_changed()
+        down = self._not_answering(answers)
+        answers["job_info"] = answers.get("job_info", []) + [
+            row for _, _, rows in self._down.values() for row in rows
+        ]
+        return build_sample(self.job, when, answers, self.url, down)
+
+    def _not_answering(
+        self, answers: dict[str, list[dict[str, Any]]]
+    ) -> dict[str, tuple[float | None, str]]:
+        """The nodes whose job runs (its last value) but whose series are stale (their scrape
+        failed, or they are no target any more): since their last scrape, and why, as
+        Prometheus's targets say (asked once a node stops answering)."""
+        if self.last_read is None:  # the nodes serve no scrape time: stale ones not told
+            return {}
+        stale = sorted(
+            h
+            for row in answers.get("job_running", ())
+            if float(row["value"][1]) == 1.0
+            and (h := row["metric"].get("host", "")) not in self._kept
+        )
+        self._down = {h: self._down[h] for h in stale if h in self._down}
+        new = [h for h in stale if h not in self._down]
+        if new:
+            seen, errors = self._last_scrapes(new), self._scrape_errors()
+            of = f", host=~{_any_of(new)}"
+            info = self.query(
+                _info("job_info", self.job, "host, node, world_size", of, ENDED_LOOKBACK)
+            )
+            for host in new:
+                instance, since = seen.get(host, ("", None))
+                why = errors.get(instance, "no longer a scrape target")
+                rows = [r for r in info if r["metric"].get("host") == host]
+                self._down[host] = (since, why, rows)
+        return {h: (since, why) for h, (since, why, _) in self._down.items()}
+
+    def _last_scrapes(self, hosts: list[str]) -> dict[str, tuple[str, float | None]]:
+        """Each host's scrape target (``instance``) and its last scrape's time (the raw
+        samples of the last ENDED_LOOKBACK)."""
+        selector = f'{_HOSTS}{{train_job="{self.job}", host=~{_any_of(hosts)}}}'
+        found: dict[str, tuple[str, float | None]] = {}
+        for row in self.query(f"{selector}[{ENDED_LOOKBACK}]"):
+            labels = row["metric"]
+            last = max((float(t) for t, _ in row.get("values", ())), default=None)
+            if last is not None and last > (found.get(labels.get("host", ""), ("", 0.0))[1] or 0):
+                found[labels.get("host", "")] = (labels.get("instance", ""), last)
+        return found
+
+    def _scrape_errors(self) -> dict[str, str]:
+        """Each scrape target that is down, by ``instance``: its last scrape's error, its
+        last words (``connection refused``, ``context deadline exceeded``)."""
+        try:
+            targets = self._get("/api/v1/targets?state=active")["activeTargets"]
+        except (SourceError, KeyError):
+            return {}
+        return {
+            t["labels"].get("instance", ""): (t.get("lastError") or "down").rsplit(": ", 1)[-1]
+            for t in targets
+            if t.get("health") == "down"
+        }
+
+    def scrape_interval_s(self) -> float | None:
+        """How far apart Prometheus scrapes the job's nodes: the spacing of a few nodes' last
+        samples (a query frontend without the targets API answers it too); None where no
+        node has two samples yet."""
+        hosts = sorted({r["metric"].get("host", "") for r in self.query(scraped(self.job))})[:8]
+        if not hosts:
+            return None
+        selector = f'{_HOSTS}{{train_job="{self.job}", host=~{_any_of(hosts)}}}'
+        gaps = [
+            b - a
+            for row in self.query(f"{selector}[5m]")
+            for a, b in itertools.pairwise(sorted(float(t) for t, _ in row.get("values", ())))
+        ]
+        return round(statistics.median(gaps), 1) if gaps else None  # ms jitter off
+
+    def _get(self, path: str) -> Any:
+        """The ``data`` of a GET of the HTTP API; SourceError, said, where it fails."""
+        try:
+            with urllib.request.urlopen(self.url + path, timeout=QUERY_TIMEOUT_S) as response:
+                answer = json.load(response)
+        except (OSError, ValueError) as error:
+            raise SourceError(f"{self.url}{path}: {error}") from None
+        return answer.get("data", {})
 
     def _ask(self, asked: dict[str, str], at: float | None = None) -> dict[str, list[Any]]:
         return dict(
@@ -196,9 +286,14 @@ def _error_of(error: urllib.error.HTTPError) -> str:
 
 
 def build_sample(
-    job: str, at: float, answers: dict[str, list[dict[str, Any]]], source: str
+    job: str,
+    at: float,
+    answers: dict[str, list[dict[str, Any]]],
+    source: str,
+    down: dict[str, tuple[float | None, str]] | None = None,
 ) -> JobSample:
-    """The answers of ``queries`` as a JobSample."""
+    """The answers of ``queries`` as a JobSample; ``down``: the hosts not answering, since
+    when and why."""
     by_host = {r["metric"].get("host", ""): r["metric"] for r in answers.get("job_info", ())}
     per_host: dict[str, dict[str, float]] = defaultdict(dict)
     for name in ("job_running", "job_exit_code", "gpu_util"):
@@ -234,9 +329,11 @@ def build_sample(
         )
         for (host, pid), values in sorted(fields.items())
     )
-    hosts = sorted({r.host for r in ranks} | set(by_host))
+    down = down or {}
+    hosts = sorted({r.host for r in ranks} | set(by_host) | set(down))
     nodes = tuple(
-        _node(host, by_host.get(host, {}), per_host.get(host, {}), source) for host in hosts
+        _node(host, by_host.get(host, {}), per_host.get(host, {}), source, down.get(host))
+        for host in hosts
     )
     return JobSample(job, at, nodes, ranks)
 
@@ -245,7 +342,13 @@ def _node_of(by_host: dict[str, dict[str, str]], host: str) -> str:
     return by_host.get(host, {}).get("node", host)
 
 
-def _node(host: str, info: dict[str, str], state: dict[str, float], source: str) -> NodeFigures:
+def _node(
+    host: str,
+    info: dict[str, str],
+    state: dict[str, float],
+    source: str,
+    down: tuple[float | None, str] | None,
+) -> NodeFigures:
     running = state.get("job_running")
     util = state.get("gpu_util")
     world = info.get("world_size")
@@ -257,6 +360,8 @@ def _node(host: str, info: dict[str, str], state: dict[str, float], source: str)
         exit_code=state.get("job_exit_code"),
         gpu_util_pct=None if util is None else util * 100.0,
         world_size=int(world) if world else None,
+        down_since=down[0] if down else None,
+        down_reason=down[1] if down else None,
     )
 
 
