@@ -9,11 +9,14 @@ import math
 import random
 import re
 import shutil
+import statistics
 import threading
 import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from benchmarks.scale.standin import Node, Rank, StandinNodes, node_page
 from gputop_train.advise.rank_verdict import MIN_STEPS
@@ -21,7 +24,7 @@ from gputop_train.cli.job import run_job
 from gputop_train.export import prometheus
 from gputop_train.jobview.exporters import ExporterSource, parse_page, parse_urls
 from gputop_train.jobview.figures import JobSample, RankFigures, SourceError
-from gputop_train.jobview.judge import JobHistory
+from gputop_train.jobview.judge import JobHistory, _OthersMedians
 from gputop_train.jobview.prometheus import PrometheusSource
 from gputop_train.jobview.view import headline_line, node_lines, to_json
 from gputop_train.views import view_of
@@ -362,3 +365,24 @@ def test_a_slow_verdict_does_not_hold_the_refresh_and_its_age_is_said(
     third = history.view("test")
     assert third.verdict_age_s >= 1.0 and "verdict of" in headline_line(third)
     gate.set()
+
+
+@given(st.lists(st.one_of(st.none(), st.floats(0, 100)), min_size=1, max_size=9))
+def test_each_ranks_others_median_is_the_plain_median_of_the_others(
+    inputs: list[float | None],
+) -> None:
+    """The rows' lag reads each rank's others' median off one sorted list (judge.py): it is
+    the median of the others' figures, the rank itself left out (a rank not among them: of
+    all)."""
+    ranks = [
+        RankFigures(rank=i, node="0", host="h", pid=i, input_ms=v) for i, v in enumerate(inputs)
+    ]
+    others = _OthersMedians(ranks)
+    for rank in [*ranks, RankFigures(rank=99, node="0", host="x", pid=99, input_ms=1.0)]:
+        values = [r.input_ms for r in ranks if r.input_ms is not None and r is not rank]
+        own = rank.input_ms is not None and rank in ranks
+        expected = statistics.median(values) if values else None
+        if not own:  # not measured or not among them: the median of all
+            all_values = [r.input_ms for r in ranks if r.input_ms is not None]
+            expected = statistics.median(all_values) if all_values else None
+        assert others.of(rank, "input_ms") == expected

@@ -202,15 +202,12 @@ class _OthersMedians:
         own = getattr(rank, name)
         if own is None or rank.key not in self._keys:  # not among them: the median of all
             return self._all[name]
-        at = bisect.bisect_left(values, own)
         remaining = len(values) - 1
         if remaining < 1:
             return None
-
-        def without(i: int) -> float:
-            return values[i] if i < at else values[i + 1]
-
-        return (without((remaining - 1) // 2) + without(remaining // 2)) / 2.0
+        at = bisect.bisect_left(values, own)
+        low, high = (remaining - 1) // 2, remaining // 2  # the others' middle, without it
+        return (values[low + (low >= at)] + values[high + (high >= at)]) / 2.0
 
 
 def _rank_row(rank: RankFigures, others: _OthersMedians) -> RankRow:
