@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.scale.standin import StandinNodes, node_page
+from benchmarks.scale.standin import Node, Rank, StandinNodes, node_page
 from gputop_train.cli.job import run_job
 from gputop_train.jobview import exporters
 from gputop_train.jobview.exporters import ExporterSource, parse_page
@@ -23,9 +23,21 @@ from gputop_train.jobview.prometheus import PrometheusSource
 from gputop_train.jobview.tui import _node_cells
 from gputop_train.jobview.view import headline_line, node_lines, to_json
 from tests.support.prometheus_server import PROMETHEUS_MISSING, running_prometheus, static_job
-from tests.test_job_view import WINDOW_S, job
 
+WINDOW_S = 10.0
 SINCE = time.mktime((2026, 12, 6, 3, 20, 11, 0, 0, -1))  # 03:20:11 on the viewer's clock
+
+
+def job(slow: dict[int, str], nodes: int) -> list[Node]:
+    """``nodes`` nodes of 2 ranks, 60 ms steps; the rank in ``slow`` 30 ms more in its input,
+    the others waiting for it in their all-reduce."""
+    return [
+        Node("train-4711", str(n), f"gpu-node-{n}", [
+            Rank(r, r % 2, 1000 + r, 60.0, 31.0 if r in slow else 1.0, 1.0 if r in slow else 31.0)
+            for r in (2 * n, 2 * n + 1)
+        ])
+        for n in range(nodes)
+    ]  # fmt: skip
 
 
 def test_a_node_not_answering_keeps_its_row_and_the_verdict_says_it_judged_without_it() -> None:
