@@ -11,10 +11,8 @@ sample is the one a read of every node gives; a 1,000-node refresh reads a seven
 
 from __future__ import annotations
 
-import itertools
 import json
 import re
-import statistics
 import time
 import urllib.error
 import urllib.parse
@@ -25,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from .figures import RANK_FIELDS, JobSample, NodeFigures, RankFigures, SourceError
+from .scrapes import sample_times, spacing_s, target_errors
 
 QUERY_TIMEOUT_S = 10.0  # Prometheus's own default query timeout is 2 minutes; a view can't wait
 # A job that ended within this long is still shown (its last figures and its exit status).
@@ -172,66 +171,41 @@ class PrometheusSource:
         self._down = {h: self._down[h] for h in stale if h in self._down}
         new = [h for h in stale if h not in self._down]
         if new:
-            seen, errors = self._last_scrapes(new), self._scrape_errors()
+            seen = sample_times(self.query, self._running(new), ENDED_LOOKBACK)
+            errors = target_errors(self._targets())
             of = f", host=~{_any_of(new)}"
             info = self.query(
                 _info("job_info", self.job, "host, node, world_size", of, ENDED_LOOKBACK)
             )
             for host in new:
-                instance, since = seen.get(host, ("", None))
+                instance, times = seen.get(host, ("", [None]))
                 why = errors.get(instance, "no longer a scrape target")
                 rows = [r for r in info if r["metric"].get("host") == host]
-                self._down[host] = (since, why, rows)
+                self._down[host] = (times[-1], why, rows)
         return {h: (since, why) for h, (since, why, _) in self._down.items()}
-
-    def _last_scrapes(self, hosts: list[str]) -> dict[str, tuple[str, float | None]]:
-        """Each host's scrape target (``instance``) and its last scrape's time (the raw
-        samples of the last ENDED_LOOKBACK)."""
-        selector = f'{_HOSTS}{{train_job="{self.job}", host=~{_any_of(hosts)}}}'
-        found: dict[str, tuple[str, float | None]] = {}
-        for row in self.query(f"{selector}[{ENDED_LOOKBACK}]"):
-            labels = row["metric"]
-            last = max((float(t) for t, _ in row.get("values", ())), default=None)
-            if last is not None and last > (found.get(labels.get("host", ""), ("", 0.0))[1] or 0):
-                found[labels.get("host", "")] = (labels.get("instance", ""), last)
-        return found
-
-    def _scrape_errors(self) -> dict[str, str]:
-        """Each scrape target that is down, by ``instance``: its last scrape's error, its
-        last words (``connection refused``, ``context deadline exceeded``)."""
-        try:
-            targets = self._get("/api/v1/targets?state=active")["activeTargets"]
-        except (SourceError, KeyError):
-            return {}
-        return {
-            t["labels"].get("instance", ""): (t.get("lastError") or "down").rsplit(": ", 1)[-1]
-            for t in targets
-            if t.get("health") == "down"
-        }
 
     def scrape_interval_s(self) -> float | None:
         """How far apart Prometheus scrapes the job's nodes: the spacing of a few nodes' last
         samples (a query frontend without the targets API answers it too); None where no
         node has two samples yet."""
-        hosts = sorted({r["metric"].get("host", "") for r in self.query(scraped(self.job))})[:8]
-        if not hosts:
-            return None
-        selector = f'{_HOSTS}{{train_job="{self.job}", host=~{_any_of(hosts)}}}'
-        gaps = [
-            b - a
-            for row in self.query(f"{selector}[5m]")
-            for a, b in itertools.pairwise(sorted(float(t) for t, _ in row.get("values", ())))
-        ]
-        return round(statistics.median(gaps), 1) if gaps else None  # ms jitter off
+        hosts = sorted({r["metric"].get("host", "") for r in self.query(scraped(self.job))})
+        return (
+            spacing_s(sample_times(self.query, self._running(hosts[:8]), "5m")) if hosts else None
+        )
 
-    def _get(self, path: str) -> Any:
-        """The ``data`` of a GET of the HTTP API; SourceError, said, where it fails."""
+    def _running(self, hosts: list[str]) -> str:
+        """The job's one series a node, of these hosts."""
+        return f'{_HOSTS}{{train_job="{self.job}", host=~{_any_of(hosts)}}}'
+
+    def _targets(self) -> list[dict[str, Any]]:
+        """Prometheus's active scrape targets; none where it does not say (a query frontend)."""
         try:
-            with urllib.request.urlopen(self.url + path, timeout=QUERY_TIMEOUT_S) as response:
-                answer = json.load(response)
-        except (OSError, ValueError) as error:
-            raise SourceError(f"{self.url}{path}: {error}") from None
-        return answer.get("data", {})
+            with urllib.request.urlopen(
+                f"{self.url}/api/v1/targets?state=active", timeout=QUERY_TIMEOUT_S
+            ) as response:
+                return list(json.load(response)["data"]["activeTargets"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return []
 
     def _ask(self, asked: dict[str, str], at: float | None = None) -> dict[str, list[Any]]:
         return dict(
