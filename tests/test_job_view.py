@@ -216,7 +216,9 @@ def test_with_nodes_missing_from_readings_the_slowed_rank_is_named_and_no_other(
     """Nodes whose scrape failed are missing from a reading (38-66 of 1,000 a reading in the
     first 1,000-node runs: docs/jobs.md "Scale"): whichever others are missing, the slowed
     rank is named with its node, and no other rank ever; a reading without its node names
-    nothing over the three windows that hold it (a rank is named only when read in each)."""
+    nothing while a window that ends at it is among the last three (a rank is named only when
+    read at the end of each; where a window starts at it, its ranks' steps are counted from
+    the reading before)."""
     nodes = job({13: "input"}, nodes=12, per_node=2)  # rank 13 is node 6's
     history, lost, named = JobHistory(WINDOW_S), random.Random(45), []
     for k in range(12):
@@ -238,7 +240,7 @@ def test_with_nodes_missing_from_readings_the_slowed_rank_is_named_and_no_other(
         found = history.view("test").headline
         named.append(None if found is None else (found.kind, found.rank, found.node))
     straggler = ("straggler", 13, "6")
-    assert named == [None] * 3 + [straggler] * 3 + [None] * 4 + [straggler] * 2
+    assert named == [None] * 3 + [straggler] * 3 + [None] * 3 + [straggler] * 3
 
 
 def test_read_as_prometheus_holds_it_every_window_holds_a_scrape_of_every_node() -> None:
@@ -274,6 +276,40 @@ def test_read_as_prometheus_holds_it_every_window_holds_a_scrape_of_every_node()
         named.append(None if found is None else (found.kind, found.rank, found.node))
     assert judged == [24] * 12
     assert named == [("straggler", 13, "6")] * 12
+
+
+def test_read_as_a_loaded_prometheus_holds_it_every_rank_is_judged() -> None:
+    """Scrapes land 0-4 s after they start (a loaded Prometheus: up to 8.3 s a scrape in the
+    1,000-node run of 2026-12-06 03:27): a window's two samples, a scrape interval apart, can
+    hold the same scrape of a node; its ranks' steps are then counted from an older sample, up
+    to two windows back, so every rank is judged in every window (it failed before: ranks of
+    late nodes unjudged; a node missing from a start: ``…nodes_missing_from_readings…``)."""
+    scrape_s, nodes, rng = 15.0, job({13: "input"}, nodes=12, per_node=2), random.Random(45)
+    late = {(n, k): rng.uniform(0.0, 4.0) for n in range(12) for k in range(12)}
+    history = JobHistory(scrape_s)
+
+    def read(at: float) -> JobSample:
+        held = []
+        for n, node in enumerate(nodes):
+            k = math.floor((at - n * 1.25) / scrape_s)
+            k -= at < k * scrape_s + n * 1.25 + late[(n, k)]  # the last scrape not landed yet
+            for rank in node.ranks:
+                rank.steps_total = (k * scrape_s + n * 1.25) * 1000.0 / rank.step_ms
+            held.append(parse_page(node_page(node).decode(), node.host))
+        return JobSample(
+            "train-4711",
+            at,
+            tuple(node for _, node, _ in held),
+            tuple(rank for _, _, ranks in held for rank in ranks),
+        )
+
+    for k in (4, 3, 2, 1):  # the backfill (PrometheusSource.past)
+        history.add(read(100.0 - k * scrape_s))
+    unjudged = []
+    for i in range(16):
+        history.add(read(100.0 + 2.5 * i))
+        unjudged += [r.rank for w in history.windows() for r in w if r.steps < MIN_STEPS]
+    assert unjudged == []
 
 
 def test_a_rank_that_is_gone_is_left_out_of_the_verdict() -> None:

@@ -8,7 +8,8 @@ overlap, and a window's steps are the ranks' step counters' increase over it. At
 the nearest to a window apart: read from Prometheus, a node's counter moves only at its
 scrape, and two samples under a scrape apart held the same scrape for some nodes, whose ranks
 then counted no steps and were not judged (the 1,000-node run of 2026-12-06: 2,256 of 8,000
-in one window, the slowed rank's among them; docs/jobs.md "Scale").
+in one window, the slowed rank's among them; docs/jobs.md "Scale"). Even a window apart they
+can, where a scrape lands late or fails: those ranks' steps are counted from an older sample.
 """
 
 from __future__ import annotations
@@ -61,11 +62,17 @@ class JobHistory:
                 break
             key = (id(end), id(start))  # the entry holds both samples: the ids stay theirs
             found = self._built.get(key)
-            window = found[2] if found is not None else _rank_windows(end, start)
+            window = found[2] if found is not None else _rank_windows(end, self._from(start, end))
             built[key] = (end, start, window)
             windows.append(window)
         self._built = built  # a window is built once, not at each refresh that holds it
         return windows[::-1]
+
+    def _from(self, start: JobSample, end: JobSample) -> list[JobSample]:
+        """The window's start, then the older samples up to two windows before its end,
+        newest first: where a rank's steps are counted from."""
+        older = [s for s in self._samples if end.at - 2 * self.window_s - 1e-6 <= s.at < start.at]
+        return [start, *older[::-1]]
 
     def _before(self, at: float) -> JobSample | None:
         """The newest sample read at ``at`` or before, and no more than a window before it."""
@@ -121,13 +128,26 @@ class _VerdictWorker:
             self._last = (verdict, asked)
 
 
-def _rank_windows(end: JobSample, start: JobSample) -> list[RankWindow]:
-    before = {r.key: r.steps_total for r in start.ranks}
+def _rank_windows(end: JobSample, starts: Sequence[JobSample]) -> list[RankWindow]:
+    """Each rank of ``end`` over the window from ``starts[0]``; where that sample holds no
+    newer scrape of the rank's node than ``end`` (a scrape that landed late: up to 8.3 s at
+    1,000 nodes on the loaded dev box, 2026-12-06 03:27), or none (it failed), from the next
+    older of ``starts`` that does: its step counter moved."""
+    befores: list[dict[tuple[str, int], float | None]] = []
+
+    def steps(rank: RankFigures) -> int:
+        for i, start in enumerate(starts):
+            if i == len(befores):  # built only where a rank needs it
+                befores.append({r.key: r.steps_total for r in start.ranks})
+            if (counted := _steps(rank.steps_total, befores[i].get(rank.key))) > 0:
+                return counted
+        return 0
+
     return [
         RankWindow(
             rank=r.rank,
             node=node_name(r.node),
-            steps=_steps(r.steps_total, before.get(r.key)),
+            steps=steps(r),
             step_ms=r.step_ms,
             wait_ms=r.comm_ms,
             input_ms=r.input_ms,

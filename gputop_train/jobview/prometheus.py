@@ -251,11 +251,13 @@ class PrometheusSource:
         return found
 
     def past(self, window_s: float) -> list[JobSample]:
-        """The samples one, two and three windows back, oldest first (the verdict's history
-        at once); none where Prometheus holds nothing then."""
+        """The samples one to four windows back, oldest first (the verdict's three windows at
+        once, and the sample before them: where a window's start holds no newer scrape of a
+        node than its end, judge.py counts its ranks' steps from an older one); none where
+        Prometheus holds nothing then."""
         now = time.time()
         found = []
-        for k in (3, 2, 1):
+        for k in (4, 3, 2, 1):
             try:
                 sample = self.sample(now - k * window_s)
             except SourceError:
