@@ -121,7 +121,7 @@ def _job_view_lines(prometheus: str, ranks: int) -> list[dict[str, Any]]:
     lines after the warm-up (at most DEADLINE_S: the job's start on a loaded box varies)."""
     view = subprocess.Popen(
         [sys.executable, "-m", "gputop_train", "job", "--prometheus", prometheus, "--job",
-         "loops-4711", "--format", "json", "--interval", "1", "--window", str(WINDOW_S)],
+         "collectives-4711", "--format", "json", "--interval", "1", "--window", str(WINDOW_S)],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
     )  # fmt: skip
     timer = threading.Timer(DEADLINE_S, view.send_signal, (signal.SIGINT,))
