@@ -132,7 +132,9 @@ def _rank_windows(end: JobSample, starts: Sequence[JobSample]) -> list[RankWindo
     """Each rank of ``end`` over the window from ``starts[0]``; where that sample holds no
     newer scrape of the rank's node than ``end`` (a scrape that landed late: up to 8.3 s at
     1,000 nodes on the loaded dev box, 2026-12-06 03:27), or none (it failed), from the next
-    older of ``starts`` that does: its step counter moved."""
+    older of ``starts`` that does: its step counter moved. (A rank that stopped stepping is
+    told from a late scrape only by that: it is judged on its last steps up to two windows
+    back, then not.)"""
     befores: list[dict[tuple[str, int], float | None]] = []
 
     def steps(rank: RankFigures) -> int:
