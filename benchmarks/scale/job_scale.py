@@ -12,8 +12,8 @@ rules loaded; then:
   verdict (advise/rank_verdict.judge), the rows, the JSON line; each refresh reading every
   node or only those scraped since (ARMS, ABBA in one run); and its memory (tracemalloc's
   peak, over one more refresh than those timed);
-- the scrapes that failed (a failed scrape's node is missing from a reading) and, for each of
-  the verdict's windows, whether the slowed rank is judged in it.
+- the scrapes that failed (a failed scrape's node is missing from a reading), those whose
+  step counter stood still, and, for each verdict window, whether the slowed rank is judged.
 
 One rank (node 7, rank 61) is slowed in its input; the view must name it with its node.
 
