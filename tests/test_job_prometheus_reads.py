@@ -73,6 +73,8 @@ def test_a_refresh_reads_again_only_the_nodes_scraped_since_the_last() -> None:
             "gpu-node-2": 70.0,
             "gpu-node-3": 50.0,
         }
+        kept, before = {r.host: r for r in second.ranks}, {r.host: r for r in first.ranks}
+        assert kept["gpu-node-0"] is before["gpu-node-0"]  # a kept node's rank: not built again
         source.sample()
         assert len(fake.asked) == 2  # nothing scraped since: no rank read
         del fake.scraped["gpu-node-1"]  # its scrape failed: its series are stale

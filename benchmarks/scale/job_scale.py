@@ -12,8 +12,8 @@ rules loaded; then:
   verdict (advise/rank_verdict.judge), the rows, the JSON line; each refresh reading every
   node or only those scraped since (ARMS, ABBA in one run); and its memory (tracemalloc's
   peak, over one more refresh than those timed);
-- the scrapes that failed (a failed scrape's node is missing from a reading) and, for each of
-  the verdict's windows, whether the slowed rank is judged in it.
+- the scrapes that failed (a failed scrape's node is missing from a reading), those whose
+  step counter stood still, and, for each verdict window, whether the slowed rank is judged.
 
 One rank (node 7, rank 61) is slowed in its input; the view must name it with its node.
 
@@ -189,14 +189,17 @@ def main() -> int:
 
 
 def _failed_scrapes(url: str, since_s: float, suffix: str = "") -> dict[str, float]:
-    """The stand-ins' scrapes since Prometheus started and those that failed (a failed
-    scrape's node reads as absent, its ranks missing from the view until the next)."""
+    """The stand-ins' scrapes since Prometheus started, those that failed (a failed scrape's
+    node reads as absent, its ranks missing from the view until the next), and those whose
+    step counter had not moved since the node's scrape before (its ranks count no steps)."""
     span = f"{max(1, int(since_s))}s"
-    up = 'up{job="gputop-train"}'
+    up, steps = 'up{job="gputop-train"}', 'gputop_train_steps_total{local_rank="0"}'
     scrapes = _scalar(url, f"sum(count_over_time({up}[{span}]))")
+    still = f"count_over_time({steps}[{span}]) - 1 - changes({steps}[{span}])"
     return {
         "scrapes" + suffix: scrapes,
         "scrapes_failed" + suffix: scrapes - _scalar(url, f"sum(sum_over_time({up}[{span}]))"),
+        "scrapes_counter_still" + suffix: _scalar(url, f"sum({still})"),
     }
 
 

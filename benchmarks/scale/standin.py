@@ -13,7 +13,7 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from prometheus_client import CollectorRegistry, generate_latest
@@ -59,16 +59,17 @@ class Node:
     exit_code: float | None = None
 
 
-def node_page(node: Node) -> bytes:
-    """The node's page in Prometheus's text format, as its exporter renders it."""
+def node_page(node: Node, part: str = "all") -> bytes:
+    """The node's page in Prometheus's text format, as its exporter renders it; ``part``:
+    "figures" all but the step and sample counters, "counters" those alone."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(_NodeCollector(node))
+    registry.register(_NodeCollector(node, part))
     return generate_latest(registry)
 
 
 class _NodeCollector(Collector):
-    def __init__(self, node: Node) -> None:
-        self.node = node
+    def __init__(self, node: Node, part: str) -> None:
+        self.node, self.part = node, part
 
     def collect(self):  # type: ignore[no-untyped-def]
         node, job = self.node, [self.node.host, self.node.job]
@@ -89,6 +90,14 @@ class _NodeCollector(Collector):
                 family.add_metric(rank_labels(r), value(r))
             return family
 
+        if self.part != "figures":
+            for name in ("steps", "samples"):
+                counter = CounterMetricFamily("gputop_train_" + name, name, labels=RANK_LABELS)
+                for r in node.ranks:
+                    counter.add_metric(rank_labels(r), r.steps_total * (name == "steps" or 32))
+                yield counter
+        if self.part == "counters":
+            return
         yield per_rank("step_seconds", "median step time", lambda r: r.step_ms / 1e3)
         yield per_rank("step_p95_seconds", "p95 step", lambda r: r.step_ms * 1.05 / 1e3)
         yield per_rank("data_wait_ratio", "data-wait", lambda r: r.input_ms / r.step_ms)
@@ -105,11 +114,6 @@ class _NodeCollector(Collector):
             for part in PARTS:
                 parts.add_metric([*rank_labels(r), part, "gpu"], 0.2)
         yield parts
-        for name in ("steps", "samples"):
-            counter = CounterMetricFamily("gputop_train_" + name, name, labels=RANK_LABELS)
-            for r in node.ranks:
-                counter.add_metric(rank_labels(r), r.steps_total * (1 if name == "steps" else 32))
-            yield counter
         yield from self._gpus(job)
         yield from self._job(job, rank_labels)
 
@@ -184,20 +188,31 @@ class _NodeCollector(Collector):
         yield job_info
 
 
+def _counters(node: Node, read_at: float) -> bytes:
+    """The node's counters now: as read at ``read_at``, moved on since at each step time."""
+    seconds = time.monotonic() - read_at
+    ranks = [replace(r, steps_total=r.steps_total + seconds * 1e3 / r.step_ms) for r in node.ranks]
+    return node_page(replace(node, ranks=ranks), "counters")
+
+
 def _uuid(node: Node, gpu: int) -> str:
     return f"GPU-{abs(hash(node.host)) % 10**8:08d}-{gpu:04d}"
 
 
 class StandinNodes:
     """Serves each node's page at ``/<node>/metrics`` on one port, as a node's exporter does:
-    pages rendered ahead on a thread of their own (every ``refresh_s``, each rank's step
-    counter moved on with the wall clock at its step time), a scrape served their bytes."""
+    its figures rendered ahead on a thread of their own (every ``refresh_s``), its step and
+    sample counters at each scrape, moved on with the wall clock at each rank's step time. (The
+    counters were rendered ahead too, until 2026-12-06: rendering 1,000 nodes took longer than
+    the 15 s scrape interval on the loaded box, two scrapes of a node read the same counter,
+    and its ranks counted no steps in a window: docs/jobs.md "Scale".)"""
 
     def __init__(
         self, nodes: Sequence[Node], host: str = "127.0.0.1", port: int = 0, refresh_s: float = 1.0
     ) -> None:
         self.nodes = {n.node: n for n in nodes}
-        self._pages: dict[str, bytes] = {}
+        # Per node: its figures' bytes, its ranks' copies and when their counters were read.
+        self._pages: dict[str, tuple[bytes, Node, float]] = {}
         self._stepped_at = time.monotonic()
         self._stop = threading.Event()
         self._render_all()
@@ -205,13 +220,14 @@ class StandinNodes:
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
-                body = pages.get(self.path.strip("/").split("/")[0])
-                self.send_response(200 if body is not None else 404)
+                page = pages.get(self.path.strip("/").split("/")[0])
+                body = b"" if page is None else page[0] + _counters(*page[1:])
+                self.send_response(200 if page is not None else 404)
                 self.send_header("Content-Type", "text/plain; version=0.0.4")
-                self.send_header("Content-Length", str(len(body or b"")))
+                self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 with contextlib.suppress(OSError):  # a scraper that gave up
-                    self.wfile.write(body or b"")
+                    self.wfile.write(body)
 
             def log_message(self, format: str, *args: object) -> None:
                 return
@@ -232,7 +248,8 @@ class StandinNodes:
         for name, node in self.nodes.items():
             for rank in node.ranks:
                 rank.steps_total += seconds * 1000.0 / rank.step_ms
-            self._pages[name] = node_page(node)
+            copy = replace(node, ranks=[replace(r) for r in node.ranks])
+            self._pages[name] = (node_page(node, "figures"), copy, now)
 
     def _render_loop(self, refresh_s: float) -> None:
         while not self._stop.wait(refresh_s):

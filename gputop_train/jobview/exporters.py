@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from statistics import mean
 from typing import TypeVar
 
@@ -48,6 +50,9 @@ class ExporterSource:
         self.urls = list(urls)
         self.job = job
         self._pool = ThreadPoolExecutor(max_workers=min(MAX_PARALLEL, len(self.urls)))
+        # Each exporter's node as last read, and when it last answered (or first failed): a
+        # node that stops answering keeps its row, said "not answering since".
+        self._last: dict[str, tuple[NodeFigures | None, float]] = {}
 
     def describe(self) -> str:
         return f"{len(self.urls)} exporters"
@@ -56,22 +61,35 @@ class ExporterSource:
         at = time.time()
         pages = list(self._pool.map(_fetch, self.urls))
         nodes, ranks, problems, jobs = [], [], [], set()
+        down = []
         for url, (text, problem) in zip(self.urls, pages, strict=True):
             if problem is not None:
-                problems.append(f"{url}: {problem}")
+                down.append(self._down(url, problem, at))
                 continue
             job, node, node_ranks = parse_page(text, url)
             if self.job is not None and job != self.job:
                 problems.append(f"{url}: serves job {job!r}, not {self.job!r}")
                 continue
+            self._last[url] = (node, at)
             jobs.add(job)
             nodes.append(node)
             ranks.extend(node_ranks)
         if not nodes:
-            raise SourceError("no exporter answered: " + "; ".join(problems))
+            failed = [f"{n.source}: {n.down_reason}" for n in down]
+            raise SourceError("no exporter answered: " + "; ".join(problems + failed))
+        nodes += down
         if len(jobs) > 1:
             problems.append(f"the exporters serve several jobs ({', '.join(sorted(jobs))})")
         return JobSample(self.job or min(jobs), at, tuple(nodes), tuple(ranks), tuple(problems))
+
+    def _down(self, url: str, reason: str, at: float) -> NodeFigures:
+        """The node of ``url`` not answering: as last read, since its last answer (a node
+        never read: its address, since this first failed read)."""
+        node, since = self._last.setdefault(url, (None, at))
+        name = urllib.parse.urlsplit(url).netloc
+        if node is None:
+            return NodeFigures(name, name, url, down_reason=reason, down_since=since)
+        return replace(node, gpu_util_pct=None, down_reason=reason, down_since=since)
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
@@ -86,7 +104,7 @@ def _fetch(url: str) -> tuple[str, str | None]:
         return "", f"HTTP {error.code}"
     except (OSError, ValueError) as error:
         reason = getattr(error, "reason", None) or error
-        return "", f"not answering ({reason})"
+        return "", str(reason)
 
 
 def parse_page(text: str, source: str) -> tuple[str, NodeFigures, list[RankFigures]]:

@@ -56,6 +56,10 @@ class NodeFigures:
     exit_code: float | None = None
     gpu_util_pct: float | None = None
     world_size: int | None = None
+    # A node whose read failed (its exporter down, a timeout; Prometheus's scrape of it): why,
+    # and since when (its last answer, else the first failed read). None: it answers.
+    down_reason: str | None = None
+    down_since: float | None = None
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,8 @@ overlap, and a window's steps are the ranks' step counters' increase over it. At
 the nearest to a window apart: read from Prometheus, a node's counter moves only at its
 scrape, and two samples under a scrape apart held the same scrape for some nodes, whose ranks
 then counted no steps and were not judged (the 1,000-node run of 2026-12-06: 2,256 of 8,000
-in one window, the slowed rank's among them; docs/jobs.md "Scale").
+in one window, the slowed rank's among them; docs/jobs.md "Scale"). Even a window apart they
+can, where a scrape lands late or fails: those ranks' steps are counted from an older sample.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from collections.abc import Iterable, Sequence
 
 from ..advise.rank_verdict import HOLD_WINDOWS, RankWindow, Verdict, judge
 from .figures import JobSample, NodeFigures, RankFigures
-from .view import JobFinding, JobView, NodeRow, RankRow, node_name, where
+from .view import JobFinding, JobView, NodeRow, RankRow, down_state, node_name, where
 
 DEFAULT_WINDOW_S = 10.0  # the monitors' --window: their figures are medians over it
 _Built = tuple[JobSample, JobSample, list[RankWindow]]  # a window's end and start samples, built
@@ -61,11 +62,17 @@ class JobHistory:
                 break
             key = (id(end), id(start))  # the entry holds both samples: the ids stay theirs
             found = self._built.get(key)
-            window = found[2] if found is not None else _rank_windows(end, start)
+            window = found[2] if found is not None else _rank_windows(end, self._from(start, end))
             built[key] = (end, start, window)
             windows.append(window)
         self._built = built  # a window is built once, not at each refresh that holds it
         return windows[::-1]
+
+    def _from(self, start: JobSample, end: JobSample) -> list[JobSample]:
+        """The window's start, then the older samples up to two windows before its end,
+        newest first: where a rank's steps are counted from."""
+        older = [s for s in self._samples if end.at - 2 * self.window_s - 1e-6 <= s.at < start.at]
+        return [start, *older[::-1]]
 
     def _before(self, at: float) -> JobSample | None:
         """The newest sample read at ``at`` or before, and no more than a window before it."""
@@ -121,13 +128,28 @@ class _VerdictWorker:
             self._last = (verdict, asked)
 
 
-def _rank_windows(end: JobSample, start: JobSample) -> list[RankWindow]:
-    before = {r.key: r.steps_total for r in start.ranks}
+def _rank_windows(end: JobSample, starts: Sequence[JobSample]) -> list[RankWindow]:
+    """Each rank of ``end`` over the window from ``starts[0]``; where that sample holds no
+    newer scrape of the rank's node than ``end`` (a scrape that landed late: up to 8.3 s at
+    1,000 nodes on the loaded dev box, 2026-12-06 03:27), or none (it failed), from the next
+    older of ``starts`` that does: its step counter moved. (A rank that stopped stepping is
+    told from a late scrape only by that: it is judged on its last steps up to two windows
+    back, then not.)"""
+    befores: list[dict[tuple[str, int], float | None]] = []
+
+    def steps(rank: RankFigures) -> int:
+        for i, start in enumerate(starts):
+            if i == len(befores):  # built only where a rank needs it
+                befores.append({r.key: r.steps_total for r in start.ranks})
+            if (counted := _steps(rank.steps_total, befores[i].get(rank.key))) > 0:
+                return counted
+        return 0
+
     return [
         RankWindow(
             rank=r.rank,
             node=node_name(r.node),
-            steps=_steps(r.steps_total, before.get(r.key)),
+            steps=steps(r),
             step_ms=r.step_ms,
             wait_ms=r.comm_ms,
             input_ms=r.input_ms,
@@ -158,7 +180,12 @@ def build_view(
     nodes = tuple(
         sorted(
             (_node_row(n, by_node.get((n.node, n.host), []), verdict) for n in sample.nodes),
-            key=lambda n: (n.node not in named, -(n.lag_ms or 0.0), _natural(n.node)),
+            key=lambda n: (
+                n.node not in named,
+                n.down_reason is None,  # a node not answering next: the verdict lacks it
+                -(n.lag_ms or 0.0),
+                _natural(n.node),
+            ),
         )
     )
     findings += _state_findings(sample)
@@ -174,6 +201,7 @@ def build_view(
         world_size=max(sizes) if sizes else None,
         windows=windows,
         verdict_age_s=age_s,
+        judged_without=tuple(n.node for n in sample.nodes if n.down_reason is not None),
     )
 
 
@@ -196,15 +224,12 @@ class _OthersMedians:
         own = getattr(rank, name)
         if own is None or rank.key not in self._keys:  # not among them: the median of all
             return self._all[name]
-        at = bisect.bisect_left(values, own)
         remaining = len(values) - 1
         if remaining < 1:
             return None
-
-        def without(i: int) -> float:
-            return values[i] if i < at else values[i + 1]
-
-        return (without((remaining - 1) // 2) + without(remaining // 2)) / 2.0
+        at = bisect.bisect_left(values, own)
+        low, high = (remaining - 1) // 2, remaining // 2  # the others' middle, without it
+        return (values[low + (low >= at)] + values[high + (high >= at)]) / 2.0
 
 
 def _rank_row(rank: RankFigures, others: _OthersMedians) -> RankRow:
@@ -243,7 +268,9 @@ def _node_row(node: NodeFigures, mine: Sequence[RankRow], verdict: Verdict | Non
     )
     if named:  # the verdict's rank on this node is its worst, with the verdict's cause
         worst = max(named, key=lambda r: r.lag_ms or 0.0)
-    if node.running is None and not mine:
+    if node.down_reason is not None:
+        state = down_state(node.down_since, node.down_reason)
+    elif node.running is None and not mine:
         state = "not answering"
     elif node.running is False:
         state = f"ended (exit {node.exit_code:g})" if node.exit_code is not None else "ended"
@@ -263,6 +290,8 @@ def _node_row(node: NodeFigures, mine: Sequence[RankRow], verdict: Verdict | Non
         worst_cause=cause or (worst.lag_cause if worst else None),
         lag_ms=worst.lag_ms if worst else None,
         state=state,
+        down_since=node.down_since,
+        down_reason=node.down_reason,
     )
 
 
@@ -321,7 +350,8 @@ def _verdict_findings(verdict: Verdict | None, sample: JobSample) -> Iterable[Jo
 
 
 def _state_findings(sample: JobSample) -> list[JobFinding]:
-    """Nodes whose job ended, and exporters that did not answer."""
+    """Nodes whose job ended, nodes not answering (judged without), what else could not be
+    read."""
     found = [
         JobFinding(
             kind="ended",
@@ -331,7 +361,18 @@ def _state_findings(sample: JobSample) -> list[JobFinding]:
             host=n.host,
         )
         for n in sample.nodes
-        if n.running is False
+        if n.running is False and n.down_reason is None
+    ]
+    found += [
+        JobFinding(
+            kind="unreachable",
+            text=f"{where(n.node, n.host)}: {down_state(n.down_since, n.down_reason)}; "
+            "the verdict judged without it",
+            node=n.node,
+            host=n.host,
+        )
+        for n in sample.nodes
+        if n.down_reason is not None
     ]
     found += [JobFinding(kind="unreachable", text=problem) for problem in sample.problems]
     return found

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,7 +44,9 @@ class NodeRow:
     worst_rank: int | None
     worst_cause: str | None
     lag_ms: float | None
-    state: str  # "running", "ended (exit N)", "not answering"
+    state: str  # "running", "ended (exit N)", "not answering since HH:MM:SS (why)"
+    down_since: float | None = None  # not answering: its last answer (epoch s)
+    down_reason: str | None = None
 
 
 @dataclass(frozen=True)
@@ -78,10 +81,12 @@ class JobView:
     world_size: int | None
     windows: int  # how many verdict windows the history holds (the verdict needs 3)
     verdict_age_s: float = 0.0  # a big job's verdict still running: the last one's age
+    judged_without: tuple[str, ...] = ()  # nodes not answering: the verdict has not their ranks
 
     @property
     def headline(self) -> JobFinding | None:
-        return self.findings[0] if self.findings else None
+        """The first finding but a node not answering (said beside the verdict instead)."""
+        return next((f for f in self.findings if f.kind != "unreachable"), None)
 
 
 def node_name(node: str) -> str:
@@ -111,7 +116,15 @@ def headline_line(view: JobView) -> str:
         parts.append(found.text + (f" -> {found.ssh}" if found.ssh else ""))
     if view.verdict_age_s >= 1.0:
         parts.append(f"verdict of {view.verdict_age_s:.0f} s ago")
+    if view.judged_without:
+        parts.append(f"judged without {', '.join(map(node_name, view.judged_without))}")
     return " | ".join(parts)
+
+
+def down_state(since: float | None, reason: str | None) -> str:
+    """``not answering since 14:02:07 (timed out)``, the time the viewer's own clock's."""
+    clock = time.strftime("%H:%M:%S", time.localtime(since)) if since is not None else "?"
+    return f"not answering since {clock}" + (f" ({reason})" if reason else "")
 
 
 def node_lines(view: JobView) -> list[str]:
@@ -152,6 +165,7 @@ def to_json(view: JobView) -> dict[str, Any]:
         "world_size": view.world_size,
         "windows": view.windows,
         "verdict_age_s": view.verdict_age_s,
+        "judged_without": list(view.judged_without),
         "headline": view.headline.text if view.headline else None,
         "nodes": [_flat(row) for row in view.nodes],
         "ranks": [_flat(row) for row in view.ranks],
