@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import lanes, timeouts
+from tests.support import lanes, timeouts, worker_sessions
 
 # A suite started in the background of a non-interactive shell (`bash .ci/run &`) inherits
 # SIGINT as ignored, and so would every monitor and job it starts: the Ctrl+C tests then
@@ -59,9 +59,15 @@ def _runner_nice() -> int | None:
 def pytest_configure(config: pytest.Config) -> None:
     """Hold the runner's session priority (autogroup nice): the suite's monitors lower their
     session's while they run, and the runner's terminal must end as it was (issue 46: it was
-    left at nice 10; monitor/priority.py now gives it back, this holds the line)."""
-    if not hasattr(config, "workerinput"):
-        config.stash[_NICE_KEY] = _runner_nice()
+    left at nice 10; monitor/priority.py now gives it back, this holds the line). The workers
+    run in sessions of their own (tests/support/worker_sessions.py), so in the parallel lanes no
+    monitor lowers the runner's session at all."""
+    if hasattr(config, "workerinput"):
+        worker_sessions.enter_own_session()  # its monitors lower its session, not the runner's
+        return
+    config.stash[_NICE_KEY] = _runner_nice()
+    if getattr(config.option, "numprocesses", None):
+        worker_sessions.forward_interrupts()
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

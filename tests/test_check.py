@@ -22,13 +22,18 @@ STEPS = "100"  # stopped by the check after these: ~6 s of steps at ~60 ms each
 # 2026-11-27) from eating the 20%.
 UNCHANGED = ("sleepy", "batch_ms=40", "step_ms=20", "steps=100000")
 SLOWED = ("sleepy", "batch_ms=40", "step_ms=32", "steps=100000")
+# Each check's deadline, and that of the tests reading the three: the first of them waits for
+# all three runs (about 90 s on the quiet 2-core box), which pytest-timeout's 120 s cut short
+# beside two hogs (2026-12-06) before a check's own deadline could say which run hung.
+CHECK_TIMEOUT_S = 150
+CHECKED_TIMEOUT_S = 3 * CHECK_TIMEOUT_S + 60
 
 
 def _check(folder: Path, name: str, *args: str) -> tuple[int, str]:
     result = gputop(
         "check", "--steps", STEPS, "--record", str(folder / f"{name}.jsonl"),
         "--junit", str(folder / f"{name}.xml"), "--markdown", str(folder / f"{name}.md"),
-        *args, timeout=300,
+        *args, timeout=CHECK_TIMEOUT_S,
     )  # fmt: skip
     assert "Traceback" not in result.stdout, result.stdout
     return result.returncode, result.stdout + result.stderr
@@ -64,6 +69,7 @@ def _cases(path: Path) -> dict[str, ET.Element]:
     return {case.attrib["name"]: case for case in suite.iter("testcase")}
 
 
+@pytest.mark.timeout(CHECKED_TIMEOUT_S)
 def test_an_unchanged_run_passes_against_its_baseline(checked: Path) -> None:
     assert json.loads((checked / "codes.json").read_text()) == {
         "baseline": 0,
@@ -75,6 +81,7 @@ def test_an_unchanged_run_passes_against_its_baseline(checked: Path) -> None:
     assert rate.find("failure") is None and rate.find("skipped") is None
 
 
+@pytest.mark.timeout(CHECKED_TIMEOUT_S)
 def test_a_run_slowed_by_a_fifth_fails_on_throughput_and_step_time(checked: Path) -> None:
     cases = _cases(checked / "slowed.xml")
     for name in ("samples/s against the baseline", "step time p50 against the baseline"):
@@ -86,6 +93,7 @@ def test_a_run_slowed_by_a_fifth_fails_on_throughput_and_step_time(checked: Path
     assert "| samples/s against the baseline | failed |" in summary
 
 
+@pytest.mark.timeout(CHECKED_TIMEOUT_S)
 def test_stated_bounds_pass_or_fail_on_the_measured_steps(checked: Path) -> None:
     kept = _cases(checked / "unchanged.xml")["step time p50 at most 500.0 ms"]
     assert kept.find("failure") is None and kept.find("skipped") is None
@@ -94,6 +102,7 @@ def test_stated_bounds_pass_or_fail_on_the_measured_steps(checked: Path) -> None
     assert failure is not None and failure.attrib["message"].startswith("measured ")
 
 
+@pytest.mark.timeout(CHECKED_TIMEOUT_S)
 def test_gpu_figures_on_a_cpu_runner_are_skipped_with_their_reason(checked: Path) -> None:
     cases = _cases(checked / "unchanged.xml")
     gpu = cases["GPU utilization against the baseline"].find("skipped")
@@ -102,6 +111,7 @@ def test_gpu_figures_on_a_cpu_runner_are_skipped_with_their_reason(checked: Path
     assert memory is not None and "not measured" in memory.attrib["message"]
 
 
+@pytest.mark.timeout(CHECKED_TIMEOUT_S)
 def test_the_summary_links_the_report(checked: Path) -> None:
     summary = (checked / "unchanged.md").read_text()
     assert "unchanged.report.html" in summary and (checked / "unchanged.report.html").is_file()

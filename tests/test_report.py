@@ -11,25 +11,37 @@ import numpy as np
 import pytest
 
 from gputop_train.reports import downsample
+from tests.support import shared_runs
 from tests.support.cli import gputop
 from tests.support.synthetic_recording import write_synthetic
 
 # The issue's bar for a 1-hour, 8-rank session's report (time: git show
 # 6a2d3ea:benchmarks/scale/report_size.py).
 MAX_REPORT_BYTES = 5 * 1024 * 1024
+# The first test to read the hour's report waits for it to be made (50 s of wall on the quiet
+# 2-core box; the report itself may take 300 s beside other work): pytest-timeout's 120 s cut
+# that wait short beside two hogs (2026-12-06), so these tests get the report's own deadline.
+REPORT_TIMEOUT_S = 300
 
 
 @pytest.fixture(scope="module")
 def hour_of_eight_ranks(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    folder = tmp_path_factory.mktemp("hour")
-    write_synthetic(folder / "hour.jsonl", ranks=8, seconds=3600.0)
-    result = gputop("report", str(folder / "hour.jsonl"), timeout=300)
-    assert result.returncode == 0, result.stderr
+    """Made once for the whole run (about 23 s of CPU on the 2-core dev box: each xdist worker
+    that ran one of these tests made its own)."""
+
+    def make(folder: Path) -> str:
+        write_synthetic(folder / "hour.jsonl", ranks=8, seconds=3600.0)
+        result = gputop("report", str(folder / "hour.jsonl"), timeout=REPORT_TIMEOUT_S)
+        assert result.returncode == 0, result.stderr
+        return result.stdout.strip()
+
+    said, folder = shared_runs.once(tmp_path_factory, "report of an hour of eight ranks", make)
     page = folder / "hour.report.html"
-    assert result.stdout.strip() == str(page)
+    assert said == str(page)
     return page, page.read_text()
 
 
+@pytest.mark.timeout(REPORT_TIMEOUT_S + 60)
 def test_an_hour_of_eight_ranks_makes_a_report_under_five_megabytes(
     hour_of_eight_ranks: tuple[Path, str],
 ) -> None:
@@ -37,6 +49,7 @@ def test_an_hour_of_eight_ranks_makes_a_report_under_five_megabytes(
     assert page.stat().st_size < MAX_REPORT_BYTES
 
 
+@pytest.mark.timeout(REPORT_TIMEOUT_S + 60)
 def test_the_report_needs_nothing_from_the_network(hour_of_eight_ranks: tuple[Path, str]) -> None:
     _, text = hour_of_eight_ranks
     assert "<script" not in text and "<link" not in text and "<img" not in text
@@ -47,6 +60,7 @@ def test_the_report_needs_nothing_from_the_network(hour_of_eight_ranks: tuple[Pa
     assert re.findall(r"url\((?!#)", text) == []  # clip paths point within the page only
 
 
+@pytest.mark.timeout(REPORT_TIMEOUT_S + 60)
 def test_the_report_has_the_summarys_headline_ranks_phases_and_versions(
     hour_of_eight_ranks: tuple[Path, str],
 ) -> None:
