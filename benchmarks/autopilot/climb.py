@@ -34,11 +34,14 @@ from benchmarks.diagnosis.scorecard import MARGIN, SCENARIOS, corpus, rejudge
 WITHIN_NOISE = 0.97
 
 
-def run(script: list[str], out: Path, budget_min: float) -> dict[str, Any]:
-    """One autopilot run to its end; prints its trial table, returns its summary line."""
-    name = Path(script[0]).stem
+def run(
+    script: list[str], out: Path, budget_min: float, settle_s: float = 0.0, name: str = ""
+) -> dict[str, Any]:
+    """One autopilot run to its end (and ``settle_s`` on, run_until_pilot_done); prints its
+    trial table, returns its summary line. The files are ``out/NAME.*``, the script's stem."""
+    name = name or Path(script[0]).stem
     options = ["--autopilot", "--autopilot-budget", str(budget_min)]
-    summary = run_until_pilot_done(options, script, out / name, 60 * budget_min + 120)
+    summary = run_until_pilot_done(options, script, out / name, 60 * budget_min + 120, settle_s)
     (out / f"{name}.result.json").write_text(json.dumps(summary, indent=1))
     pilot = summary.get("autopilot") or {}
     print(f"{name}: {pilot.get('state')} after {summary['wall_s']:.0f} s")

@@ -7,7 +7,9 @@ with bounded memory. Run as a script, this measures what each attack costs the j
 median step time before, during and after, from the job's own clock.
 
     python -m benchmarks.frontends.attacks [--seconds 4] [--only NAME ...]
-    python -m benchmarks.frontends.attacks --far-steps 100000 [--seconds 10] [--rounds 3]
+
+Issue 39's side-by-side run of the far-step changes (``--far-steps``, docs/security.md) is
+``git show 045b02a:benchmarks/frontends/attacks.py``.
 """
 
 from __future__ import annotations
@@ -406,100 +408,12 @@ def _median_step_ms(ends: list[float], start: float, stop: float) -> float | Non
     return statistics.median(inside) * 1000 if len(inside) >= 5 else None
 
 
-def _steps_per_s(ends: list[float], start: float, stop: float) -> float | None:
-    inside = [t for t in ends if start <= t < stop]
-    return (len(inside) - 1) / (inside[-1] - inside[0]) if len(inside) >= 5 else None
-
-
-def far_steps(jobs: tuple[LiveJob, LiveJob], count: int, seconds: float, rounds: int) -> None:
-    """The job's step rate with ``count`` far-step changes sent against without, side by side:
-    two identical jobs run at once, each with its honest monitor, and only the first is
-    attacked, so a busy machine slows both alike. Each round: a quiet phase, the attack
-    (until ``count`` are sent), a quiet phase after; the attacked job's steps/s over the
-    other's in each phase (the jobs' own clocks), and that ratio after and during the attack
-    over the one before (1.0: the attack costs the job nothing)."""
-    attacked, spared = jobs
-    rows = []
-    for round_index in range(rounds):
-        time.sleep(1.0)
-        t0 = time.perf_counter()
-        time.sleep(seconds)
-        t1 = time.perf_counter()
-        outcome = far_step_changes(attacked.path, 600.0, count)
-        t2 = time.perf_counter()
-        time.sleep(seconds)
-        t3 = time.perf_counter()
-        ratios = []
-        for start, stop in ((t0, t1), (t1, t2), (t2, t3)):
-            a = _steps_per_s(attacked.step_ends(), start, stop)
-            b = _steps_per_s(spared.step_ends(), start, stop)
-            ratios.append(a / b if a and b else float("nan"))
-        rows.append((outcome.sent_frames, t2 - t1, *ratios))
-        print(f"round {round_index + 1}: {rows[-1]}", file=sys.stderr)
-    print(f"{'sent':>7} {'attack s':>8} {'before':>7} {'attack':>7} {'after':>7}"
-          f" {'attack/before':>13} {'after/before':>12}")  # fmt: skip
-    for sent, took, before, during, after in rows:
-        print(f"{sent:>7} {took:8.1f} {before:7.3f} {during:7.3f} {after:7.3f}"
-              f" {during / before:13.3f} {after / before:12.3f}")  # fmt: skip
-    print("(before, attack, after: the attacked job's steps/s over the spared one's)")
-
-
-def board_step_cost(count: int, steps: int = 20_000, repeats: int = 7) -> tuple[float, float]:
-    """The hook's own share, free of the machine's noise: the knob board's cost per step
-    boundary (us) after ``count`` far-step changes arrived as the attack sends them (clients
-    of 200 that hang up; the last four stay, holding all the bounds let wait: 256), against a
-    board that got none; the best of ``repeats``, the two boards timed in turn."""
-    from gputop_train.hook.knobs import Knob, KnobBoard
-
-    boards = (KnobBoard(), KnobBoard())
-    for board in boards:
-        board.declare(Knob("width", 256, lambda value: None, minimum=8, maximum=1024))
-    attacked = boards[0]
-    for i in range(count):
-        step = 10**15 if i % 2 else 50_000
-        attacked.request(wire.SetKnob(i, "width", 256, at_step=step), client=i // 200)
-        if i % 200 == 199 and i < count - 4 * 200:
-            attacked.client_left(i // 200)
-        attacked.take_outbox()
-    best = [float("inf"), float("inf")]
-    for _ in range(repeats):
-        for index, board in enumerate(boards):
-            start = time.perf_counter()
-            for step in range(1, steps + 1):
-                board.apply_pending(step)
-            best[index] = min(best[index], (time.perf_counter() - start) / steps * 1e6)
-    return best[0], best[1]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=4.0, help="each phase's length")
     parser.add_argument("--rounds", type=int, default=3, help="rounds over all attacks")
     parser.add_argument("--only", nargs="*", choices=sorted(ATTACKS), help="these attacks")
-    parser.add_argument(
-        "--far-steps", type=int, metavar="N",
-        help="only: the step rate with N far-step changes sent against without, two jobs "
-        "side by side (issue 39)",
-    )  # fmt: skip
     args = parser.parse_args()
-    if args.far_steps:
-        with tempfile.TemporaryDirectory() as scratch:
-            os.environ[wire.RUNTIME_DIR_ENV] = str(Path(scratch) / "run")
-            (Path(scratch) / "a").mkdir()
-            (Path(scratch) / "b").mkdir()
-            pair = (LiveJob(Path(scratch) / "a"), LiveJob(Path(scratch) / "b"))
-            try:
-                for job in pair:
-                    job.wait_until_training()
-                far_steps(pair, args.far_steps, args.seconds, args.rounds)
-                attacked_us, spared_us = board_step_cost(args.far_steps)
-                print(f"the knob board at a step boundary: {attacked_us:.3f} us after "
-                      f"{args.far_steps} far-step changes, {spared_us:.3f} us after none "
-                      f"({attacked_us / spared_us:.3f}x)")  # fmt: skip
-            finally:
-                for job in pair:
-                    job.stop()
-        return
     names = args.only or list(ATTACKS)
     ratios: dict[str, list[float]] = {name: [] for name in names}
     worst: dict[str, tuple[float, int, int, bool]] = {}

@@ -12,9 +12,8 @@ Runs ``gputop-train [--headless] demos/resnet.py ARGS`` in a pseudo-terminal of 
 With --screenshot DIR the TUI run presses S (save SVG) at the end; the file lands in DIR.
 With --threads each run also reports the CPU of each of the monitor's threads, by name, and
 with --breakdown the terminal bytes by kind (style codes, cursor moves, braille, the rest).
-With --profile DIR py-spy samples the monitor over the measured window (every thread, without
-stopping it) and writes the collapsed stacks to DIR, one file per run; sampling disturbs the
-monitor, so a profiled run's CPU figures are not compared with others'.
+(``--profile DIR``, py-spy over the measured window, went in issue 47; its figures are history,
+docs/benchmarks-history.md: ``git show 045b02a:benchmarks/frontends/tui_cost.py``.)
 
 ``--modes replay`` plays a recording of a real run (default: the H100 ladder in docs/examples)
 in the TUI's replay mode: the same panels fed the same figures, on any machine, for the
@@ -123,14 +122,6 @@ def thread_cpu(
     )
 
 
-def start_profile(pid: int, seconds: float, out: Path) -> subprocess.Popen[bytes]:
-    """py-spy over ``seconds``: collapsed stacks per thread, idle frames left out."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    command = ["py-spy", "record", "-p", str(pid), "-d", str(int(seconds)), "-r", "200"]
-    command += ["-f", "raw", "--threads", "--nonblocking", "-o", str(out)]
-    return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-
-
 def named_threads(tree: Path) -> Path:
     """The thread-naming launcher of ``tree``: benchmarks/overhead/ since the lab was sorted
     by topic, benchmarks/ in a baseline tree from before."""
@@ -149,7 +140,6 @@ def run_in_pty(
     keys: bytes = b"",
     by_thread: bool = False,
     breakdown: bool = False,
-    profile: Path | None = None,
     tree: Path = REPO,
 ) -> dict[str, Any]:
     """Measure ``gputop-train ARGS`` (or ``program``, another monitor) in a pty, the package
@@ -196,13 +186,10 @@ def run_in_pty(
     threads_before = thread_ticks(monitor.pid) if by_thread else {}
     started = time.monotonic()
     kept: list[bytes] | None = [] if breakdown else None
-    spy = start_profile(monitor.pid, measure_s, profile) if profile else None
     written = pump(measure_s, kept)
     elapsed = time.monotonic() - started
     cpu_pct = 100.0 * (sum(process.cpu_times()[:2]) - cpu_before) / elapsed
     main_pct = 100.0 * (main_thread_cpu(process) - main_before) / elapsed
-    if spy is not None:
-        spy.wait(timeout=60)
     if screenshot_dir is not None:
         os.write(master, b"S")
         pump(3)
@@ -261,7 +248,6 @@ def run_mode(
     demo: list[str],
     columns: int,
     rows: int,
-    stacks: Path | None,
     tree: Path,
 ) -> dict[str, Any]:
     """One measured run of ``mode`` (tui, headless, replay or nvitop) from ``tree``."""
@@ -279,7 +265,6 @@ def run_mode(
             keys=seek,
             by_thread=args.threads,
             breakdown=args.breakdown,
-            profile=stacks,
             tree=tree,
         )
     extra = ["--headless"] if mode == "headless" else ["--refresh", str(args.refresh)]
@@ -292,7 +277,6 @@ def run_mode(
         args.screenshot if mode == "tui" else None,
         by_thread=args.threads,
         breakdown=args.breakdown,
-        profile=stacks,
         tree=tree,
     )
 
@@ -328,9 +312,6 @@ def main() -> None:
         "--breakdown", action="store_true", help="also the terminal bytes by kind (codes, text)"
     )
     parser.add_argument(
-        "--profile", type=Path, help="py-spy the monitor over each measured window, stacks here"
-    )
-    parser.add_argument(
         "--baseline", type=Path, help="an earlier tree: each mode but nvitop runs from it too"
     )
     parser.add_argument(
@@ -354,8 +335,7 @@ def main() -> None:
         # ABBA: every other round runs in the reverse order, so no run always comes first
         # (on a shared box the load drifts within a round).
         for label, mode, tree in plan if round_index % 2 == 0 else plan[::-1]:
-            stacks = args.profile / f"{label}-{round_index + 1}.txt" if args.profile else None
-            run = run_mode(args, mode, demo, columns, rows, stacks, tree)
+            run = run_mode(args, mode, demo, columns, rows, tree)
             runs.setdefault(label, []).append(run)
             print(label, json.dumps(run), flush=True)
     # One figure per mode: the median run by CPU (the machines are noisy; every run is kept).

@@ -1,7 +1,8 @@
-"""What every scenario script shares (issue 47): its options, its knobs (the hook's knob API
-where present), the loop that stops at ``--steps``/``--seconds`` and rebuilds a DataLoader a knob
-changed, the image scenarios' DataLoader and classifier step, and a clean exit on Ctrl+C. What
-makes each scenario itself (its model, data, step and the fixes it offers) stays in its script.
+"""What every scenario script shares (issue 47): its options, each declared once as a flag and
+a live knob (``Option``; the hook's knob API where present), the loop that stops at
+``--steps``/``--seconds`` and rebuilds a DataLoader a knob changed, the batches made on the
+device, the image scenarios' model, DataLoader and classifier step, and a clean exit on Ctrl+C.
+A scenario script declares what makes it itself: its model, data, step and the fixes it offers.
 """
 
 from __future__ import annotations
@@ -23,12 +24,6 @@ except ImportError:
 T = TypeVar("T")
 CUDA = torch.cuda.is_available()
 DEVICE = "cuda" if CUDA else "cpu"
-
-
-def knob(name: str, value: Any, apply: Callable[[Any], None], **spec: Any) -> None:
-    """Declare a live knob (docs/knobs.md); nothing without gputop-train."""
-    if hook is not None:
-        hook.knob(name, value, apply, **spec)
 
 
 def tiny_cnn(classes: int) -> torch.nn.Module:
@@ -79,8 +74,36 @@ def count_samples(samples: int) -> None:
         hook.count_samples(samples)
 
 
-def parser(doc: str | None, batch: int | tuple[int, int] | None = None) -> argparse.ArgumentParser:
-    """The options every scenario takes; each adds its own fixes as flags. ``batch`` adds
+class Option:
+    """A scenario's option that is also its live knob (docs/knobs.md): ``--NAME`` (or ``flag``)
+    sets the knob's start value; a switch on by default is turned off by ``--no-NAME``.
+    ``rebuild``: the DataLoader is built again when the knob changes. ``batch_size`` takes its
+    flag from ``parser(batch=...)``."""
+
+    def __init__(
+        self, name: str, default: Any, flag: str | None = None, rebuild: bool = False, **spec: Any
+    ) -> None:
+        dashed = "--" + name.replace("_", "-")
+        self.name, self.default, self.rebuild, self.spec = name, default, rebuild, spec
+        self.flag = flag or (f"--no-{dashed[2:]}" if default is True else dashed)
+        self.inverted = self.flag != dashed  # the flag turns a switch off
+
+    def add_to(self, parser: argparse.ArgumentParser) -> None:
+        if self.name == "batch_size":
+            return
+        if isinstance(self.default, bool):
+            action = "store_false" if self.inverted else "store_true"
+            parser.add_argument(self.flag, dest=self.name, action=action, default=self.default)
+        else:
+            kind, choices = type(self.default), self.spec.get("choices")
+            parser.add_argument(self.flag, dest=self.name, type=kind, default=self.default,
+                                choices=choices)  # fmt: skip
+
+
+def parser(
+    doc: str | None, batch: int | tuple[int, int] | None = None, options: Iterable[Option] = ()
+) -> argparse.ArgumentParser:
+    """The options every scenario takes, and its own (``options``). ``batch`` adds
     ``--batch-size``: its default, or the ``--small`` and the full-size defaults."""
     parser = argparse.ArgumentParser(
         description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -96,44 +119,54 @@ def parser(doc: str | None, batch: int | tuple[int, int] | None = None) -> argpa
     if batch is not None:
         parser.set_defaults(batch_sizes=batch)
         parser.add_argument("--batch-size", type=int, default=None)
+    for option in options:
+        option.add_to(parser)
     return parser
 
 
 class Knobs(dict):
-    """The values a scenario's live knobs hold, by key; ``stale`` once a knob the DataLoader is
+    """The values a scenario's live knobs hold, by name; ``stale`` once a knob the DataLoader is
     built from changed (``batches`` then builds it again)."""
 
     stale = True
 
-    def declare(
-        self,
-        name: str,
-        value: Any,
-        key: str | None = None,
-        rebuild: bool = False,
-        apply: Callable[[Any], None] | None = None,
-        **spec: Any,
-    ) -> None:
-        """Knob ``name`` (docs/knobs.md) held under ``key`` (its name by default)."""
-        key = key or name
-        self[key] = value
+    @classmethod
+    def of(
+        cls,
+        args: argparse.Namespace,
+        options: Iterable[Option],
+        model: torch.nn.Module | None = None,
+        apply: dict[str, Callable[[Any], None]] | None = None,
+        **values: Any,
+    ) -> Knobs:
+        """The knobs of ``options`` (docs/knobs.md) at the values parsed into ``args`` (or
+        ``values``), each calling its ``apply`` entry on a change. The ``compile`` knob sets
+        ``self["forward"]``: ``model``, compiled while it is on."""
+        knobs, apply = cls(), dict(apply or {})
+
+        def compiled(on: bool) -> None:
+            knobs["forward"] = torch.compile(model) if on else model
+
+        if model is not None:
+            apply["compile"] = compiled
+        for o in options:
+            value = values.get(o.name, getattr(args, o.name, o.default))
+            if o.name == "compile" and model is not None:
+                compiled(value)
+            knobs.declare(o, value, apply.get(o.name))
+        return knobs
+
+    def declare(self, option: Option, value: Any, apply: Callable[[Any], None] | None) -> None:
+        self[option.name] = value
 
         def set_value(new: Any) -> None:
-            self[key] = new
-            self.stale = self.stale or rebuild
+            self[option.name] = new
+            self.stale = self.stale or option.rebuild
             if apply is not None:
                 apply(new)
 
-        knob(name, value, set_value, **spec)
-
-    def compile(self, model: torch.nn.Module, value: bool = False) -> None:
-        """The ``compile`` knob: ``self["forward"]`` is ``model``, compiled while it is on."""
-
-        def forward(on: bool) -> None:
-            self["forward"] = torch.compile(model) if on else model
-
-        forward(value)
-        self.declare("compile", value, role="compile", apply=forward)
+        if hook is not None:  # nothing without gputop-train
+            hook.knob(option.name, value, set_value, **option.spec)
 
 
 class Stop:
@@ -174,6 +207,50 @@ def batches(
             yield batch
             if stop.step() or knobs.stale:
                 break
+
+
+def random_batches(
+    args: argparse.Namespace, knobs: Knobs, shape: tuple[int, ...], classes: int
+) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """The loop of a scenario whose batches are made on the device: ``knobs["batch_size"]``
+    random samples of ``shape`` and their labels each step, until ``--steps`` or ``--seconds``."""
+    for _ in steps(args):
+        batch = knobs["batch_size"]
+        x = torch.randn(batch, *shape, device=DEVICE)
+        yield x, torch.randint(0, classes, (batch,), device=DEVICE)
+
+
+def resnet18(small: bool, channels_last: bool = True) -> torch.nn.Module:
+    """The image scenarios' ResNet-18 on the device (``tiny_cnn`` when ``small``)."""
+    import torchvision
+
+    model = tiny_cnn(1000) if small else torchvision.models.resnet18(num_classes=1000)
+    layout = torch.channels_last if channels_last else torch.preserve_format
+    return model.to(DEVICE, memory_format=layout)
+
+
+def fit_images(
+    args: argparse.Namespace,
+    knobs: Knobs,
+    build: Callable[[], Iterable[tuple[torch.Tensor, torch.Tensor]]],
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    prepare: Callable[[torch.Tensor], torch.Tensor] | None = None,
+    bf16: Callable[[], bool] | bool = True,
+    channels_last: bool = True,
+) -> None:
+    """The image scenarios' loop: each batch of the DataLoader ``build`` makes goes to the
+    device (non-blocking unless the ``pin_memory`` knob is off), through ``prepare``, into a
+    classifier step."""
+    for images, labels in batches(args, knobs, build):
+        pinned = knobs.get("pin_memory", True)
+        images = images.to(DEVICE, non_blocking=pinned)
+        labels = labels.to(DEVICE, non_blocking=pinned)
+        if prepare is not None:
+            images = prepare(images)
+        if channels_last:
+            images = images.contiguous(memory_format=torch.channels_last)
+        classify(model, optimizer, images, labels, bf16=bf16() if callable(bf16) else bf16)
 
 
 def loader(

@@ -14,7 +14,13 @@ import argparse
 
 import torch
 import torchvision
-from _scenario import DEVICE, Knobs, classify, parser, run, steps
+from _scenario import DEVICE, Knobs, Option, classify, parser, random_batches, run
+
+OPTIONS = (
+    Option("precision", "fp32", choices=("fp32", "bf16"), role="precision"),
+    Option("channels_last", False, role="channels_last"),
+    Option("batch_size", None, minimum=1, maximum=2048, role="batch_size"),
+)
 
 
 def train(args: argparse.Namespace) -> None:
@@ -28,24 +34,14 @@ def train(args: argparse.Namespace) -> None:
         layout["format"] = torch.channels_last if value else torch.contiguous_format
         model.to(memory_format=layout["format"])
 
-    knobs = Knobs()
-    knobs.declare("precision", args.precision, choices=("fp32", "bf16"), role="precision")
-    knobs.declare("channels_last", args.channels_last, apply=set_channels_last,
-                  role="channels_last")  # fmt: skip
-    knobs.declare("batch_size", args.batch_size, minimum=1, maximum=2048, role="batch_size")
+    knobs = Knobs.of(args, OPTIONS, apply={"channels_last": set_channels_last})
     if args.channels_last:
         set_channels_last(True)
-    for _ in steps(args):
-        batch = knobs["batch_size"]
-        images = torch.randn(batch, 3, side, side, device=DEVICE)
-        labels = torch.randint(0, 1000, (batch,), device=DEVICE)
+    for images, labels in random_batches(args, knobs, (3, side, side), 1000):
         images = images.contiguous(memory_format=layout["format"])
         bf16 = knobs["precision"] == "bf16"
         classify(model, optimizer, images, labels, bf16=bf16, samples=True)
 
 
 if __name__ == "__main__":
-    options = parser(__doc__, batch=(4, 128))
-    options.add_argument("--precision", choices=("fp32", "bf16"), default="fp32")
-    options.add_argument("--channels-last", action="store_true")
-    run(train, options)
+    run(train, parser(__doc__, batch=(4, 128), options=OPTIONS))

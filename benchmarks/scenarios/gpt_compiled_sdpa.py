@@ -11,31 +11,24 @@ from __future__ import annotations
 
 import argparse
 
-import torch
-from _gpt import GPT, config, make_optimizer
-from _scenario import CUDA, DEVICE, Knobs, count_samples, parser, run, steps
+from _gpt import GPT, config, lm_step, make_optimizer
+from _scenario import CUDA, DEVICE, Knobs, Option, parser, run, steps
+
+OPTIONS = (
+    # no C++ compiler assumed on the CPU box: compiled on CUDA only
+    Option("compile", CUDA, "--no-compile", role="compile"),
+    Option("batch_size", None, minimum=1, maximum=256, role="batch_size"),
+)
 
 
 def train(args: argparse.Namespace) -> None:
     cfg = config(args.small, layers=6)
     model = GPT(cfg).to(DEVICE)
     optimizer = make_optimizer(model, "fused" if CUDA else "foreach")
-    state = Knobs()
-    state.compile(model, args.compile)
-    state.declare("batch_size", args.batch_size, minimum=1, maximum=256, role="batch_size")
+    state = Knobs.of(args, OPTIONS, model)
     for _ in steps(args):
-        batch = state["batch_size"]
-        x = torch.randint(cfg.vocab, (batch, cfg.block), device=DEVICE)
-        with torch.autocast(DEVICE, dtype=torch.bfloat16, enabled=CUDA):
-            loss = state["forward"](x, x.roll(-1, dims=1))
-        loss.backward()
-        count_samples(batch)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+        lm_step(state["forward"], optimizer, cfg, state["batch_size"])
 
 
 if __name__ == "__main__":
-    options = parser(__doc__, batch=(4, 16))
-    # no C++ compiler assumed on the CPU box: compiled on CUDA only
-    options.add_argument("--no-compile", dest="compile", action="store_false", default=CUDA)
-    run(train, options)
+    run(train, parser(__doc__, batch=(4, 16), options=OPTIONS))

@@ -12,8 +12,13 @@ from __future__ import annotations
 import argparse
 
 import torch
-from _gpt import GPT, config, make_optimizer
-from _scenario import CUDA, DEVICE, Knobs, count_samples, parser, run, steps
+from _gpt import GPT, config, lm_step, make_optimizer
+from _scenario import CUDA, DEVICE, Knobs, Option, parser, run, steps
+
+OPTIONS = (
+    Option("precision", "fp32", choices=("fp32", "bf16"), role="precision"),
+    Option("matmul_precision", "highest", choices=("highest", "high"), role="matmul_precision"),
+)
 
 
 def train(args: argparse.Namespace) -> None:
@@ -21,25 +26,11 @@ def train(args: argparse.Namespace) -> None:
     model = GPT(cfg).to(DEVICE)
     optimizer = make_optimizer(model, "foreach")
     torch.set_float32_matmul_precision(args.matmul_precision)
-    state = Knobs()
-    state.declare("precision", args.precision, choices=("fp32", "bf16"), role="precision")
-    state.declare("matmul_precision", args.matmul_precision,
-                  apply=torch.set_float32_matmul_precision, choices=("highest", "high"),
-                  role="matmul_precision")  # fmt: skip
+    state = Knobs.of(args, OPTIONS, apply={"matmul_precision": torch.set_float32_matmul_precision})
     for _ in steps(args):
-        x = torch.randint(cfg.vocab, (args.batch_size, cfg.block), device=DEVICE)
-        bf16 = state["precision"] == "bf16"
-        with torch.autocast(DEVICE, dtype=torch.bfloat16, enabled=CUDA and bf16):
-            loss = model(x, x.roll(-1, dims=1))
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        count_samples(args.batch_size)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+        bf16 = CUDA and state["precision"] == "bf16"
+        lm_step(model, optimizer, cfg, args.batch_size, bf16=bf16, clip=model)
 
 
 if __name__ == "__main__":
-    options = parser(__doc__, batch=8)
-    options.add_argument("--precision", choices=("fp32", "bf16"), default="fp32")
-    options.add_argument("--matmul-precision", choices=("highest", "high"), default="highest")
-    run(train, options)
+    run(train, parser(__doc__, batch=8, options=OPTIONS))

@@ -10,9 +10,13 @@ from __future__ import annotations
 
 import argparse
 
-import torch
-from _gpt import GPT, config, make_optimizer
-from _scenario import CUDA, DEVICE, Knobs, count_samples, parser, run, steps
+from _gpt import GPT, config, lm_step, make_optimizer
+from _scenario import CUDA, DEVICE, Knobs, Option, parser, run, steps
+
+OPTIONS = (
+    Option("attention", "manual", choices=("manual", "sdpa"), role="attention"),
+    Option("compile", False, role="compile"),
+)
 
 
 def train(args: argparse.Namespace) -> None:
@@ -20,22 +24,10 @@ def train(args: argparse.Namespace) -> None:
     model = GPT(cfg).to(DEVICE)
     model.set_attention(args.attention)
     optimizer = make_optimizer(model, "fused" if CUDA else "foreach")
-    forward = Knobs()
-    forward.declare("attention", args.attention, apply=model.set_attention,
-                    choices=("manual", "sdpa"), role="attention")  # fmt: skip
-    forward.compile(model, args.compile)
+    forward = Knobs.of(args, OPTIONS, model, apply={"attention": model.set_attention})
     for _ in steps(args):
-        x = torch.randint(cfg.vocab, (args.batch_size, cfg.block), device=DEVICE)
-        with torch.autocast(DEVICE, dtype=torch.bfloat16, enabled=CUDA):
-            loss = forward["forward"](x, x.roll(-1, dims=1))
-        loss.backward()
-        count_samples(args.batch_size)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+        lm_step(forward["forward"], optimizer, cfg, args.batch_size)
 
 
 if __name__ == "__main__":
-    options = parser(__doc__, batch=8)
-    options.add_argument("--attention", choices=("manual", "sdpa"), default="manual")
-    options.add_argument("--compile", action="store_true")
-    run(train, options)
+    run(train, parser(__doc__, batch=8, options=OPTIONS))

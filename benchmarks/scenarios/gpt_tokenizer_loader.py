@@ -15,8 +15,13 @@ import re
 
 import torch
 from _gpt import GPT, config, make_optimizer
-from _scenario import CUDA, DEVICE, Knobs, Stop, parser, run
+from _scenario import CUDA, DEVICE, Knobs, Option, batches, parser, run
 from torch.utils.data import DataLoader, Dataset
+
+OPTIONS = (
+    Option("num_workers", 0, "--workers", rebuild=True, minimum=0, maximum=64, role="workers"),
+    Option("compile", False, role="compile"),
+)
 
 # GPT-2's pre-tokenizer pattern, without the Unicode classes of the regex package.
 PRETOKENIZE = re.compile(r"""'s|'t|'re|'ve|'m|'ll|'d| ?[A-Za-z]+| ?[0-9]+| ?[^\sA-Za-z0-9]+|\s+""")
@@ -51,28 +56,22 @@ def train(args: argparse.Namespace) -> None:
     model = GPT(cfg).to(DEVICE)
     optimizer = make_optimizer(model, "fused" if CUDA else "foreach")
     dataset = TextDataset(cfg.vocab, cfg.block)
-    state = Knobs()
-    state.declare("num_workers", args.workers, rebuild=True, minimum=0, maximum=64, role="workers")
-    state.compile(model)
-    stop = Stop(args)
-    while not stop.done:
-        state.stale = False
+    state = Knobs.of(args, OPTIONS, model)
+
+    def build() -> DataLoader:
         workers = state["num_workers"]
-        loader = DataLoader(dataset, batch_size=args.batch_size, num_workers=workers,
-                            pin_memory=CUDA, persistent_workers=workers > 0)  # fmt: skip
-        for batch in loader:
-            ids = batch["input_ids"].to(DEVICE, non_blocking=True)
-            labels = batch["labels"].to(DEVICE, non_blocking=True)
-            with torch.autocast(DEVICE, dtype=torch.bfloat16, enabled=CUDA):
-                loss = state["forward"](ids, labels)
-            loss.backward()
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-            if stop.step() or state.stale:
-                break
+        return DataLoader(dataset, batch_size=args.batch_size, num_workers=workers,
+                          pin_memory=CUDA, persistent_workers=workers > 0)  # fmt: skip
+
+    for batch in batches(args, state, build):
+        ids = batch["input_ids"].to(DEVICE, non_blocking=True)
+        labels = batch["labels"].to(DEVICE, non_blocking=True)
+        with torch.autocast(DEVICE, dtype=torch.bfloat16, enabled=CUDA):
+            loss = state["forward"](ids, labels)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
 
 
 if __name__ == "__main__":
-    options = parser(__doc__, batch=16)
-    options.add_argument("--workers", type=int, default=0)
-    run(train, options)
+    run(train, parser(__doc__, batch=16, options=OPTIONS))

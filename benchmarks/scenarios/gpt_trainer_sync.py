@@ -14,8 +14,13 @@ import argparse
 
 import torch
 from _gpt import GPT, config, make_optimizer
-from _scenario import CUDA, DEVICE, Stop, knob, parser, run
+from _scenario import CUDA, DEVICE, Knobs, Option, Stop, parser, run
 from torch.utils.data import DataLoader, Dataset
+
+OPTIONS = (
+    Option("nan_inf_filter", True, role="syncs"),
+    Option("batch_size", None, minimum=1, maximum=1024, role="batch_size"),
+)
 
 
 class TokenDataset(Dataset):
@@ -86,12 +91,9 @@ def train(args: argparse.Namespace) -> None:
     def set_batch(value: int) -> None:
         trainer.batch_size, trainer.rebuild = value, True
 
-    knob("nan_inf_filter", args.nan_inf_filter, set_filter, role="syncs")
-    knob("batch_size", args.batch_size, set_batch, minimum=1, maximum=1024, role="batch_size")
+    Knobs.of(args, OPTIONS, apply={"nan_inf_filter": set_filter, "batch_size": set_batch})
     trainer.train(Stop(args))
 
 
 if __name__ == "__main__":
-    options = parser(__doc__, batch=16)
-    options.add_argument("--no-nan-inf-filter", dest="nan_inf_filter", action="store_false")
-    run(train, options)
+    run(train, parser(__doc__, batch=16, options=OPTIONS))

@@ -12,22 +12,22 @@ from __future__ import annotations
 import argparse
 
 import torch
-from _scenario import CUDA, DEVICE, Knobs, classify, mlp, parser, run, steps
+from _scenario import CUDA, DEVICE, Knobs, Option, classify, mlp, parser, random_batches, run
+
+OPTIONS = (
+    Option("compile", False, role="compile"),
+    Option("batch_size", None, minimum=1, maximum=65536, role="batch_size"),
+)
 
 
 def train(args: argparse.Namespace) -> None:
     width = 256 if args.small else 8192
     model = mlp(width, 4, 1000).to(DEVICE)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=CUDA)
-    knobs = Knobs()
-    knobs.compile(model)
-    knobs.declare("batch_size", args.batch_size, minimum=1, maximum=65536, role="batch_size")
-    for _ in steps(args):
-        batch = knobs["batch_size"]
-        x = torch.randn(batch, width, device=DEVICE)
-        y = torch.randint(0, 1000, (batch,), device=DEVICE)
+    knobs = Knobs.of(args, OPTIONS, model)
+    for x, y in random_batches(args, knobs, (width,), 1000):
         classify(knobs["forward"], optimizer, x, y, bf16=True, samples=True)
 
 
 if __name__ == "__main__":
-    run(train, parser(__doc__, batch=(64, 8192)))
+    run(train, parser(__doc__, batch=(64, 8192), options=OPTIONS))

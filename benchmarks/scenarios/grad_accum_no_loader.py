@@ -16,19 +16,24 @@ import argparse
 
 import torch
 import torch.nn.functional as F
-from _scenario import DEVICE, Knobs, count_samples, mlp, parser, run, steps
+from _scenario import DEVICE, Knobs, Option, count_samples, mlp, parser, run, steps
+
+# fmt: off
+OPTIONS = (
+    Option("item_per_micro", True, "--log-on-gpu", role="syncs",
+           help=".item() after every micro-batch"),
+    Option("precision", "fp32", choices=("fp32", "bf16"), role="precision"),
+    Option("micro_batch", 128, minimum=1, maximum=65536, role="batch_size",
+           help="samples per micro-batch"),
+)
+# fmt: on
 
 
 def train(args: argparse.Namespace) -> None:
     width = 256 if args.small else 1024
     model = mlp(width, 4, 1000).to(DEVICE)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    config = Knobs()
-    config.declare("item_per_micro", args.item_per_micro, role="syncs",
-                   help=".item() after every micro-batch")  # fmt: skip
-    config.declare("precision", args.precision, choices=("fp32", "bf16"), role="precision")
-    config.declare("micro_batch", args.micro_batch, minimum=1, maximum=65536,
-                   role="batch_size", help="samples per micro-batch")  # fmt: skip
+    config = Knobs.of(args, OPTIONS)
     for step, _ in enumerate(steps(args), 1):
         running: float | torch.Tensor = 0.0
         for _ in range(args.accumulate):
@@ -48,9 +53,6 @@ def train(args: argparse.Namespace) -> None:
 
 
 if __name__ == "__main__":
-    options = parser(__doc__)
-    options.add_argument("--log-on-gpu", dest="item_per_micro", action="store_false")
-    options.add_argument("--precision", choices=("fp32", "bf16"), default="fp32")
-    options.add_argument("--micro-batch", type=int, default=128)
+    options = parser(__doc__, options=OPTIONS)
     options.add_argument("--accumulate", type=int, default=8)
     run(train, options)

@@ -17,10 +17,17 @@ import os
 import torch
 import torch.nn.functional as F
 import torchvision
-from _scenario import CUDA, DEVICE, Knobs, batches, classify, loader, parser, run, tiny_cnn
+from _scenario import CUDA, Knobs, Option, fit_images, loader, parser, resnet18, run
 from torchvision import transforms
 
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+WORKERS = os.cpu_count() or 1
+OPTIONS = (
+    Option(
+        "num_workers", WORKERS, "--workers", rebuild=True, minimum=0, maximum=256, role="workers"
+    ),
+    Option("input", "float", rebuild=True, choices=("float", "gpu"), role="input_format"),
+)
 
 
 def dataset(side: int, crop: int, input_format: str) -> torchvision.datasets.FakeData:
@@ -58,31 +65,19 @@ def augment_on_gpu(images: torch.Tensor, crop: int) -> torch.Tensor:
 
 def train(args: argparse.Namespace) -> None:
     side, crop = (128, 112) if args.small else (256, 224)
-    model = tiny_cnn(1000) if args.small else torchvision.models.resnet18(num_classes=1000)
-    model = model.to(DEVICE, memory_format=torch.channels_last)
+    model = resnet18(args.small)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4)
-
-    config = Knobs()
-    config.declare("num_workers", args.workers, rebuild=True, minimum=0, maximum=256,
-                   role="workers")  # fmt: skip
-    config.declare("input", args.input, rebuild=True, choices=("float", "gpu"),
-                   role="input_format")  # fmt: skip
+    config = Knobs.of(args, OPTIONS)
 
     def build() -> torch.utils.data.DataLoader:
         data = dataset(side, crop, config["input"])
         return loader(data, args.batch_size, config["num_workers"], CUDA)
 
-    for images, labels in batches(args, config, build):
-        images = images.to(DEVICE, non_blocking=True)
-        labels = labels.to(DEVICE, non_blocking=True)
-        if config["input"] == "gpu":
-            images = augment_on_gpu(images, crop)
-        images = images.contiguous(memory_format=torch.channels_last)
-        classify(model, optimizer, images, labels, bf16=True)
+    def prepare(images: torch.Tensor) -> torch.Tensor:
+        return augment_on_gpu(images, crop) if config["input"] == "gpu" else images
+
+    fit_images(args, config, build, model, optimizer, prepare)
 
 
 if __name__ == "__main__":
-    options = parser(__doc__, batch=(16, 256))
-    options.add_argument("--workers", type=int, default=os.cpu_count() or 1)
-    options.add_argument("--input", choices=("float", "gpu"), default="float")
-    run(train, options)
+    run(train, parser(__doc__, batch=(16, 256), options=OPTIONS))

@@ -26,9 +26,12 @@ import sys
 import time
 
 import torch
-import torchvision
-from _scenario import CUDA, DEVICE, Knobs, batches, classify, loader, parser, run, tiny_cnn
+from _scenario import CUDA, Knobs, Option, fit_images, loader, parser, resnet18, run
 from torch.utils.data import Dataset
+
+OPTIONS = (
+    Option("num_workers", 2, "--workers", rebuild=True, minimum=0, maximum=256, role="workers"),
+)
 
 # A spinning process that ends once the process that started it (argv[1]) is gone.
 HOG = """
@@ -84,30 +87,21 @@ class SlowStorageImages(Dataset):
 
 
 def train(args: argparse.Namespace) -> None:
-    side = 64 if args.small else 224
-    model = tiny_cnn(1000) if args.small else torchvision.models.resnet18(num_classes=1000)
-    model = model.to(DEVICE, memory_format=torch.channels_last)
+    model = resnet18(args.small)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-
-    config = Knobs()
-    config.declare("num_workers", args.workers, rebuild=True, minimum=0, maximum=256,
-                   role="workers")  # fmt: skip
+    config = Knobs.of(args, OPTIONS)
     start_hogs(args.hog)
-    dataset = SlowStorageImages(side, args.read_ms, args.cpu_ms)
+    dataset = SlowStorageImages(64 if args.small else 224, args.read_ms, args.cpu_ms)
 
     def build() -> torch.utils.data.DataLoader:
         return loader(dataset, args.batch_size, config["num_workers"], CUDA)
 
-    for images, labels in batches(args, config, build):
-        images = images.to(DEVICE, non_blocking=True).float().div_(255.0)
-        labels = labels.to(DEVICE, non_blocking=True)
-        images = images.contiguous(memory_format=torch.channels_last)
-        classify(model, optimizer, images, labels, bf16=CUDA)
+    fit_images(args, config, build, model, optimizer, lambda images: images.float().div_(255.0),
+               bf16=CUDA)  # fmt: skip
 
 
 if __name__ == "__main__":
-    options = parser(__doc__, batch=(16, 128))
-    options.add_argument("--workers", type=int, default=2)
+    options = parser(__doc__, batch=(16, 128), options=OPTIONS)
     options.add_argument("--read-ms", type=float, default=2.0, help="storage latency per item")
     options.add_argument("--cpu-ms", type=float, default=0.0, help="CPU work per item")
     options.add_argument("--hog", type=int, default=os.cpu_count() or 1, help="spinning processes")

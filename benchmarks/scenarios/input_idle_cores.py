@@ -15,10 +15,19 @@ import argparse
 
 import torch
 import torchvision
-from _scenario import CUDA, DEVICE, Knobs, batches, classify, loader, parser, run, tiny_cnn
+from _scenario import CUDA, DEVICE, Knobs, Option, fit_images, loader, parser, resnet18, run
 from torchvision import transforms
 
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+# fmt: off
+OPTIONS = (
+    Option("num_workers", 4, "--workers", rebuild=True, minimum=0, maximum=64, role="workers",
+           help="DataLoader worker processes"),
+    Option("input", "float", rebuild=True, choices=("float", "uint8"), role="input_format",
+           help="float32 built on the CPU, or uint8"),
+    Option("precision", "fp32", choices=("fp32", "bf16"), role="precision", help="autocast dtype"),
+)
+# fmt: on
 
 
 def dataset(side: int, crop: int, input_format: str) -> torchvision.datasets.FakeData:
@@ -34,36 +43,22 @@ def dataset(side: int, crop: int, input_format: str) -> torchvision.datasets.Fak
 
 def train(args: argparse.Namespace) -> None:
     side, crop = (128, 112) if args.small else (256, 224)
-    model = tiny_cnn(1000) if args.small else torchvision.models.resnet18(num_classes=1000)
-    model = model.to(DEVICE)
+    model = resnet18(args.small, channels_last=False)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4)
     mean = torch.tensor(MEAN, device=DEVICE).view(1, 3, 1, 1) * 255
     std = torch.tensor(STD, device=DEVICE).view(1, 3, 1, 1) * 255
-
-    config = Knobs()
-    config.declare("num_workers", args.workers, rebuild=True, minimum=0, maximum=64,
-                   role="workers", help="DataLoader worker processes")  # fmt: skip
-    config.declare("input", args.input, rebuild=True, choices=("float", "uint8"),
-                   role="input_format", help="float32 built on the CPU, or uint8")  # fmt: skip
-    config.declare("precision", args.precision, choices=("fp32", "bf16"), role="precision",
-                   help="autocast dtype")  # fmt: skip
+    config = Knobs.of(args, OPTIONS)
 
     def build() -> torch.utils.data.DataLoader:
         return loader(dataset(side, crop, config["input"]), args.batch_size,
                       config["num_workers"], CUDA, shuffle=True)  # fmt: skip
 
-    for images, labels in batches(args, config, build):
-        images = images.to(DEVICE, non_blocking=True)
-        labels = labels.to(DEVICE, non_blocking=True)
-        if config["input"] == "uint8":
-            images = (images.float() - mean) / std
-        bf16 = config["precision"] == "bf16"
-        classify(model, optimizer, images, labels, bf16=bf16)
+    def prepare(images: torch.Tensor) -> torch.Tensor:
+        return (images.float() - mean) / std if config["input"] == "uint8" else images
+
+    fit_images(args, config, build, model, optimizer, prepare,
+               bf16=lambda: config["precision"] == "bf16", channels_last=False)  # fmt: skip
 
 
 if __name__ == "__main__":
-    options = parser(__doc__, batch=(16, 256))
-    options.add_argument("--workers", type=int, default=4)
-    options.add_argument("--input", choices=("float", "uint8"), default="float")
-    options.add_argument("--precision", choices=("fp32", "bf16"), default="fp32")
-    run(train, options)
+    run(train, parser(__doc__, batch=(16, 256), options=OPTIONS))

@@ -13,7 +13,12 @@ from __future__ import annotations
 import argparse
 
 import torch
-from _scenario import DEVICE, Knobs, classify, parser, run, steps
+from _scenario import DEVICE, Knobs, Option, classify, parser, random_batches, run
+
+OPTIONS = (
+    Option("compile", False, role="compile"),
+    Option("batch_size", None, minimum=1, maximum=65536, role="batch_size"),
+)
 
 
 def block(width: int) -> torch.nn.Module:
@@ -27,17 +32,10 @@ def train(args: argparse.Namespace) -> None:
     model = torch.nn.Sequential(*(block(width) for _ in range(8)), torch.nn.Linear(width, 10))
     model = model.to(DEVICE)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    knobs = Knobs()
-    knobs.compile(model, args.compile)
-    knobs.declare("batch_size", args.batch_size, minimum=1, maximum=65536, role="batch_size")
-    for _ in steps(args):
-        batch = knobs["batch_size"]
-        x = torch.randn(batch, width, device=DEVICE)
-        y = torch.randint(0, 10, (batch,), device=DEVICE)
+    knobs = Knobs.of(args, OPTIONS, model)
+    for x, y in random_batches(args, knobs, (width,), 10):
         classify(knobs["forward"], optimizer, x, y, bf16=False, samples=True)
 
 
 if __name__ == "__main__":
-    options = parser(__doc__, batch=32)
-    options.add_argument("--compile", action="store_true")
-    run(train, options)
+    run(train, parser(__doc__, batch=32, options=OPTIONS))

@@ -14,7 +14,13 @@ from __future__ import annotations
 import argparse
 
 import torch
-from _scenario import CUDA, DEVICE, CachedImages, Knobs, batches, classify, loader, parser, run
+from _scenario import CUDA, DEVICE, CachedImages, Knobs, Option, fit_images, loader, parser, run
+
+OPTIONS = (
+    Option("num_workers", 8, "--workers", rebuild=True, minimum=0, maximum=64, role="workers"),
+    Option("input", "float", rebuild=True, choices=("float", "uint8"), role="input_format"),
+    Option("pin_memory", True, rebuild=True, role="pin_memory"),
+)
 
 
 def small_convnet() -> torch.nn.Module:
@@ -42,30 +48,17 @@ def train(args: argparse.Namespace) -> None:
     }
     model = small_convnet().to(DEVICE, memory_format=torch.channels_last)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-
-    config = Knobs()
-    config.declare("num_workers", args.workers, rebuild=True, minimum=0, maximum=64,
-                   role="workers")  # fmt: skip
-    config.declare("input", args.input, rebuild=True, choices=("float", "uint8"),
-                   role="input_format")  # fmt: skip
-    config.declare("pin_memory", args.pin_memory and CUDA, rebuild=True, role="pin_memory")
+    config = Knobs.of(args, OPTIONS, pin_memory=args.pin_memory and CUDA)
 
     def build() -> torch.utils.data.DataLoader:
         return loader(datasets[config["input"]], args.batch_size, config["num_workers"],
                       config["pin_memory"], shuffle=True)  # fmt: skip
 
-    for images, labels in batches(args, config, build):
-        images = images.to(DEVICE, non_blocking=config["pin_memory"])
-        labels = labels.to(DEVICE, non_blocking=config["pin_memory"])
-        if config["input"] == "uint8":
-            images = images.float() / 127.5 - 1.0
-        images = images.contiguous(memory_format=torch.channels_last)
-        classify(model, optimizer, images, labels, bf16=True)
+    def prepare(images: torch.Tensor) -> torch.Tensor:
+        return images.float() / 127.5 - 1.0 if config["input"] == "uint8" else images
+
+    fit_images(args, config, build, model, optimizer, prepare)
 
 
 if __name__ == "__main__":
-    options = parser(__doc__, batch=(64, 256))
-    options.add_argument("--workers", type=int, default=8)
-    options.add_argument("--input", choices=("float", "uint8"), default="float")
-    options.add_argument("--no-pin-memory", dest="pin_memory", action="store_false")
-    run(train, options)
+    run(train, parser(__doc__, batch=(64, 256), options=OPTIONS))

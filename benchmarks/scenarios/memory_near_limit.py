@@ -14,9 +14,10 @@ import argparse
 
 import torch
 import torch.nn.functional as F
-from _scenario import CUDA, DEVICE, Knobs, count_samples, mlp, parser, run, steps
+from _scenario import CUDA, DEVICE, Knobs, Option, count_samples, mlp, parser, run, steps
 
 FILL = 0.94  # of the GPU's memory, as NVML counts it (the CUDA context included)
+OPTIONS = (Option("batch_size", None, minimum=1, maximum=10_000_000, role="batch_size"),)
 
 
 def step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: int, width: int) -> None:
@@ -58,13 +59,10 @@ def train(args: argparse.Namespace) -> None:
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=CUDA)
     batch = args.batch_size or (largest_batch(model, optimizer, width) if CUDA else 64)
     print(f"batch {batch}", flush=True)
-    knobs = Knobs()
-    knobs.declare("batch_size", batch, minimum=1, maximum=10_000_000, role="batch_size")
+    knobs = Knobs.of(args, OPTIONS, batch_size=batch)
     for _ in steps(args):
         step(model, optimizer, knobs["batch_size"], width)
 
 
 if __name__ == "__main__":
-    options = parser(__doc__)
-    options.add_argument("--batch-size", type=int, default=0, help="0: the largest that fits")
-    run(train, options)
+    run(train, parser(__doc__, batch=0, options=OPTIONS))  # 0: the largest that fits

@@ -19,7 +19,12 @@ import time
 import numpy as np
 import torch
 from _gpt import GPT, config, make_optimizer
-from _scenario import CUDA, DEVICE, Knobs, Stop, count_samples, parser, run
+from _scenario import CUDA, DEVICE, Knobs, Option, Stop, count_samples, parser, run
+
+OPTIONS = (
+    Option("compile", False, role="compile"),
+    Option("batch_size", None, minimum=1, maximum=512, role="batch_size"),
+)
 
 
 def write_tokens(path: str, tokens: int, vocab: int) -> None:
@@ -35,7 +40,6 @@ def train(args: argparse.Namespace) -> None:
         os.path.join(data_dir, "train.bin"), 2_000_000 if args.small else 50_000_000, cfg.vocab
     )
     block = cfg.block
-    state = Knobs()
 
     def get_batch() -> tuple[torch.Tensor, torch.Tensor]:
         # nanoGPT recreates the memmap every batch to avoid a memory leak (its comment)
@@ -54,8 +58,7 @@ def train(args: argparse.Namespace) -> None:
     model = GPT(cfg).to(DEVICE)
     optimizer = make_optimizer(model, "fused" if CUDA else "foreach")
     ctx = torch.autocast(DEVICE, dtype=torch.bfloat16, enabled=CUDA)
-    state.compile(model)
-    state.declare("batch_size", args.batch_size, minimum=1, maximum=512, role="batch_size")
+    state = Knobs.of(args, OPTIONS, model)
     flops_per_token = model.flops_per_token()
     accumulation = args.accumulation or (2 if args.small else 4)
     stop = Stop(args)
@@ -91,6 +94,6 @@ def train(args: argparse.Namespace) -> None:
 
 
 if __name__ == "__main__":
-    options = parser(__doc__, batch=(4, 8))
+    options = parser(__doc__, batch=(4, 8), options=OPTIONS)
     options.add_argument("--accumulation", type=int, default=None, help="2 small, 4 full-size")
     run(train, options)

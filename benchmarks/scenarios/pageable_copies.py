@@ -13,47 +13,27 @@ from __future__ import annotations
 import argparse
 
 import torch
-import torchvision
-from _scenario import (
-    CUDA,
-    DEVICE,
-    CachedImages,
-    Knobs,
-    batches,
-    classify,
-    loader,
-    parser,
-    run,
-    tiny_cnn,
+from _scenario import CUDA, CachedImages, Knobs, Option, fit_images, loader, parser, resnet18, run
+
+OPTIONS = (
+    Option("pin_memory", False, rebuild=True, role="pin_memory"),
+    Option("num_workers", 8, "--workers", rebuild=True, minimum=0, maximum=64, role="workers"),
+    Option("batch_size", None, rebuild=True, minimum=1, maximum=4096, role="batch_size"),
 )
 
 
 def train(args: argparse.Namespace) -> None:
     data = CachedImages(64 if args.small else 224, torch.float32)
-    model = tiny_cnn(1000) if args.small else torchvision.models.resnet18(num_classes=1000)
-    model = model.to(DEVICE, memory_format=torch.channels_last)
+    model = resnet18(args.small)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-
-    config = Knobs()
-    config.declare("pin_memory", args.pin_memory and CUDA, rebuild=True, role="pin_memory")
-    config.declare("num_workers", args.workers, rebuild=True, minimum=0, maximum=64,
-                   role="workers")  # fmt: skip
-    config.declare("batch_size", args.batch_size, rebuild=True, minimum=1, maximum=4096,
-                   role="batch_size")  # fmt: skip
+    config = Knobs.of(args, OPTIONS, pin_memory=args.pin_memory and CUDA)
 
     def build() -> torch.utils.data.DataLoader:
         return loader(data, config["batch_size"], config["num_workers"], config["pin_memory"],
                       shuffle=True)  # fmt: skip
 
-    for images, labels in batches(args, config, build):
-        images = images.to(DEVICE, non_blocking=config["pin_memory"])
-        labels = labels.to(DEVICE, non_blocking=config["pin_memory"])
-        images = images.contiguous(memory_format=torch.channels_last)
-        classify(model, optimizer, images, labels, bf16=True)
+    fit_images(args, config, build, model, optimizer)
 
 
 if __name__ == "__main__":
-    options = parser(__doc__, batch=64)
-    options.add_argument("--workers", type=int, default=8)
-    options.add_argument("--pin-memory", action="store_true")
-    run(train, options)
+    run(train, parser(__doc__, batch=64, options=OPTIONS))

@@ -16,10 +16,14 @@ import argparse
 
 import torch
 import torch.nn.functional as F
-from _scenario import DEVICE, Knobs, count_samples, parser, run, steps
+from _scenario import DEVICE, Knobs, Option, count_samples, parser, run, steps
 
 IGNORE = 255
 CLASSES = 21
+OPTIONS = (
+    Option("sync_loss", True, "--sync-free-loss", role="syncs", help="the loss with syncs"),
+    Option("batch_size", None, minimum=1, maximum=1024, role="batch_size"),
+)
 
 
 def segmenter(width: int) -> torch.nn.Module:
@@ -54,9 +58,7 @@ def train(args: argparse.Namespace) -> None:
     side = 64 if args.small else 128
     model = segmenter(16 if args.small else 64).to(DEVICE)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
-    knobs = Knobs()
-    knobs.declare("sync_loss", args.sync_loss, role="syncs", help="the loss with syncs")
-    knobs.declare("batch_size", args.batch_size, minimum=1, maximum=1024, role="batch_size")
+    knobs = Knobs.of(args, OPTIONS)
     for _ in steps(args):
         batch = knobs["batch_size"]
         images = torch.randn(batch, 3, side, side, device=DEVICE)
@@ -74,6 +76,4 @@ def train(args: argparse.Namespace) -> None:
 
 
 if __name__ == "__main__":
-    options = parser(__doc__, batch=32)
-    options.add_argument("--sync-free-loss", dest="sync_loss", action="store_false")
-    run(train, options)
+    run(train, parser(__doc__, batch=32, options=OPTIONS))

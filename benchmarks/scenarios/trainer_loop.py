@@ -16,10 +16,14 @@ from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
-from _scenario import CUDA, DEVICE, Stop, knob, parser, run
+from _scenario import CUDA, DEVICE, Knobs, Option, Stop, parser, run
 from torch.utils.data import DataLoader, Dataset
 
 VOCAB = 30_000
+OPTIONS = (
+    Option("precision", "fp32", choices=("fp32", "bf16"), role="precision"),
+    Option("num_workers", 4, "--workers", minimum=0, maximum=64, role="workers"),
+)
 
 
 class RandomTokens(Dataset):
@@ -56,7 +60,7 @@ class Trainer:
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lambda step: min(1.0, (step + 1) / 500)
         )
-        self.precision, self.workers = args.precision, args.workers
+        self.precision, self.workers = args.precision, args.num_workers
         self.callbacks: list[Callable[[Trainer, int, torch.Tensor], None]] = []
         self.rebuild_loader = True
         self.global_step = 0
@@ -143,13 +147,9 @@ def train(args: argparse.Namespace) -> None:
     def set_workers(value: int) -> None:
         trainer.workers, trainer.rebuild_loader = value, True
 
-    knob("precision", args.precision, set_precision, choices=("fp32", "bf16"), role="precision")
-    knob("num_workers", args.workers, set_workers, minimum=0, maximum=64, role="workers")
+    Knobs.of(args, OPTIONS, apply={"precision": set_precision, "num_workers": set_workers})
     trainer.fit(RandomTokens(10_000_000, sequence), Stop(args))
 
 
 if __name__ == "__main__":
-    options = parser(__doc__, batch=32)
-    options.add_argument("--precision", choices=("fp32", "bf16"), default="fp32")
-    options.add_argument("--workers", type=int, default=4)
-    run(train, options)
+    run(train, parser(__doc__, batch=32, options=OPTIONS))

@@ -1,7 +1,9 @@
 """A GPT-2 (124M) training loop the way nanoGPT's train.py writes it: get_batch from a token
 array, bf16 autocast, gradient accumulation, fused AdamW, gradient clipping, TF32 on; run with
 ``--compile False`` as users do where compiling is slow or breaks. Random tokens, no download.
-It declares no gputop-train knob.
+It declares no gputop-train knob. The model is demos/gpt.py's (nanoGPT's model.py): the shape
+of the copy that docs/autopilot.md measured (``git show
+045b02a:benchmarks/autopilot/any_script/nanogpt_style.py``), with nanoGPT's initial weights.
 
     python nanogpt_style.py --compile False        # the configuration under test
     python nanogpt_style.py --compile True         # the fix in its own flags
@@ -12,11 +14,14 @@ from __future__ import annotations
 import argparse
 import inspect
 import math
+import sys
 import time
+from pathlib import Path
 
 import torch
-import torch.nn as nn
-from torch.nn import functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "demos"))
+from gpt import GPT, GPTConfig  # nanoGPT's model.py, as its train.py imports it
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--batch_size", type=int, default=12)
@@ -31,68 +36,6 @@ parser.add_argument("--device", default="cuda")
 parser.add_argument("--n_layer", type=int, default=12)
 parser.add_argument("--n_head", type=int, default=12)
 parser.add_argument("--n_embd", type=int, default=768)
-
-
-class CausalSelfAttention(nn.Module):
-    def __init__(self, n_embd: int, n_head: int) -> None:
-        super().__init__()
-        self.c_attn = nn.Linear(n_embd, 3 * n_embd)
-        self.c_proj = nn.Linear(n_embd, n_embd)
-        self.n_head, self.n_embd = n_head, n_embd
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        B, T, C = x.size()
-        q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
-        q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
-        k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
-        v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        return self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C))
-
-
-class Block(nn.Module):
-    def __init__(self, n_embd: int, n_head: int) -> None:
-        super().__init__()
-        self.ln_1 = nn.LayerNorm(n_embd)
-        self.attn = CausalSelfAttention(n_embd, n_head)
-        self.ln_2 = nn.LayerNorm(n_embd)
-        self.mlp = nn.Sequential(
-            nn.Linear(n_embd, 4 * n_embd), nn.GELU(), nn.Linear(4 * n_embd, n_embd)
-        )
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = x + self.attn(self.ln_1(x))
-        return x + self.mlp(self.ln_2(x))
-
-
-class GPT(nn.Module):
-    def __init__(self, vocab_size=50304, block_size=1024, n_layer=12, n_head=12, n_embd=768):
-        super().__init__()
-        self.wte = nn.Embedding(vocab_size, n_embd)
-        self.wpe = nn.Embedding(block_size, n_embd)
-        self.h = nn.ModuleList([Block(n_embd, n_head) for _ in range(n_layer)])
-        self.ln_f = nn.LayerNorm(n_embd)
-        self.lm_head = nn.Linear(n_embd, vocab_size, bias=False)
-        self.wte.weight = self.lm_head.weight
-        self.apply(self._init_weights)
-
-    def _init_weights(self, module: nn.Module) -> None:
-        if isinstance(module, (nn.Linear, nn.Embedding)):
-            torch.nn.init.normal_(module.weight, mean=0.0, std=0.02)
-        if isinstance(module, nn.Linear) and module.bias is not None:
-            torch.nn.init.zeros_(module.bias)
-
-    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None):
-        t = idx.size(1)
-        pos = torch.arange(0, t, dtype=torch.long, device=idx.device)
-        x = self.wte(idx) + self.wpe(pos)
-        for block in self.h:
-            x = block(x)
-        logits = self.lm_head(self.ln_f(x))
-        loss = None
-        if targets is not None:
-            loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
-        return logits, loss
 
 
 def main() -> None:
@@ -114,9 +57,15 @@ def main() -> None:
             y = y.pin_memory().to(device, non_blocking=True)
         return x, y
 
-    model = GPT(
-        block_size=args.block_size, n_layer=args.n_layer, n_head=args.n_head, n_embd=args.n_embd
-    ).to(device)
+    shape = GPTConfig(
+        block=args.block_size, layers=args.n_layer, heads=args.n_head, width=args.n_embd
+    )
+    model = GPT(shape).to(device)
+    for module in model.modules():  # nanoGPT's _init_weights
+        if isinstance(module, (torch.nn.Linear, torch.nn.Embedding)):
+            torch.nn.init.normal_(module.weight, mean=0.0, std=0.02)
+        if isinstance(module, torch.nn.Linear) and module.bias is not None:
+            torch.nn.init.zeros_(module.bias)
     scaler = torch.amp.GradScaler(device_type, enabled=(args.dtype == "float16"))
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
@@ -137,7 +86,7 @@ def main() -> None:
             group["lr"] = lr
         for _ in range(args.gradient_accumulation_steps):
             with ctx:
-                _, loss = model(X, Y)
+                loss = model(X, Y)
                 loss = loss / args.gradient_accumulation_steps
             X, Y = get_batch()
             scaler.scale(loss).backward()

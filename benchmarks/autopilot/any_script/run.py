@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.autopilot import climb
 from benchmarks.common.monitored import run_until_pilot_done
 
 # After the autopilot is done, the job runs on this long in the configuration it left, so its
@@ -33,9 +34,6 @@ from benchmarks.common.monitored import run_until_pilot_done
 SETTLE_S = 30.0
 
 HERE = Path(__file__).resolve().parent
-# The autopilot keeps a change only past 3% (pilot.MIN_GAIN_PCT): ends this close to the best
-# fix are within the noise of two measurements.
-WITHIN_NOISE = 0.97
 
 # name: (script, its own arguments, its time-limit flag, {fix label: the fix's flags})
 SCRIPTS: dict[str, tuple[str, list[str], str, dict[str, list[str]]]] = {
@@ -134,7 +132,7 @@ def run_script(
     rates = [f["rate"] for f in result["fixes"].values() if f.get("rate")]
     best = max(rates) if rates else None
     result["best_fix"] = best
-    result["as_fast"] = bool(end and best and end >= WITHIN_NOISE * best)
+    result["as_fast"] = bool(end and best and end >= climb.WITHIN_NOISE * best)
     print(f"{name}: autopilot end {end} vs best single fix {best}: as fast = {result['as_fast']}")
     return result
 
@@ -150,12 +148,8 @@ def run_pilot(
 ) -> float | None:
     """The script under ``--autopilot`` until it is done and ``SETTLE_S`` after; its end."""
     cap = str(60 * budget_min + 90)
-    summary = run_until_pilot_done(
-        ["--autopilot", "--autopilot-budget", str(budget_min)],
-        [path, *own, limit_flag, cap],
-        out / f"{name}-autopilot",
-        60 * budget_min + 60,
-        settle_s=SETTLE_S,
+    summary = climb.run(
+        [path, *own, limit_flag, cap], out, budget_min, SETTLE_S, f"{name}-autopilot"
     )
     start, end, unit = autopilot_end(summary)
     pilot = summary.get("autopilot") or {}
@@ -164,13 +158,6 @@ def run_pilot(
         "wall_s": round(summary["wall_s"], 1), "trials": pilot.get("trials"),
     }  # fmt: skip
     print(f"{name} autopilot: {start} -> {end} {unit}; {pilot.get('state')}", flush=True)
-    for trial in pilot.get("trials") or []:
-        print(
-            f"  {trial['change']:<32} from {trial['source']:<22} predicted "
-            f"{trial.get('predicted_gain')} measured {trial.get('gain')} vs start "
-            f"{trial.get('gain_vs_start')}: {trial['decision']}: {trial['reason']}",
-            flush=True,
-        )
     return end
 
 
