@@ -1,11 +1,11 @@
 """What the hook costs busy_box's step, by part, from steps alternated in one process.
 
 busy_box.py's JOB step (``--reps`` forward+backward passes of a Linear layer, then an SGD
-step, one torch thread) under the hook, each step in one of two states, alternated step by
-step (on, off, off, on, ...) and paired; a part's figure is the median of its pairs'
+step, one torch thread) under the hook, in runs of ``--steps`` steps in one of two states,
+alternated (on, off, off, on, ...) and paired; a part's figure is the median of its pairs'
 differences in the training thread's CPU time (``time.thread_time``), microseconds a step.
-Pairs of adjacent steps and CPU time, not blocks of wall time: the dev box's wall clock
-wanders 10-50% between blocks under the other sessions' load, a step's CPU time far less.
+Adjacent short runs and CPU time, not blocks of wall time: the dev box's wall clock wanders
+10-50% between blocks under the other sessions' load, a short run's CPU time far less.
 
 Parts: ``floor``, a null hook (pass-through wrappers of the model's call and
 ``torch.autograd.backward``, an optimizer hook appending a clock read) against none: what
@@ -15,7 +15,7 @@ wrappers (the agent enabled and the forward probe active, against both off); ``f
 end`` (the optimizer hooks' calls), each on against off with the rest on. Then the hook's
 own thread's CPU over the run (/proc), as a share of a core.
 
-    heavy -x .venv/bin/python -m benchmarks.overhead.busy_step_parts --pairs 2000
+    heavy -x .venv/bin/python -m benchmarks.overhead.busy_step_parts --pairs 200
 """
 
 from __future__ import annotations
@@ -95,17 +95,23 @@ def _hook_parts(agent: Agent) -> dict[str, Switch]:
             "backward": stub("backward"), "step end": stub("step end")}  # fmt: skip
 
 
-def paired_us(step: Callable[[], None], switch: Switch, pairs: int) -> tuple[float, float, float]:
-    """Median of on-minus-off CPU time over ``pairs`` adjacent steps, its quartiles (us)."""
+def paired_us(
+    step: Callable[[], None], switch: Switch, pairs: int, steps: int
+) -> tuple[float, float, float]:
+    """Median of on-minus-off CPU time a step over ``pairs`` adjacent runs of ``steps`` steps,
+    and its quartiles (us). Runs, not single steps: a switch that sets a class's attribute
+    costs the next few calls their specialised bytecode (Python 3.11), which a single step
+    would charge to the part."""
     differences = []
     for index in range(pairs):
         times = {}
         for value in (True, False) if index % 2 == 0 else (False, True):
             switch(value)
             started = time.thread_time()
-            step()
+            for _ in range(steps):
+                step()
             times[value] = time.thread_time() - started
-        differences.append((times[True] - times[False]) * 1e6)
+        differences.append((times[True] - times[False]) / steps * 1e6)
     switch(True)
     ordered = sorted(differences)
     return statistics.median(ordered), ordered[pairs // 4], ordered[3 * pairs // 4]
@@ -114,7 +120,8 @@ def paired_us(step: Callable[[], None], switch: Switch, pairs: int) -> tuple[flo
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=6, help="forward+backward a step")
-    parser.add_argument("--pairs", type=int, default=2000, help="step pairs per part")
+    parser.add_argument("--pairs", type=int, default=200, help="pairs of runs per part")
+    parser.add_argument("--steps", type=int, default=10, help="steps a run")
     args = parser.parse_args()
     torch.set_num_threads(1)
     model = torch.nn.Linear(256, 256)
@@ -134,20 +141,22 @@ def main() -> None:
     for _ in range(200):
         step()
     bare_us = (time.thread_time() - bare_started) / 200 * 1e6
-    figures = {"floor": paired_us(step, floor, args.pairs)}
+    figures = {"floor": paired_us(step, floor, args.pairs, args.steps)}
     floor(False)
     remove_floor()
     agent = patches.install(torch)
     for _ in range(200):  # the model found, the hook's first steps left out
         step()
     for part, switch in _hook_parts(agent).items():
-        figures[part] = paired_us(step, switch, args.pairs)
+        figures[part] = paired_us(step, switch, args.pairs, args.steps)
     listener_s, started = _thread_cpu_s("gputop-train-hook"), time.monotonic()
-    for _ in range(args.pairs):  # the whole hook, its thread sending what the steps made
+    for _ in range(
+        args.pairs * args.steps
+    ):  # the whole hook, its thread sending what the steps made
         step()
     listener = (_thread_cpu_s("gputop-train-hook") - listener_s) / (time.monotonic() - started)
     print(f"bare step {bare_us:.0f} us of CPU, {args.reps} forward+backward a step, "
-          f"{args.pairs} pairs a part")  # fmt: skip
+          f"{args.pairs} pairs of {args.steps} steps a part")  # fmt: skip
     for part, (median, low, high) in figures.items():
         print(f"  {part:9s} {median:+7.1f} us a step ({median / bare_us:+6.2%}), "
               f"quartiles {low:+.0f}..{high:+.0f}")  # fmt: skip
