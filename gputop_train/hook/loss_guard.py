@@ -78,7 +78,10 @@ class LossGuard:
         for name, value in values.items():
             if watch is not None and watch.layout is None:
                 watch.after.setdefault(name, []).append(value)
-            self._recent.setdefault(name, deque(maxlen=WINDOW_STEPS)).append(value)
+            recent = self._recent.get(name)
+            if recent is None:  # not setdefault: its default, a deque, was built every step
+                recent = self._recent[name] = deque(maxlen=WINDOW_STEPS)
+            recent.append(value)
 
     def watch(self, step: int, changes: list[tuple[str, Any, Any]]) -> None:
         """Changes applied at ``step``: the steps before are their reference. A change still

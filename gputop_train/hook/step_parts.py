@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from itertools import pairwise
 from typing import Any
 
 FWD_START, FWD_END, BWD_START, BWD_END, OPT_START, STEP_END, HOOK_END = range(7)
@@ -57,20 +56,28 @@ def split(kinds: list[int], durations_ms: list[float], clock: str, clean_data: b
     forward; ``clean_data`` False (an evaluation forward ran in the gap) moves the data
     interval to the rest, and data reads N/A."""
     if len(kinds) < 2 or kinds[0] != STEP_END or kinds[-1] != STEP_END or FWD_START not in kinds:
-        return Parts(None, None, None, None, None, None)
+        return _UNSPLIT
     sums = [0.0, 0.0, 0.0, 0.0, 0.0]
     previous = STEP_END
     for kind, duration in zip(kinds[1:], durations_ms[1:], strict=True):
         sums[_PART_OF[previous * _KINDS + kind]] += duration
         previous = kind
+    return _parts(clock, sums, sum(1 << kind for kind in set(kinds)), clean_data)
+
+
+_UNSPLIT = Parts(None, None, None, None, None, None)
+
+
+def _parts(clock: str, sums: list[float], seen: int, clean_data: bool) -> Parts:
+    """The parts from the intervals' sums; ``seen`` has bit k set for a mark of kind k."""
     if not clean_data:
         sums[_REST] += sums[0]
     return Parts(
         clock,
         data=sums[0] if clean_data else None,
         fwd=sums[1],
-        bwd=sums[2] if BWD_END in kinds else None,
-        opt=sums[3] if OPT_START in kinds else None,
+        bwd=sums[2] if seen & 1 << BWD_END else None,
+        opt=sums[3] if seen & 1 << OPT_START else None,
         rest=sums[_REST],
     )
 
@@ -86,11 +93,24 @@ class PendingStep:
     events: bool  # every mark but the hook's end carries a CUDA event (a sampled step)
 
     def host(self) -> Parts:
-        """The split on the host's clock (its data part is the step's host gap)."""
-        kinds = [k for k, _, _ in self.marks]
-        times = [t for _, t, _ in self.marks]
-        host_ms = [0.0, *((b - a) * 1000.0 for a, b in pairwise(times))]
-        return split(kinds, host_ms, "host", self.clean_data)
+        """The split on the host's clock (its data part is the step's host gap), as ``split``
+        makes it, in one pass over the marks: the listener's thread splits every row it
+        sends, ~450 a second of a 2.2 ms step, and the lists ``split`` takes cost it twice
+        this (9.3 us a row, dev box, 2026-12-06; issue 46, docs/benchmarks.md section 16)."""
+        marks = self.marks
+        first, last = marks[0][0] if marks else None, marks[-1][0] if marks else None
+        if len(marks) < 2 or first != STEP_END or last != STEP_END:
+            return _UNSPLIT
+        sums = [0.0, 0.0, 0.0, 0.0, 0.0]
+        seen = 0  # bit k: a mark of kind k
+        previous, then = STEP_END, marks[0][1]
+        for kind, at, _ in marks[1:]:
+            sums[_PART_OF[previous * _KINDS + kind]] += (at - then) * 1000.0
+            previous, then = kind, at
+            seen |= 1 << kind
+        if not seen & 1 << FWD_START:
+            return _UNSPLIT
+        return _parts("host", sums, seen, self.clean_data)
 
 
 class StepTimeline:
