@@ -35,8 +35,14 @@ def test_a_reattachs_resent_backlog_is_skipped_and_counted_apart() -> None:
 
 def test_the_step_a_change_is_asked_for_is_ahead_at_the_recent_pace() -> None:
     steps, _ = step_log.parse(7, [row(i, STARTED + i * 0.25) for i in range(1, 11)])
-    assert step_log.step_ahead(40, steps, ahead_s=2.0, min_ahead=5) == 48  # 4 steps/s
-    assert step_log.step_ahead(40, steps[:1], ahead_s=2.0, min_ahead=5) == 45
+    last = steps[-1].t
+    assert step_log.step_ahead(40, steps, 2.0, 5, now=last) == 48  # 4 steps/s
+    assert step_log.step_ahead(40, steps[:1], 2.0, 5, now=last) == 45
+    # Read 3 s late, the ranks are ~12 steps further than the monitor knows.
+    assert step_log.step_ahead(40, steps, 2.0, 5, now=last + 3.0) == 60
+    # A row older than a stopped rank's is not made up for without bound.
+    far = step_log.step_ahead(40, steps, 2.0, 5, now=last + 1e6)
+    assert far == 40 + 4 * (2 + step_log.MAX_LATE_S)
 
 
 def test_a_restarted_rank_replaces_the_dead_one_and_the_lowest_rank_leads() -> None:

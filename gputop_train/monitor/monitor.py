@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -117,7 +118,7 @@ class Monitor:
         self._request_id += 1
         self.session.apply(events.KnobRequested(name, value))
         # Several ranks: each applies it after this same step (None: at the next boundary).
-        at_step = self.session.common_step(RANKS_AHEAD_S, RANKS_AHEAD_MIN_STEPS)
+        at_step = self.session.common_step(RANKS_AHEAD_S, RANKS_AHEAD_MIN_STEPS, time.time())
         frame = wire.SetKnob(self._request_id, name, value, at_step, trial=trial or None)
         self.client.send(frame.encode())
         return None

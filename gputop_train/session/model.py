@@ -292,16 +292,17 @@ class Session:
         with self._lock:
             return [frame for _, frame in self._facts.get(kind, ())]  # type: ignore[misc]
 
-    def common_step(self, ahead_s: float, min_ahead: int) -> int | None:
+    def common_step(self, ahead_s: float, min_ahead: int, now: float) -> int | None:
         """A step every rank of a multi-process job has still to reach: the furthest step
-        any has reported, plus ``ahead_s`` at the primary's recent pace (``min_ahead`` at
-        least); None with a single process, where a change applies at its next boundary."""
+        any has reported, plus ``ahead_s`` and the steps since its last row (at ``now``) at
+        the primary's recent pace (``min_ahead`` at least); None with a single process,
+        where a change applies at its next boundary."""
         with self._lock:
             if len(self._log.last_step) < 2:
                 return None
             furthest = max(self._log.last_step.values())
             recent = self._log.recent_of(self._primary_pid_locked())
-        return step_ahead(furthest, recent, ahead_s, min_ahead)
+        return step_ahead(furthest, recent, ahead_s, min_ahead, now)
 
     def knob(self, name: str) -> KnobState | None:
         with self._lock:

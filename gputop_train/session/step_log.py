@@ -12,6 +12,12 @@ from collections.abc import Iterable
 from . import stats
 from .steps import Step
 
+# The most of a monitor's lateness (the age of its latest row) a change's step makes up for:
+# well inside the hook's limit on how far ahead a change may ask (hook.knobs.MAX_STEPS_AHEAD,
+# 100,000 steps: 100 s at 1,000 steps a second), and a row older than this is a rank that
+# stopped, not a late read.
+MAX_LATE_S = 30.0
+
 # 100k steps is hours of a fast loop at ~100 bytes each.
 MAX_STEPS = 100_000
 
@@ -78,11 +84,17 @@ def parse(pid: int, rows: Iterable[object]) -> tuple[list[Step], int]:
     return good, len(parsed) - len(good)
 
 
-def step_ahead(furthest: int, recent: list[Step], ahead_s: float, min_ahead: int) -> int:
-    """The step ``ahead_s`` past ``furthest`` at the pace of ``recent`` (one process's steps),
-    ``min_ahead`` steps at least."""
+def step_ahead(
+    furthest: int, recent: list[Step], ahead_s: float, min_ahead: int, now: float
+) -> int:
+    """The step ``ahead_s`` past where the ranks are at ``now`` at the pace of ``recent`` (one
+    process's steps), ``min_ahead`` steps at least. Where they are is ``furthest`` plus the
+    steps since ``recent``'s last row: a monitor that reads its rows late (niced, on a loaded
+    box) knows of a step the ranks passed seconds ago, and 2 s past it was too close: a
+    two-rank trial on the dev box (2026-12-06, beside CPU hogs) arrived after its step."""
     ahead = min_ahead
     if len(recent) >= 2 and recent[-1].t > recent[0].t:
         pace = (recent[-1].step - recent[0].step) / (recent[-1].t - recent[0].t)
-        ahead = max(min_ahead, math.ceil(pace * ahead_s))
+        late_s = min(max(0.0, now - recent[-1].t), MAX_LATE_S)
+        ahead = max(min_ahead, math.ceil(pace * (ahead_s + late_s)))
     return furthest + ahead
