@@ -20,6 +20,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from gputop_train.export.info import RANK_INFO_LABELS
+
 JOB_LABELS = ["host", "train_job"]
 RANK_LABELS = [*JOB_LABELS, "rank", "local_rank", "pid", "gpu", "UUID"]
 GPU_LABELS = [*JOB_LABELS, "gpu", "name", "UUID", "pci_bus_id"]
@@ -156,18 +158,7 @@ class _NodeCollector(Collector):
         info = GaugeMetricFamily(
             "gputop_train_rank_info",
             "info",
-            labels=[
-                "job",
-                "rank",
-                "local_rank",
-                "node",
-                "host",
-                "Hostname",
-                "pid",
-                "gpu",
-                "UUID",
-                "pci_bus_id",
-            ],
+            labels=list(RANK_INFO_LABELS),
         )
         for r in node.ranks:
             connected.add_metric(rank_labels(r), 1.0)
