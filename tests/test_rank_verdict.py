@@ -195,3 +195,44 @@ def test_the_advisor_names_what_the_verdict_names() -> None:
         "Slow node: node b (ranks 2, 3) compute slower, and the other nodes' ranks wait for them"
     )
     assert found.evidence[0] == verdict.evidence
+
+
+def test_a_slow_node_is_named_though_the_fast_nodes_waits_spread() -> None:
+    """The figures of 8 gloo ranks across two namespaces beside two busy loops, node 1
+    computing +30 ms a step (2026-12-06): node 0's waits spread 113-119 ms, so each of node 1's
+    ranks stood 28 ms under the others' median against a MAD line of 27 ms, and the rank tier
+    named the node in every other line. Held against node 0's median, node 1 is named."""
+    nodes = ["0"] * 4 + ["1"] * 4
+    history = [
+        window([113.0, 115.0, 116.0, 119.0, 83.0, 85.0, 86.0, 88.0], step=140.0, nodes=nodes),
+        window([116.0, 118.0, 117.0, 119.0, 84.0, 88.0, 89.0, 85.0], step=146.0, nodes=nodes),
+        window([110.0, 108.0, 109.0, 107.0, 80.0, 79.0, 77.0, 78.0], step=136.0, nodes=nodes),
+    ]
+    verdict = judge(history)
+    assert verdict is not None
+    assert (verdict.kind, verdict.ranks, verdict.node) == ("node", (4, 5, 6, 7), "1")
+    assert "the other nodes' median" in verdict.evidence and "MADs" not in verdict.evidence
+
+
+def test_a_node_is_named_only_when_its_every_rank_stands_out() -> None:
+    """One rank of node 1 waits like node 0's: that node's rank that stands out least does not,
+    and the rank tier names the three that do as ranks, not the node."""
+    nodes = ["0"] * 4 + ["1"] * 4
+    slowed = window([115.0, 116.0, 114.0, 117.0, 85.0, 86.0, 84.0, 114.0], step=140, nodes=nodes)
+    verdict = judge([slowed] * HOLD_WINDOWS)
+    assert verdict is None or verdict.kind == "rank"
+
+
+def test_nodes_jittering_apart_by_under_the_line_name_nothing() -> None:
+    """Unslowed: one node's ranks all wait a little less than the other's (under 10% of the
+    step), in every window."""
+    nodes = ["0"] * 4 + ["1"] * 4
+    close = window([30.0, 31.0, 32.0, 30.5, 26.0, 25.5, 27.0, 26.5], step=56.0, nodes=nodes)
+    assert judge([close] * HOLD_WINDOWS) is None
+
+
+def test_of_three_nodes_the_slow_one_is_held_against_the_median_node() -> None:
+    nodes = ["0", "0", "1", "1", "2", "2"]
+    slowed = window([60.0, 61.0, 58.0, 59.0, 30.0, 31.0], step=100.0, nodes=nodes)
+    verdict = judge([slowed] * HOLD_WINDOWS)
+    assert verdict is not None and (verdict.kind, verdict.node) == ("node", "2")

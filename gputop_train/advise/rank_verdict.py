@@ -97,6 +97,9 @@ def judge(history: Sequence[Sequence[RankWindow]]) -> Verdict | None:
     held = [list(w) for w in history[-HOLD_WINDOWS:]]
     if len(held) < HOLD_WINDOWS:
         return None
+    slow_node = _slow_node(held)
+    if slow_node is not None:
+        return slow_node
     found = [_standouts(window) for window in held]
     if any(f is None for f in found):
         return _job_verdict(held)
@@ -192,6 +195,64 @@ def _stands_out(
     return _Standout(rank, figure, own, middle, gap, line) if gap >= line else None
 
 
+def _slow_node(held: list[list[RankWindow]]) -> Verdict | None:
+    """The node tier, as the alerts' node rules have it (docs/prometheus/rules.yml): one node
+    of two ranks or more whose rank that stands out least still stands out from the other
+    nodes (at 2 nodes the other node's median; with more, the median of every node's median)
+    by the line's share of the step on one figure, the same node in each held window.
+
+    Not each of its ranks against every other rank with a MAD scale, as a rank is: with half
+    the ranks slow, the others' median falls on the edge of the fast half and their MAD is
+    that half's whole range. 8 gloo ranks on two namespaces beside two busy loops, node 1
+    computing +30 ms a step (2026-12-06 06:20 UTC): its ranks waited 28 ms under the others'
+    median against a line of 27 ms (4.45 x a MAD of 6 ms: node 0's waits 113-119 ms), and the
+    node was named in 17 and 24 of 30 lines (FSDP2, DDP); docs/ranks.md."""
+    found = [_node_standout(window) for window in held]
+    nodes = {f.rank.node for f in found if f is not None}
+    if any(f is None for f in found) or len(nodes) != 1:
+        return None
+    node = nodes.pop()
+    ranks = tuple(sorted(r.rank for r in _judged(held[-1]) if r.node == node))
+    return _verdict("node", ranks, held, [[f] for f in found if f is not None], of_nodes=True)
+
+
+def _node_standout(window: Sequence[RankWindow]) -> _Standout | None:
+    """The one node standing out in a window, as its rank that stands out least (None: none,
+    or more than one)."""
+    ranks = _judged(window)
+    step = _median([r.step_ms for r in ranks])
+    by_node: dict[str, list[RankWindow]] = {}
+    for rank in ranks:
+        by_node.setdefault(rank.node, []).append(rank)
+    if step is None or len(by_node) < 2:
+        return None
+    floor = max(GAP_SHARE * step, GAP_MIN_MS)
+    standing: dict[str, _Standout] = {}
+    for figure, sign in (("wait", -1.0), ("step", 1.0), ("input", 1.0)):
+        medians = {
+            node: m
+            for node, of_node in by_node.items()
+            if (m := _median([getattr(r, f"{figure}_ms") for r in of_node])) is not None
+        }
+        if len(medians) < 2:
+            continue
+        for node, of_node in by_node.items():
+            known = [r for r in of_node if getattr(r, f"{figure}_ms") is not None]
+            if len(of_node) < 2 or len(known) < len(of_node):
+                continue
+            least = min(known, key=lambda r: sign * getattr(r, f"{figure}_ms"))
+            own = getattr(least, f"{figure}_ms")
+            others = (
+                next(m for n, m in medians.items() if n != node)
+                if len(medians) == 2
+                else statistics.median(medians.values())
+            )
+            gap = sign * (own - others)
+            if gap >= floor and (node not in standing or gap > standing[node].gap_ms):
+                standing[node] = _Standout(least, figure, own, others, gap, floor)
+    return next(iter(standing.values())) if len(standing) == 1 else None
+
+
 def _key(
     window: Sequence[RankWindow], found: list[_Standout]
 ) -> tuple[Literal["rank", "node"], tuple[int, ...]]:
@@ -213,8 +274,10 @@ def _verdict(
     ranks: tuple[int, ...],
     held: list[list[RankWindow]],
     found: list[list[_Standout]],
+    of_nodes: bool = False,
 ) -> Verdict:
-    """The verdict on ``ranks``, its figures the medians over the held windows."""
+    """The verdict on ``ranks``, its figures the medians over the held windows; ``of_nodes``:
+    held against the other nodes, by the share of the step alone (``_slow_node``)."""
     gap = statistics.median(statistics.median(s.gap_ms for s in f) for f in found)
     step = statistics.median(_median([r.step_ms for r in _judged(w)]) or 0.0 for w in held)
     last = found[-1]
@@ -231,7 +294,8 @@ def _verdict(
     )
     lead = max(last, key=lambda s: s.gap_ms)
     most = "" if one else " the most"
-    figures = f"{_ms(lead.own_ms)}{most}, the others' median {_ms(lead.others_ms)}"
+    others = "the other nodes'" if of_nodes else "the others'"
+    figures = f"{_ms(lead.own_ms)}{most}, {others} median {_ms(lead.others_ms)}"
     figure = {
         "wait": f"the other ranks wait {_ms(gap)} a step for {it} in collectives ({its} wait "
         f"{figures})",
@@ -240,9 +304,10 @@ def _verdict(
     }[lead.figure]
     if cause is not None and cause == lead.figure:
         covers = f"{its} {cause} covers the gap"
+    spread = "" if of_nodes else f", or {MAD_K:g} MADs of the others"
     evidence = (
         f"{who}: {figure}, over the line of {_ms(lead.line_ms)} ({GAP_SHARE:.0%} of the "
-        f"{_ms(step)} step, or {MAD_K:g} MADs of the others) in each of the last "
+        f"{_ms(step)} step{spread}) in each of the last "
         f"{HOLD_WINDOWS} windows; " + (covers or "no measured cause covers most of the gap")
     )
     return Verdict(kind, ranks, node, cause, gap, step, evidence)
